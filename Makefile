@@ -1,0 +1,39 @@
+# Two commands do all set-up: `make run` (the main job) and `make test` (the whole suite).
+# Both bootstrap uv into .tools/ with pip and build .venv/ from uv.lock.
+
+PYTHON ?= python3
+UV_VERSION := 0.13.9
+TOOLS := .tools
+UV := $(TOOLS)/bin/uv
+VENV := .venv
+SYNCED := $(VENV)/.synced-from-lock
+
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: setup run test lint validate clean
+
+$(UV):
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(TOOLS) uv==$(UV_VERSION)
+
+$(SYNCED): uv.lock pyproject.toml | $(UV)
+	$(UV) sync --frozen --python $(PYTHON)
+	touch $@
+
+setup: $(SYNCED)
+
+run: setup
+	$(VENV)/bin/substrate-bench validate
+
+validate: setup
+	$(VENV)/bin/substrate-bench validate --steps
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+test: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest
+
+clean:
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache

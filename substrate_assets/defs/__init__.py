@@ -1,0 +1,1 @@
+"""The Dagster-facing layer: assets, checks, partitions, sensors and resources over the domain packages."""

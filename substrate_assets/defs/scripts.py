@@ -1,0 +1,71 @@
+"""``workload_script[script]``: a script file, its figures, and the blocking check ``script_is_valid``."""
+
+
+import hashlib
+
+import dagster as dg
+
+from substrate_assets.defs.partitions import script_partitions
+from substrate_assets.defs.resources import ScriptLibraryResource
+from substrate_assets.workload import ScriptError, step_table_markdown, summarize
+from substrate_assets.workload.library import display_path
+
+SCRIPT_IS_VALID = "script_is_valid"
+
+
+@dg.asset(
+    partitions_def=script_partitions,
+    group_name="workloads",
+    kinds={"yaml"},
+    check_specs=[dg.AssetCheckSpec(SCRIPT_IS_VALID, asset="workload_script", blocking=True,
+                                   description="The script decodes strictly and passes every script rule; "
+                                   "runs of trials that use it stop here when it does not.")],
+    description="One agent-session workload script (scripts/<name>.yaml): its step table, declared "
+    "memory and content hash. An invalid script still materializes, with its problems, and fails "
+    "the blocking check.",
+)
+def workload_script(context: dg.AssetExecutionContext,
+                    script_library: ScriptLibraryResource) -> dg.MaterializeResult:
+    name = context.partition_key
+    library = script_library.library()
+    try:
+        path = library.path_of(name)
+    except FileNotFoundError as error:
+        raise dg.Failure(str(error)) from None
+    data = path.read_bytes()
+    sha256 = hashlib.sha256(data).hexdigest()
+    common = {"path": dg.MetadataValue.path(display_path(path)), "sha256": sha256}
+    try:
+        loaded = library.load(name)
+    except ScriptError as error:
+        problems = [str(problem) for problem in error.problems]
+        context.log.error("script %s is invalid:\n%s", name, "\n".join(problems))
+        return dg.MaterializeResult(
+            metadata={**common, "valid": False, "problems": dg.MetadataValue.md(
+                "\n".join(f"- `{problem}`" for problem in problems))},
+            data_version=dg.DataVersion(sha256),
+            check_results=[dg.AssetCheckResult(
+                check_name=SCRIPT_IS_VALID, passed=False, severity=dg.AssetCheckSeverity.ERROR,
+                metadata={"problems": dg.MetadataValue.md("\n".join(f"- `{p}`" for p in problems)),
+                          "first_problem": problems[0]})],
+        )
+    summary = summarize(loaded.script, loaded.sha256)
+    return dg.MaterializeResult(
+        metadata={
+            **common,
+            "valid": True,
+            "steps": summary.steps,
+            "ops": summary.ops,
+            "think_per_lap_s": summary.think_per_lap_ns / 1e9,
+            "declared_ram": summary.declared_ram,
+            "declared_ram_bytes": summary.budget.ram,
+            "declared_disk": summary.declared_disk,
+            "declared_disk_bytes": summary.budget.disk,
+            "floor": summary.floor,
+            "min_actor_memory_bytes": summary.min_actor_memory,
+            "step_table": dg.MetadataValue.md(step_table_markdown(loaded.script)),
+        },
+        data_version=dg.DataVersion(sha256),
+        check_results=[dg.AssetCheckResult(check_name=SCRIPT_IS_VALID, passed=True,
+                                           metadata={"sha256": sha256})],
+    )

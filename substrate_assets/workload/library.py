@@ -1,0 +1,81 @@
+"""Script files on disk: the project's ``scripts/`` library and single files."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from substrate_assets.workload.decode import decode
+from substrate_assets.workload.errors import Position, ScriptError, ScriptProblem
+from substrate_assets.workload.model import Script
+from substrate_assets.workload.text import quote
+
+SCRIPT_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True)
+class ScriptFile:
+    """A loaded script with the exact bytes it came from."""
+
+    path: Path
+    script: Script
+    text: str
+    sha256: str
+
+
+def display_path(path: Path) -> str:
+    """The path as a user would type it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def load_script_file(path: Path, *, expected_name: str | None = None) -> ScriptFile:
+    """Read, decode and validate one file; ``expected_name`` also pins the script's ``name``.
+
+    Raises :class:`ScriptError` (located at the file) for every problem,
+    including an unreadable file.
+    """
+    shown = display_path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise ScriptError(ScriptProblem(f"cannot read: {error.strerror or error}", path=shown)) from None
+    script = decode(data, shown)
+    if expected_name is not None and script.name != expected_name:
+        position = script.field_positions.get("name", Position(1, 1))
+        raise ScriptError(ScriptProblem(
+            f"script name {quote(script.name)} must equal its file name {quote(expected_name)} "
+            f"(scripts are looked up as scripts/<name>.yaml)", path=shown, position=position))
+    return ScriptFile(path, script, data.decode("utf-8"), hashlib.sha256(data).hexdigest())
+
+
+@dataclass(frozen=True)
+class ScriptLibrary:
+    """The directory of named scripts (``scripts/<name>.yaml``)."""
+
+    directory: Path
+
+    def paths(self) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        return sorted(p for p in self.directory.iterdir() if p.suffix in SCRIPT_SUFFIXES and p.is_file())
+
+    def names(self) -> list[str]:
+        return [p.stem for p in self.paths()]
+
+    def path_of(self, name: str) -> Path:
+        for suffix in SCRIPT_SUFFIXES:
+            candidate = self.directory / f"{name}{suffix}"
+            if candidate.is_file():
+                return candidate
+        have = ", ".join(self.names()) or "none"
+        raise FileNotFoundError(f"no script {quote(name)} in {display_path(self.directory)} (have {have})")
+
+    def load(self, name: str) -> ScriptFile:
+        return load_script_file(self.path_of(name), expected_name=name)
+
+    def contains(self, path: Path) -> bool:
+        return path.resolve().parent == self.directory.resolve()

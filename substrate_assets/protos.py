@@ -116,9 +116,14 @@ def _load_package() -> ModuleType:
 
 
 _load_package()
-glutton_pb2 = importlib.import_module(f"{PACKAGE}.glutton_pb2")
-ateapi_pb2 = importlib.import_module(f"{PACKAGE}.ateapi_pb2")
-ateapi_pb2_grpc = importlib.import_module(f"{PACKAGE}.ateapi_pb2_grpc")
-glutton_pb2_grpc = importlib.import_module(f"{PACKAGE}.glutton_pb2_grpc")
+_MODULES = ("glutton_pb2", "ateapi_pb2", "ateapi_pb2_grpc", "glutton_pb2_grpc")
+__all__ = [*_MODULES, "proto_directory"]
 
-__all__ = ["ateapi_pb2", "ateapi_pb2_grpc", "glutton_pb2", "glutton_pb2_grpc", "proto_directory"]
+
+def __getattr__(name: str) -> ModuleType:
+    # Loaded on first use: the *_grpc modules import grpc, which a glutton actor never needs.
+    if name in _MODULES:
+        module = importlib.import_module(f"{PACKAGE}.{name}")
+        globals()[name] = module
+        return module
+    raise AttributeError(name)

@@ -1,0 +1,115 @@
+"""An actor host process: started warm, told to restore and serve one actor, then to checkpoint and exit.
+
+The runtime talks to a host over its stdin/stdout, one JSON object per line:
+
+- host → runtime, once imports are done: ``{"ready": true, "pid": …}``
+- ``{"op": "start", "data_dir": …, "snapshot": path|null, "memory_limit": n|null}`` →
+  ``{"ok": true, "port": …, "pages": …, "files": …, "seconds": …}``: restores the
+  snapshot (if any) and serves glutton on 127.0.0.1
+- ``{"op": "checkpoint", "target": …, "fsync": bool}`` → ``{"ok": true, "pages": …, "files": …,
+  "seconds": …}``: stops serving, writes the snapshot, removes the data dir, exits 0
+- ``{"op": "exit"}``: exits at once
+
+A write that would take the actor past its memory limit makes the host print
+``{"event": "over_limit", "used": …, "limit": …}`` and SIGKILL itself, as the
+kernel's OOM killer would. The host dies with the runtime (PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from substrate_assets.runtime.glutton import Glutton
+from substrate_assets.runtime.glutton_http import GluttonServer
+from substrate_assets.runtime.snapshot import SnapshotSizes, restore_snapshot, write_snapshot
+
+_PR_SET_PDEATHSIG = 1
+_emit_lock = threading.Lock()
+
+
+def _die_with_parent(parent: int) -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the stdin EOF check below still ends the host
+        return
+    if os.getppid() != parent:  # the parent died before the prctl took effect
+        os._exit(1)
+
+
+def emit(message: dict[str, Any]) -> None:
+    line = json.dumps(message) + "\n"
+    with _emit_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+
+def _over_limit(used: int, limit: int) -> None:
+    emit({"event": "over_limit", "used": used, "limit": limit})
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Host:
+    def __init__(self) -> None:
+        self.glutton: Glutton | None = None
+        self.server: GluttonServer | None = None
+        self.data_dir: Path | None = None
+
+    def start(self, command: dict[str, Any]) -> dict[str, Any]:
+        started = time.perf_counter()
+        self.data_dir = Path(command["data_dir"])
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        self.data_dir.mkdir(parents=True)
+        self.glutton = Glutton(self.data_dir, command.get("memory_limit"), _over_limit)
+        snapshot = command.get("snapshot")
+        sizes = restore_snapshot(Path(snapshot), self.glutton) if snapshot else SnapshotSizes(0, 0)
+        self.server = GluttonServer(("127.0.0.1", 0), self.glutton)
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        return {"ok": True, "port": self.server.server_address[1], "pages": sizes.pages, "files": sizes.files,
+                "seconds": time.perf_counter() - started}
+
+    def checkpoint(self, command: dict[str, Any]) -> dict[str, Any]:
+        if self.glutton is None or self.server is None or self.data_dir is None:
+            return {"ok": False, "error": "nothing to checkpoint: the host serves no actor"}
+        started = time.perf_counter()
+        self.server.shutdown()
+        self.server.server_close()
+        sizes = write_snapshot(self.glutton, Path(command["target"]), fsync=bool(command.get("fsync", True)))
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+        return {"ok": True, "pages": sizes.pages, "files": sizes.files, "seconds": time.perf_counter() - started}
+
+
+def main() -> None:
+    _die_with_parent(int(os.environ.get("SUBSTRATE_RUNTIME_PID", os.getppid())))
+    host = Host()
+    emit({"ready": True, "pid": os.getpid()})
+    for line in sys.stdin:
+        command = json.loads(line)
+        operation = command.get("op")
+        try:
+            if operation == "start":
+                emit(host.start(command))
+            elif operation == "checkpoint":
+                reply = host.checkpoint(command)
+                emit(reply)
+                if reply["ok"]:
+                    os._exit(0)
+            elif operation == "exit":
+                os._exit(0)
+            else:
+                emit({"ok": False, "error": f"unknown op {operation!r}"})
+        except Exception as error:  # report every failure to the runtime, which marks the actor crashed
+            emit({"ok": False, "error": f"{type(error).__name__}: {error}"})
+    os._exit(0)  # stdin closed: the runtime is gone
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Configuration of the embedded runtime: workers, templates, ports, state directory, timeouts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from substrate_assets.workload.quantity import QuantityError, parse_byte_count
+
+GiB = 1 << 30
+DEFAULT_TEMPLATE_ATESPACE = "benchmark-workloads"
+DEFAULT_TEMPLATE_NAME = "glutton"
+WORKERPOOL_NAME = "benchmark-ateom"
+
+
+def _bytes(value: object) -> int | None:
+    if value is None or isinstance(value, int):
+        return value
+    try:
+        return parse_byte_count(str(value))
+    except QuantityError as error:
+        raise ValueError(str(error)) from None
+
+
+class TemplateConfig(BaseModel):
+    """An actor template; ``memory_limit`` (bytes or a quantity such as ``1Gi``) bounds RAM plus files."""
+
+    model_config = ConfigDict(frozen=True)
+
+    atespace: str = DEFAULT_TEMPLATE_ATESPACE
+    name: str = DEFAULT_TEMPLATE_NAME
+    memory_limit: int | None = GiB
+
+    _parse = field_validator("memory_limit", mode="before")(classmethod(lambda cls, v: _bytes(v)))
+
+
+class RuntimeConfig(BaseModel):
+    """Everything the embedded runtime needs; every server binds 127.0.0.1."""
+
+    model_config = ConfigDict(frozen=True)
+
+    workers: int = Field(8, ge=1, description="Worker count (W).")
+    actors_per_worker: int = Field(4, ge=1, description="Running actors each worker holds (C).")
+    actor_memory: int = Field(GiB, gt=0, description="Memory limit of the default glutton template, bytes.")
+    templates: tuple[TemplateConfig, ...] = ()
+    state_dir: Path | None = Field(None, description="Snapshots, live data dirs and host logs; a temporary "
+                                   "directory when unset.")
+    keep_state: bool = Field(False, description="Keep the state directory when the runtime stops.")
+    live_dir: Path | None = Field(None, description="Where running actors keep their data directories; a "
+                                  "fresh directory on tmpfs (/dev/shm) when unset and available, as upstream's "
+                                  "data dir is tmpfs, else <state_dir>/live. Always removed at stop.")
+    control_port: int = Field(0, ge=0, le=65535)
+    router_port: int = Field(0, ge=0, le=65535)
+    metrics_port: int = Field(0, ge=0, le=65535)
+    warm_hosts: int = Field(2, ge=0, description="Actor host processes kept started and idle, so a wake "
+                            "does not pay for a Python start.")
+    router_timeout_s: float = Field(30.0, gt=0, description="The router's own deadline per request (504).")
+    max_parked: int = Field(1000, ge=1, description="Requests the router parks at once before answering 503.")
+    drain_timeout_s: float = Field(30.0, gt=0, description="How long a suspend or pause waits for in-flight "
+                                   "requests.")
+    host_command_timeout_s: float = Field(120.0, gt=0)
+    snapshot_fsync: bool = Field(True, description="Make suspend snapshots durable (fsync) before they count.")
+    workerpool_name: str = WORKERPOOL_NAME
+
+    _parse = field_validator("actor_memory", mode="before")(classmethod(lambda cls, v: _bytes(v)))
+
+    def all_templates(self) -> tuple[TemplateConfig, ...]:
+        """Configured templates plus the default ``benchmark-workloads/glutton`` unless overridden."""
+        default = TemplateConfig(memory_limit=self.actor_memory)
+        names = {(t.atespace, t.name) for t in self.templates}
+        return self.templates if (default.atespace, default.name) in names else (default, *self.templates)
+
+    @property
+    def capacity(self) -> int:
+        return self.workers * self.actors_per_worker

@@ -1,0 +1,94 @@
+"""The ``Control`` gRPC service of protos/ateapi.proto over the runtime's lifecycle."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import grpc
+
+from substrate_assets.protos import ateapi_pb2 as pb
+from substrate_assets.protos import ateapi_pb2_grpc
+from substrate_assets.runtime.lifecycle import Lifecycle, LifecycleError
+from substrate_assets.workload.quantity import format_binary_si
+
+T = TypeVar("T")
+Context = grpc.aio.ServicerContext
+ELAPSED_TRAILER = "x-server-elapsed-us"
+
+
+class ControlService(ateapi_pb2_grpc.ControlServicer):
+    def __init__(self, lifecycle: Lifecycle) -> None:
+        self.lifecycle = lifecycle
+
+    async def _call(self, context: Context, work: Callable[[], Awaitable[T]]) -> T:
+        started = time.perf_counter()
+        try:
+            return await work()
+        except LifecycleError as error:
+            await context.abort(error.code, error.message)
+            raise  # abort raises; this line is never reached
+        finally:
+            context.set_trailing_metadata(((ELAPSED_TRAILER, str(int((time.perf_counter() - started) * 1e6))),))
+
+    async def CreateAtespace(self, request: pb.CreateAtespaceRequest, context: Context) -> pb.Atespace:
+        async def work() -> pb.Atespace:
+            return self.lifecycle.create_atespace(request.atespace.metadata.name).message()
+
+        return await self._call(context, work)
+
+    async def CreateActor(self, request: pb.CreateActorRequest, context: Context) -> pb.Actor:
+        async def work() -> pb.Actor:
+            actor = request.actor
+            template = (actor.actor_template.atespace, actor.actor_template.name)
+            return self.lifecycle.create_actor(actor.metadata.atespace, actor.metadata.name, template).message()
+
+        return await self._call(context, work)
+
+    async def GetActor(self, request: pb.GetActorRequest, context: Context) -> pb.Actor:
+        async def work() -> pb.Actor:
+            return self.lifecycle.actor(request.actor.atespace, request.actor.name).message()
+
+        return await self._call(context, work)
+
+    async def ResumeActor(self, request: pb.ResumeActorRequest, context: Context) -> pb.ResumeActorResponse:
+        async def work() -> pb.ResumeActorResponse:
+            record = self.lifecycle.actor(request.actor.atespace, request.actor.name)
+            resumed = await self.lifecycle.resume(record)
+            return pb.ResumeActorResponse(actor=record.message(), resumed=resumed)
+
+        return await self._call(context, work)
+
+    async def SuspendActor(self, request: pb.SuspendActorRequest, context: Context) -> pb.SuspendActorResponse:
+        async def work() -> pb.SuspendActorResponse:
+            record = self.lifecycle.actor(request.actor.atespace, request.actor.name)
+            return pb.SuspendActorResponse(actor=(await self.lifecycle.suspend(record)).message())
+
+        return await self._call(context, work)
+
+    async def PauseActor(self, request: pb.PauseActorRequest, context: Context) -> pb.PauseActorResponse:
+        async def work() -> pb.PauseActorResponse:
+            record = self.lifecycle.actor(request.actor.atespace, request.actor.name)
+            return pb.PauseActorResponse(actor=(await self.lifecycle.pause(record)).message())
+
+        return await self._call(context, work)
+
+    async def DeleteActor(self, request: pb.DeleteActorRequest, context: Context) -> pb.Actor:
+        async def work() -> pb.Actor:
+            record = self.lifecycle.actor(request.actor.atespace, request.actor.name)
+            return (await self.lifecycle.delete(record, request.any_state)).message()
+
+        return await self._call(context, work)
+
+    async def GetActorTemplate(self, request: pb.GetActorTemplateRequest, context: Context) -> pb.ActorTemplate:
+        async def work() -> pb.ActorTemplate:
+            ref = request.actor_template
+            template = self.lifecycle.template(ref.atespace, ref.name)
+            limits = []
+            if template.memory_limit is not None:
+                limits.append(pb.ResourceLimit(name="memory", quantity=format_binary_si(template.memory_limit)))
+            return pb.ActorTemplate(metadata=pb.ResourceMetadata(atespace=template.atespace, name=template.name),
+                                    resources=pb.ResourceRequirements(limits=limits))
+
+        return await self._call(context, work)

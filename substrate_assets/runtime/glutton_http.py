@@ -1,0 +1,118 @@
+"""Glutton over HTTP: POST routes with protobuf bodies, ``GET /readyz``, upstream status codes.
+
+Wrong method 405; a body that does not parse 400; invalid argument 400; not
+found 404; anything else 500; the body of an error is its message. Every
+success carries ``x-server-elapsed-us``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from substrate_assets.protos import glutton_pb2 as pb
+from substrate_assets.runtime.glutton import Glutton, GluttonError
+
+CONTENT_TYPE = "application/x-protobuf"
+ELAPSED_HEADER = "x-server-elapsed-us"
+
+
+def routes(glutton: Glutton) -> dict[str, tuple[type, Callable[[Any], Any]]]:
+    return {
+        "/ping": (pb.PingRequest, glutton.ping),
+        "/writeram": (pb.WriteRAMRequest, glutton.write_ram),
+        "/readram": (pb.ReadRAMRequest, glutton.read_ram),
+        "/writedisk": (pb.WriteDiskRequest, glutton.write_disk),
+        "/readdisk": (pb.ReadDiskRequest, glutton.read_disk),
+        "/ingest": (pb.IngestRequest, glutton.ingest),
+        "/burncpu": (pb.BurnCPURequest, glutton.burn_cpu),
+    }
+
+
+class GluttonServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    allow_reuse_address = True
+    request_queue_size = 512  # the router opens many connections at once when parked requests are released
+
+    def __init__(self, address: tuple[str, int], glutton: Glutton) -> None:
+        self.glutton = glutton
+        self.routes = routes(glutton)
+        super().__init__(address, _Handler)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes; Nagle would hold the second
+    server: GluttonServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _reply(self, status: int, body: bytes, content_type: str, extra: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in (extra or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: int, message: str) -> None:
+        self._reply(status, message.encode(), "text/plain; charset=utf-8")
+
+    def _drain(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def do_GET(self) -> None:
+        self._drain()
+        path = self.path.split("?", 1)[0]
+        if path == "/readyz":
+            self._reply(200, b"ok", "text/plain; charset=utf-8")
+        elif path in self.server.routes:
+            self._error(405, f"method {self.command} not allowed on {path}")
+        else:
+            self._error(404, f"no route {path}")
+
+    def _not_allowed(self) -> None:
+        self._drain()
+        path = self.path.split("?", 1)[0]
+        if path in self.server.routes or path == "/readyz":
+            self._error(405, f"method {self.command} not allowed on {path}")
+        else:
+            self._error(404, f"no route {path}")
+
+    do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _not_allowed
+
+    def do_POST(self) -> None:
+        started = time.perf_counter()
+        body = self._drain()
+        path = self.path.split("?", 1)[0]
+        route = self.server.routes.get(path)
+        if route is None:
+            if path == "/readyz":
+                self._error(405, "method POST not allowed on /readyz")
+            else:
+                self._error(404, f"no route {path}")
+            return
+        request_type, handler = route
+        try:
+            request = request_type.FromString(body)
+        except DecodeError as error:
+            self._error(400, f"cannot parse {request_type.__name__}: {error}")
+            return
+        try:
+            response = handler(request)
+        except GluttonError as error:
+            self._error(error.status, error.message)
+            return
+        except Exception as error:  # an RPC that failed for an unforeseen reason is a 500, as upstream
+            self._error(500, f"{type(error).__name__}: {error}")
+            return
+        elapsed_us = int((time.perf_counter() - started) * 1e6)
+        self._reply(200, response.SerializeToString(), CONTENT_TYPE, {ELAPSED_HEADER: str(elapsed_us)})

@@ -1,0 +1,418 @@
+"""Atespaces, actors and their state machine: create, resume (restore or unpause), suspend, pause, delete.
+
+Every operation on one actor runs under that actor's lock, so an actor is
+only ever in a stable state (RUNNING, SUSPENDED, PAUSED, CRASHED) when an
+operation starts. Resumes are *flights*: concurrent callers (the router's
+parked requests, an explicit ResumeActor) share one task, which is never
+cancelled because one caller gave up. A host process that dies when nobody
+asked it to makes its actor CRASHED until it is deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from substrate_assets.protos import ateapi_pb2 as pb
+from substrate_assets.runtime.config import RuntimeConfig, TemplateConfig
+from substrate_assets.runtime.events import EventLog, RuntimeEvent
+from substrate_assets.runtime.hosts import HostFailure, HostProcess, WarmPool
+from substrate_assets.runtime.metrics import RuntimeMetrics
+from substrate_assets.runtime.snapshot import FILES, PAGES
+from substrate_assets.runtime.workers import NoFreeWorker, WorkerSlots
+
+# Requests beyond this many queue in the router rather than opening more actor connections (and threads).
+ROUTER_CONNECTIONS_PER_ACTOR = 64
+NAME_PATTERN = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+S = pb.ActorState
+STATE_NAMES = {value: name for name, value in pb.ActorState.items()}
+
+
+class LifecycleError(Exception):
+    """An RPC-level failure: a gRPC status code and its message."""
+
+    def __init__(self, code: grpc.StatusCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _check_name(kind: str, name: str) -> None:
+    if not NAME_PATTERN.fullmatch(name or ""):
+        raise LifecycleError(grpc.StatusCode.INVALID_ARGUMENT,
+                             f"{kind} name {name!r} must be an RFC 1123 label ([a-z0-9-], at most 63 characters)")
+
+
+def _timestamp(seconds: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromNanoseconds(int(seconds * 1e9))
+    return stamp
+
+
+@dataclass
+class Atespace:
+    name: str
+    uid: str
+    created: float
+
+    def message(self) -> pb.Atespace:
+        return pb.Atespace(metadata=pb.ResourceMetadata(name=self.name, uid=self.uid, version=1,
+                                                        create_time=_timestamp(self.created),
+                                                        update_time=_timestamp(self.created)))
+
+
+@dataclass(eq=False)
+class ActorRecord:
+    atespace: str
+    name: str
+    template: TemplateConfig
+    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
+    state: int = S.ACTOR_STATE_SUSPENDED
+    version: int = 1
+    created: float = field(default_factory=time.time)
+    updated: float = field(default_factory=time.time)
+    snapshot: Path | None = None
+    generation: int = 0
+    host: HostProcess | None = None
+    port: int | None = None
+    worker: int | None = None
+    session: aiohttp.ClientSession | None = None
+    inflight: int = 0
+    deleted: bool = False
+    crash_reason: str | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    flight: asyncio.Task[bool] | None = None
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+    @property
+    def key(self) -> str:
+        return f"{self.atespace}/{self.name}"
+
+    @property
+    def serving(self) -> bool:
+        return self.state == S.ACTOR_STATE_RUNNING and self.port is not None and self.session is not None
+
+    def set_state(self, state: int) -> None:
+        self.state = state
+        self.version += 1
+        self.updated = time.time()
+
+    def message(self) -> pb.Actor:
+        return pb.Actor(
+            metadata=pb.ResourceMetadata(atespace=self.atespace, name=self.name, uid=self.uid, version=self.version,
+                                         create_time=_timestamp(self.created), update_time=_timestamp(self.updated)),
+            actor_template=pb.ObjectRef(atespace=self.template.atespace, name=self.template.name),
+            status=pb.ActorStatus(state=self.state),
+        )
+
+    def begin_request(self) -> None:
+        self.inflight += 1
+        self.idle.clear()
+
+    def end_request(self) -> None:
+        self.inflight -= 1
+        if self.inflight == 0:
+            self.idle.set()
+
+
+class Lifecycle:
+    def __init__(self, config: RuntimeConfig, state_dir: Path, live_root: Path, metrics: RuntimeMetrics,
+                 events: EventLog, pool: WarmPool) -> None:
+        self.config = config
+        self.metrics = metrics
+        self.events = events
+        self.pool = pool
+        self.snapshot_root = state_dir / "snapshots"
+        self.live_root = live_root
+        self.templates = {(t.atespace, t.name): t for t in config.all_templates()}
+        self.atespaces: dict[str, Atespace] = {}
+        self.actors: dict[tuple[str, str], ActorRecord] = {}
+        self.slots = WorkerSlots(config.workers, config.actors_per_worker, metrics.update_workers)
+
+    # -- records ----------------------------------------------------------
+
+    def create_atespace(self, name: str) -> Atespace:
+        _check_name("atespace", name)
+        if name in self.atespaces:
+            raise LifecycleError(grpc.StatusCode.ALREADY_EXISTS, f"atespace {name} already exists")
+        atespace = Atespace(name, str(uuid.uuid4()), time.time())
+        self.atespaces[name] = atespace
+        return atespace
+
+    def create_actor(self, atespace: str, name: str, template: tuple[str, str]) -> ActorRecord:
+        _check_name("actor", name)
+        if not template[1]:
+            raise LifecycleError(grpc.StatusCode.INVALID_ARGUMENT, "actor_template is required")
+        if atespace not in self.atespaces:
+            raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION, f"atespace {atespace!r} does not exist")
+        found = self.templates.get(template)
+        if found is None:
+            raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION,
+                                 f"actor template {template[0]}/{template[1]} not found")
+        if (atespace, name) in self.actors:
+            raise LifecycleError(grpc.StatusCode.ALREADY_EXISTS, f"actor {atespace}/{name} already exists")
+        record = ActorRecord(atespace, name, found)
+        self.actors[(atespace, name)] = record
+        return record
+
+    def actor(self, atespace: str, name: str) -> ActorRecord:
+        record = self.actors.get((atespace, name))
+        if record is None or record.deleted:
+            raise LifecycleError(grpc.StatusCode.NOT_FOUND, f"actor {atespace}/{name} not found")
+        return record
+
+    def template(self, atespace: str, name: str) -> TemplateConfig:
+        found = self.templates.get((atespace, name))
+        if found is None:
+            raise LifecycleError(grpc.StatusCode.NOT_FOUND, f"actor template {atespace}/{name} not found")
+        return found
+
+    # -- resume -----------------------------------------------------------
+
+    def flight(self, record: ActorRecord) -> asyncio.Task[bool]:
+        """The one resume in progress for ``record``, started if there is none."""
+        if record.flight is None or record.flight.done():
+            record.flight = asyncio.create_task(self._activate(record))
+            record.flight.add_done_callback(lambda task: task.cancelled() or task.exception())
+        return record.flight
+
+    async def resume(self, record: ActorRecord) -> bool:
+        """ResumeActor: True when a resume ran, False when the actor was already RUNNING."""
+        if record.state == S.ACTOR_STATE_RUNNING and not record.lock.locked():
+            return False
+        return await asyncio.shield(self.flight(record))
+
+    async def _activate(self, record: ActorRecord) -> bool:
+        async with record.lock:
+            if record.deleted:
+                raise LifecycleError(grpc.StatusCode.NOT_FOUND, f"actor {record.key} not found")
+            if record.state == S.ACTOR_STATE_RUNNING:
+                return False
+            if record.state == S.ACTOR_STATE_CRASHED:
+                raise self._crashed(record)
+            try:
+                worker = self.slots.acquire()
+            except NoFreeWorker as error:
+                raise LifecycleError(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error)) from None
+            if record.state == S.ACTOR_STATE_PAUSED:
+                await self._unpause(record, worker)
+            else:
+                await self._restore(record, worker)
+            return True
+
+    async def _unpause(self, record: ActorRecord, worker: int) -> None:
+        started, clock = time.time(), time.perf_counter()
+        assert record.host is not None
+        record.host.signal(signal.SIGCONT)
+        record.worker = worker
+        record.set_state(S.ACTOR_STATE_RUNNING)
+        self.events.append(RuntimeEvent("unpause", record.atespace, record.name, started,
+                                        time.perf_counter() - clock, worker=worker))
+
+    async def _restore(self, record: ActorRecord, worker: int) -> None:
+        started, clock = time.time(), time.perf_counter()
+        record.set_state(S.ACTOR_STATE_RESUMING)
+        host: HostProcess | None = None
+        try:
+            host = await self.pool.take()
+            reply = await host.command({
+                "op": "start",
+                "data_dir": str(self.live_root / record.atespace / record.name),
+                "snapshot": str(record.snapshot) if record.snapshot else None,
+                "memory_limit": record.template.memory_limit,
+            }, self.config.host_command_timeout_s)
+        except (HostFailure, OSError) as error:
+            if host is not None:
+                await host.kill()
+            self.slots.release(worker)
+            self._mark_crashed(record, f"restore failed: {error}")
+            raise self._crashed(record) from None
+        record.host, record.port, record.worker = host, reply["port"], worker
+        record.session = aiohttp.ClientSession(
+            f"http://127.0.0.1:{record.port}",
+            connector=aiohttp.TCPConnector(limit=ROUTER_CONNECTIONS_PER_ACTOR, keepalive_timeout=60),
+            timeout=aiohttp.ClientTimeout(total=None),
+            auto_decompress=False,
+        )
+        host.on_exit = lambda exited, code: self._host_exited(record, exited, code)
+        record.set_state(S.ACTOR_STATE_RUNNING)
+        if not host.alive:  # died between answering and being watched
+            self._host_exited(record, host, host.exited.result())
+        duration = time.perf_counter() - clock
+        self.metrics.observe_restore(duration)
+        self.events.append(RuntimeEvent(
+            "restore", record.atespace, record.name, started, duration, reply["pages"] + reply["files"],
+            reply["pages"], reply["files"], worker, None if record.snapshot else "boot"))
+
+    # -- suspend and pause ------------------------------------------------
+
+    async def suspend(self, record: ActorRecord) -> ActorRecord:
+        async with record.lock:
+            self._require_present(record)
+            if record.state == S.ACTOR_STATE_SUSPENDED:
+                return record
+            if record.state == S.ACTOR_STATE_CRASHED:
+                raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION, f"actor {record.key} is crashed")
+            if record.state == S.ACTOR_STATE_PAUSED:
+                assert record.host is not None
+                record.host.signal(signal.SIGCONT)
+            record.set_state(S.ACTOR_STATE_SUSPENDING)
+            await self._drain(record)
+            await self._checkpoint(record)
+            return record
+
+    async def _checkpoint(self, record: ActorRecord) -> None:
+        host = self._live_host(record)
+        started, clock = time.time(), time.perf_counter()
+        record.generation += 1
+        target = self.snapshot_root / record.atespace / record.name / f"{record.generation:08d}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        host.expected_exit = True
+        try:
+            reply = await host.command({"op": "checkpoint", "target": str(target),
+                                        "fsync": self.config.snapshot_fsync}, self.config.host_command_timeout_s)
+            await asyncio.wait_for(asyncio.shield(host.exited), self.config.host_command_timeout_s)
+        except (HostFailure, TimeoutError) as error:
+            await host.kill()
+            self._mark_crashed(record, f"checkpoint failed: {error}")
+            raise LifecycleError(grpc.StatusCode.INTERNAL,
+                                 f"checkpoint of actor {record.key} failed; the actor is crashed: {error}") from None
+        worker = record.worker
+        await self._release(record)
+        previous, record.snapshot = record.snapshot, target
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
+        record.set_state(S.ACTOR_STATE_SUSPENDED)
+        duration = time.perf_counter() - clock
+        self.metrics.observe_checkpoint(duration, {PAGES: reply["pages"], FILES: reply["files"]})
+        self.events.append(RuntimeEvent("checkpoint", record.atespace, record.name, started, duration,
+                                        reply["pages"] + reply["files"], reply["pages"], reply["files"], worker))
+
+    async def pause(self, record: ActorRecord) -> ActorRecord:
+        async with record.lock:
+            self._require_present(record)
+            if record.state == S.ACTOR_STATE_PAUSED:
+                return record
+            if record.state == S.ACTOR_STATE_SUSPENDED:
+                raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION,
+                                     f"actor {record.key} is suspended; only a running actor can be paused")
+            if record.state == S.ACTOR_STATE_CRASHED:
+                raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION, f"actor {record.key} is crashed")
+            started, clock = time.time(), time.perf_counter()
+            record.set_state(S.ACTOR_STATE_PAUSING)
+            await self._drain(record)
+            host = self._live_host(record)
+            host.signal(signal.SIGSTOP)
+            worker = record.worker
+            if worker is not None:
+                self.slots.release(worker)
+                record.worker = None
+            record.set_state(S.ACTOR_STATE_PAUSED)
+            self.events.append(RuntimeEvent("pause", record.atespace, record.name, started,
+                                            time.perf_counter() - clock, worker=worker))
+            return record
+
+    async def _drain(self, record: ActorRecord) -> None:
+        try:
+            await asyncio.wait_for(record.idle.wait(), self.config.drain_timeout_s)
+        except TimeoutError:
+            raise LifecycleError(grpc.StatusCode.ABORTED,
+                                 f"actor {record.key} still has {record.inflight} requests in flight after "
+                                 f"{self.config.drain_timeout_s}s; another operation is in progress") from None
+        finally:
+            if record.state in (S.ACTOR_STATE_SUSPENDING, S.ACTOR_STATE_PAUSING) and record.inflight:
+                record.set_state(S.ACTOR_STATE_RUNNING)
+        self._live_host(record)
+
+    # -- delete -----------------------------------------------------------
+
+    async def delete(self, record: ActorRecord, any_state: bool) -> ActorRecord:
+        async with record.lock:
+            self._require_present(record)
+            if not any_state and record.state not in (S.ACTOR_STATE_SUSPENDED, S.ACTOR_STATE_CRASHED):
+                raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION,
+                                     f"actor {record.key} is {STATE_NAMES[record.state]}; only SUSPENDED or CRASHED "
+                                     "actors can be deleted without any_state")
+            record.set_state(S.ACTOR_STATE_DELETING)
+            if record.host is not None:
+                await record.host.kill()
+            await self._release(record)
+            record.deleted = True
+            self.actors.pop((record.atespace, record.name), None)
+            shutil.rmtree(self.snapshot_root / record.atespace / record.name, ignore_errors=True)
+            shutil.rmtree(self.live_root / record.atespace / record.name, ignore_errors=True)
+            return record
+
+    # -- failures ---------------------------------------------------------
+
+    def _crashed(self, record: ActorRecord) -> LifecycleError:
+        return LifecycleError(grpc.StatusCode.ABORTED,
+                              f"actor {record.key} is crashed ({record.crash_reason or 'unknown reason'}); "
+                              "delete it to start over")
+
+    def _require_present(self, record: ActorRecord) -> None:
+        if record.deleted:
+            raise LifecycleError(grpc.StatusCode.NOT_FOUND, f"actor {record.key} not found")
+
+    def _live_host(self, record: ActorRecord) -> HostProcess:
+        if record.host is None or not record.host.alive or record.state == S.ACTOR_STATE_CRASHED:
+            raise self._crashed(record)
+        return record.host
+
+    def _host_exited(self, record: ActorRecord, host: HostProcess, code: int) -> None:
+        if host.expected_exit or record.host is not host or record.deleted:
+            return
+        self._mark_crashed(record, host.describe_exit())
+        asyncio.get_running_loop().create_task(self._release(record))
+
+    def _mark_crashed(self, record: ActorRecord, reason: str) -> None:
+        if record.state == S.ACTOR_STATE_CRASHED:
+            return
+        started = time.time()
+        worker = record.worker
+        if worker is not None:
+            self.slots.release(worker)
+            record.worker = None
+        record.crash_reason = reason
+        record.set_state(S.ACTOR_STATE_CRASHED)
+        self.events.append(RuntimeEvent("crash", record.atespace, record.name, started, 0.0, worker=worker,
+                                        detail=reason))
+
+    async def _release(self, record: ActorRecord) -> None:
+        """Forget the host and its connections and free the worker slot it held."""
+        session, record.session = record.session, None
+        record.host, record.port = None, None
+        if record.worker is not None:
+            self.slots.release(record.worker)
+            record.worker = None
+        if session is not None:
+            await session.close()
+
+    async def shutdown(self) -> None:
+        for record in list(self.actors.values()):
+            if record.flight is not None and not record.flight.done():
+                record.flight.cancel()
+            if record.host is not None:
+                record.host.signal(signal.SIGCONT)
+                await record.host.kill()
+            if record.session is not None:
+                with contextlib.suppress(Exception):
+                    await record.session.close()
+        await self.pool.close()
+
+    def running_hosts(self) -> list[HostProcess]:
+        return [r.host for r in self.actors.values() if r.host is not None] + self.pool.idle

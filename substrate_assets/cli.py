@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -92,6 +94,101 @@ def validate(paths: tuple[Path, ...], show_steps: bool) -> None:
             console.print(_step_table(loaded))
         console.print()
     sys.exit(1 if failed else 0)
+
+
+def _progress_printer(console: Console) -> tuple[Any, Any]:
+    """A live progress bar on a terminal; a plain line every 10 s elsewhere (CI logs, Dagster)."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    if console.is_terminal:
+        bar = Progress(TextColumn("[bold]{task.fields[phase]:<10}"), BarColumn(), TimeElapsedColumn(),
+                       TextColumn("left"), TimeRemainingColumn(),
+                       TextColumn("users {task.fields[users]}  requests {task.fields[requests]}  "
+                                  "failures {task.fields[failures]}  running actors {task.fields[actors]}"),
+                       console=console, transient=False)
+        task = bar.add_task("trial", total=None, phase="starting", users="-", requests="-", failures="-", actors="-")
+
+        def update(progress: Any) -> None:
+            show = {"users": progress.users, "requests": progress.requests, "failures": progress.failures,
+                    "actors": progress.running_actors}
+            bar.update(task, total=progress.duration_s, completed=min(progress.elapsed_s, progress.duration_s),
+                       phase=progress.phase, **{k: "-" if v is None else v for k, v in show.items()})
+
+        return bar, update
+    last = [0.0]
+
+    def log_line(progress: Any) -> None:
+        if progress.phase != "running" or progress.elapsed_s - last[0] >= 10:
+            last[0] = progress.elapsed_s
+            remaining = max(progress.duration_s - progress.elapsed_s, 0)
+            console.print(f"{progress.phase}: {progress.elapsed_s:.0f}s elapsed, {remaining:.0f}s left, users "
+                          f"{progress.users}, requests {progress.requests}, failures {progress.failures}, running "
+                          f"actors {progress.running_actors}", highlight=False)
+
+    return contextlib.nullcontext(), log_line
+
+
+def _print_trial(console: Console, result: Any) -> None:
+    summary = result.summary
+    console.print(f"trial {result.trial_id}: {result.trial_dir}", highlight=False)
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column("figure", style="bold")
+    table.add_column("value")
+
+    def ms(value: float | None) -> str:
+        return "null" if value is None else f"{value:.1f} ms"
+
+    table.add_row("completed", "yes" if result.completed else f"no (locust exit code {result.locust_exit_code})")
+    table.add_row("WakeFirstTouch", f"n={summary.wake_n}  p50 {ms(summary.wake_p50_ms)}  p95 "
+                  f"{ms(summary.wake_p95_ms)}  p99 {ms(summary.wake_p99_ms)}")
+    table.add_row("steps completed", str(summary.steps_completed))
+    table.add_row("failures", f"{summary.failures} of {summary.requests} requests")
+    table.add_row("sessions", str(summary.sessions))
+    console.print(table)
+
+
+@main.command()
+@click.argument("suite_name", metavar="SUITE")
+@click.option("--store", type=click.Path(file_okay=False, path_type=Path), help="Run store (default: ./store).")
+@click.option("--users", type=click.IntRange(min=1), help="Override the suite's users.")
+@click.option("--spawn-rate", type=click.FloatRange(min=0, min_open=True), help="Users started per second.")
+@click.option("--duration", help="Run time, e.g. 60s or 2m.")
+@click.option("--think-scale", type=click.FloatRange(min=0), help="Multiplies think times (0 reads as 1).")
+@click.option("--lifecycle-mode", type=click.Choice(["suspend", "pause"]), help="How actors are parked.")
+@click.option("--resume-mode", type=click.Choice(["implicit", "explicit"]), help="How actors are woken.")
+@click.option("--actor-memory", help="Memory limit of the glutton template, e.g. 1Gi.")
+def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: float | None, duration: str | None,
+          think_scale: float | None, lifecycle_mode: str | None, resume_mode: str | None,
+          actor_memory: str | None) -> None:
+    """Run one trial of SUITE on the local backend and print its trial directory and summary."""
+    from pydantic import ValidationError
+
+    from substrate_assets.driver.trial import run_local_trial
+    from substrate_assets.project import store_directory
+    from substrate_assets.results.layout import RunStore
+    from substrate_assets.suites import SuiteError, get_suite
+
+    try:
+        suite = get_suite(suite_name).with_overrides(
+            users=users, spawn_rate=spawn_rate, duration=duration, think_scale=think_scale,
+            lifecycle_mode=lifecycle_mode, resume_mode=resume_mode, actor_memory=actor_memory)
+    except SuiteError as error:
+        raise click.UsageError(str(error)) from None
+    except ValidationError as error:
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise click.UsageError(reasons) from None
+    console = Console()
+    display, update = _progress_printer(console)
+    try:
+        with display:
+            result = run_local_trial(suite, RunStore(store or store_directory()),
+                                     ScriptLibrary(scripts_directory()), on_progress=update)
+    except ScriptError as error:
+        for problem in error.problems:
+            click.echo(str(problem), err=True)
+        sys.exit(1)
+    _print_trial(console, result)
+    sys.exit(0 if result.completed else 1)
 
 
 @main.command()

@@ -19,5 +19,14 @@ def project_root() -> Path:
     return Path.cwd().resolve()
 
 
+STORE_ENV = "SUBSTRATE_BENCH_STORE"
+
+
 def scripts_directory() -> Path:
     return project_root() / "scripts"
+
+
+def store_directory() -> Path:
+    """The run store: ``$SUBSTRATE_BENCH_STORE``, else ``<project>/store``."""
+    configured = os.environ.get(STORE_ENV)
+    return Path(configured).resolve() if configured else project_root() / "store"

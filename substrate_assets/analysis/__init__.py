@@ -1,0 +1,1 @@
+"""Analysis over exact samples and across trials. No Dagster here."""

@@ -1,0 +1,145 @@
+"""Locust entry point: ``locust -f substrate_assets/driver/locustfile.py`` runs ``AgentSessionUser``.
+
+Knobs are Locust options with the reference's names (``--agentsession-script``,
+``--agentsession-script-file``, ``--agentsession-think-scale``,
+``--lifecycle-mode``, ``--resume-mode``) plus the endpoints
+(``--control-endpoint``, ``--router-url``, ``--atespace``) and
+``--request-log-dir``, where every request is logged with its exact latency.
+
+Rows go to Locust with whole milliseconds, truncated, as upstream books them;
+the request log keeps the exact float.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import gevent
+from grpc.experimental import gevent as grpc_gevent
+
+# gRPC must cooperate with gevent before any channel exists.
+grpc_gevent.init_gevent()
+
+from locust import User, constant, events, task  # noqa: E402
+from locust.env import Environment  # noqa: E402
+
+from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
+from substrate_assets.driver.scripts import DEFAULT_SCRIPT, ScriptSource  # noqa: E402
+from substrate_assets.driver.session import (  # noqa: E402
+    LIFECYCLE_MODES,
+    RESUME_MODES,
+    AgentSessionVU,
+    SessionKnobs,
+    TemplateCheck,
+)
+from substrate_assets.project import scripts_directory  # noqa: E402
+from substrate_assets.results.request_log import FLUSH_INTERVAL_S, RequestLogWriter, RequestRecord  # noqa: E402
+from substrate_assets.workload import ScriptLibrary  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+
+@events.init_command_line_parser.add_listener
+def _knobs(parser: Any) -> None:
+    group = parser.add_argument_group("agent sessions")
+    group.add_argument("--agentsession-script", default=DEFAULT_SCRIPT, env_var="LOCUST_AGENTSESSION_SCRIPT",
+                       help="Built-in script name (scripts/<name>.yaml).")
+    group.add_argument("--agentsession-script-file", default="", help="Script file; wins over --agentsession-script.")
+    group.add_argument("--agentsession-think-scale", type=float, default=1.0,
+                       env_var="LOCUST_AGENTSESSION_THINK_SCALE", help="Multiplies think times; 0 reads as 1.")
+    group.add_argument("--lifecycle-mode", default="", choices=LIFECYCLE_MODES, help="suspend (default) or pause.")
+    group.add_argument("--resume-mode", default="", choices=RESUME_MODES, help="implicit (default) or explicit.")
+    group.add_argument("--control-endpoint", default="127.0.0.1:50051", help="Control API host:port (gRPC).")
+    group.add_argument("--router-url", default="http://127.0.0.1:8080", help="Router base URL.")
+    group.add_argument("--atespace", default="benchmark", help="Atespace the sessions' actors live in.")
+    group.add_argument("--request-log-dir", default="",
+                       help="Write every request with its exact latency as Parquet parts here.")
+
+
+class Shared:
+    """What every AgentSessionUser of this process shares: knobs, control channel, script cache, log."""
+
+    def __init__(self, environment: Environment) -> None:
+        options = environment.parsed_options
+        self.knobs = SessionKnobs(atespace=options.atespace, think_scale=options.agentsession_think_scale,
+                                  lifecycle_mode=options.lifecycle_mode, resume_mode=options.resume_mode)
+        self.router_url = options.router_url
+        self.control = ControlClient(options.control_endpoint)
+        self.scripts = ScriptSource(ScriptLibrary(scripts_directory()), options.agentsession_script,
+                                    options.agentsession_script_file)
+        self.template_check = TemplateCheck(self.control)
+        self.request_log = RequestLogWriter(Path(options.request_log_dir)) \
+            if options.request_log_dir else None
+        self.environment = environment
+
+    def record(self, request_type: str, name: str, started: float, elapsed_s: float, error: BaseException | None,
+               context: dict[str, object]) -> None:
+        latency_ms = elapsed_s * 1000.0
+        self.environment.events.request.fire(
+            request_type=request_type, name=name, response_time=int(latency_ms), response_length=0,
+            exception=error, context={**context, "latency_ms": latency_ms, "ts": started}, start_time=started)
+
+
+_shared: Shared | None = None
+
+
+@events.init.add_listener
+def _init(environment: Environment, **_: Any) -> None:
+    global _shared
+    if environment.parsed_options is None:
+        return
+    _shared = Shared(environment)
+    if _shared.request_log is not None:
+        writer = _shared.request_log
+
+        def flush_forever() -> None:
+            while True:
+                gevent.sleep(FLUSH_INTERVAL_S)
+                writer.flush()
+
+        gevent.spawn(flush_forever)
+
+
+@events.request.add_listener
+def _log_request(request_type: str, name: str, response_time: float, response_length: int,
+                 exception: BaseException | None = None, context: dict[str, Any] | None = None,
+                 start_time: float | None = None, **_: Any) -> None:
+    if _shared is None or _shared.request_log is None:
+        return
+    context = context or {}
+    latency = context.get("latency_ms", response_time)
+    _shared.request_log.append(RequestRecord(
+        ts=float(context.get("ts", start_time or 0.0)), request_type=request_type, name=name,
+        latency_ms=float(latency), response_time_ms=int(response_time), response_length=int(response_length or 0),
+        success=exception is None, error=None if exception is None else f"{type(exception).__name__}: {exception}",
+        session_id=context.get("session_id"), step=context.get("step"), step_index=context.get("step_index"),
+        lap=context.get("lap")))
+
+
+@events.quitting.add_listener
+def _final_flush(environment: Environment, **_: Any) -> None:
+    if _shared is not None and _shared.request_log is not None:
+        _shared.request_log.flush()
+
+
+class AgentSessionUser(User):
+    """An agent that replays a workload script against one actor at a time, parked while it thinks."""
+
+    wait_time = constant(0)
+
+    def on_start(self) -> None:
+        assert _shared is not None, "the locustfile's init listener did not run"
+        self.vu = AgentSessionVU(_shared.control, RouterClient(_shared.router_url), _shared.scripts, _shared.knobs,
+                                 _shared.template_check, _shared.record, sleep=gevent.sleep)
+
+    @task
+    def iterate(self) -> None:
+        self.vu.iterate()
+
+    def on_stop(self) -> None:
+        vu = getattr(self, "vu", None)
+        if vu is not None:
+            vu.stop()
+            vu.router.close()

@@ -1,0 +1,120 @@
+"""Readers (polars) for every file a trial directory holds, from this platform, upstream's runner or
+other Locust versions.
+
+Locust CSVs are read as text and typed here: ``N/A`` percentiles become null,
+an empty ``Type`` stays an empty string, and columns a Locust version does not
+write (``failures.csv``'s ``First Seen``/``Last Seen`` before 2.44) are added
+as nulls, so every reader returns the same schema whatever wrote the file.
+Column names are the stats.jsonl keys (``request_count``, ``p50``, ``requests_per_s``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from substrate_assets.results.keys import measurement_key
+
+PERCENTILE_KEYS = ("p50", "p66", "p75", "p80", "p90", "p95", "p98", "p99", "p99_9", "p99_99", "p100")
+
+STATS_SCHEMA: dict[str, pl.DataType] = {
+    "type": pl.Utf8(), "name": pl.Utf8(), "request_count": pl.Int64(), "failure_count": pl.Int64(),
+    "median_response_time": pl.Float64(), "average_response_time": pl.Float64(),
+    "min_response_time": pl.Float64(), "max_response_time": pl.Float64(), "average_content_size": pl.Float64(),
+    "requests_per_s": pl.Float64(), "failures_per_s": pl.Float64(),
+    **{key: pl.Float64() for key in PERCENTILE_KEYS},
+}
+STATS_HISTORY_SCHEMA: dict[str, pl.DataType] = {
+    "timestamp": pl.Int64(), "user_count": pl.Float64(), "type": pl.Utf8(), "name": pl.Utf8(),
+    "requests_per_s": pl.Float64(), "failures_per_s": pl.Float64(),
+    **{key: pl.Float64() for key in PERCENTILE_KEYS},
+    "total_request_count": pl.Int64(), "total_failure_count": pl.Int64(),
+    "total_median_response_time": pl.Float64(), "total_average_response_time": pl.Float64(),
+    "total_min_response_time": pl.Float64(), "total_max_response_time": pl.Float64(),
+    "total_average_content_size": pl.Float64(),
+}
+FAILURES_SCHEMA: dict[str, pl.DataType] = {
+    "method": pl.Utf8(), "name": pl.Utf8(), "error": pl.Utf8(), "occurrences": pl.Int64(),
+    "first_seen": pl.Datetime("us", "UTC"), "last_seen": pl.Datetime("us", "UTC"),
+}
+EXCEPTIONS_SCHEMA: dict[str, pl.DataType] = {
+    "count": pl.Int64(), "message": pl.Utf8(), "traceback": pl.Utf8(), "nodes": pl.Utf8(),
+}
+REQUESTS_SCHEMA: dict[str, pl.DataType] = {
+    "ts": pl.Float64(), "request_type": pl.Utf8(), "name": pl.Utf8(), "latency_ms": pl.Float64(),
+    "response_time_ms": pl.Int64(), "response_length": pl.Int64(), "success": pl.Boolean(), "error": pl.Utf8(),
+    "session_id": pl.Utf8(), "step": pl.Utf8(), "step_index": pl.Int32(), "lap": pl.Int32(),
+}
+
+
+def _typed(raw: pl.DataFrame, schema: dict[str, pl.DataType], path: Path) -> pl.DataFrame:
+    frame = raw.rename({column: measurement_key(column) for column in raw.columns})
+    columns = []
+    for name, dtype in schema.items():
+        if name not in frame.columns:
+            columns.append(pl.lit(None, dtype=dtype).alias(name))
+            continue
+        text = pl.col(name).str.strip_chars()
+        if dtype == pl.Utf8():
+            columns.append(text.fill_null("") if name in ("type", "method") else text)
+        elif isinstance(dtype, pl.Datetime):
+            columns.append(text.str.to_datetime("%Y-%m-%dT%H:%M:%SZ", time_zone="UTC", strict=False).cast(dtype))
+        elif dtype == pl.Int64():
+            columns.append(text.cast(pl.Float64, strict=False).cast(pl.Int64, strict=False))
+        else:
+            columns.append(text.cast(dtype, strict=False))
+    return frame.select(columns)
+
+
+def _read_csv(path: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    raw = pl.read_csv(path, infer_schema=False)
+    return _typed(raw, schema, path)
+
+
+def read_stats(path: Path) -> pl.DataFrame:
+    """stats.csv: one row per (type, name) plus the ``Aggregated`` total (type ``""``)."""
+    return _read_csv(path, STATS_SCHEMA)
+
+
+def read_stats_history(path: Path) -> pl.DataFrame:
+    """stats_history.csv: one row per second (Aggregated only, unless --csv-full-history)."""
+    return _read_csv(path, STATS_HISTORY_SCHEMA)
+
+
+def read_failures(path: Path) -> pl.DataFrame:
+    """failures.csv, with or without ``First Seen``/``Last Seen`` (Locust ≥ 2.44 writes them)."""
+    return _read_csv(path, FAILURES_SCHEMA)
+
+
+def read_exceptions(path: Path) -> pl.DataFrame:
+    return _read_csv(path, EXCEPTIONS_SCHEMA)
+
+
+def read_requests(path: Path) -> pl.DataFrame:
+    """requests.parquet: every request with its exact latency."""
+    frame = pl.read_parquet(path)
+    return frame.select([
+        (pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype)).alias(name)
+        for name, dtype in REQUESTS_SCHEMA.items()
+    ])
+
+
+def read_stats_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Every row of stats.jsonl, in file order."""
+    rows = []
+    with path.open() as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except ValueError as error:
+                raise ValueError(f"{path}:{number}: not JSON: {error}") from None
+    return rows
+
+
+def read_json(path: Path) -> Any:
+    return json.loads(path.read_text())

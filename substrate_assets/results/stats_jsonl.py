@@ -1,0 +1,41 @@
+"""``stats.jsonl``: one row per stats.csv entry in upstream's envelope, values kept as the CSV's strings.
+
+Envelope: exactly ``timestamp`` (the run's data timestamp, RFC 3339 with Z),
+``tag``, ``test_name``, ``metric`` (``<Type>_<Name>``, e.g. ``http_WakeFirstTouch``)
+and ``measurements`` (column → key mapping of :mod:`keys`). The ``Aggregated``
+row is skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from substrate_assets.results.atomic import write_text
+from substrate_assets.results.keys import measurement_key
+
+
+def data_timestamp(started: datetime) -> str:
+    return started.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def per_request_rows(stats_csv: Path, *, timestamp: str, tag: str, test_name: str) -> list[dict[str, Any]]:
+    with stats_csv.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        rows = []
+        for record in reader:
+            if record.get("Name") == "Aggregated":
+                continue
+            measurements = {measurement_key(column): value for column, value in record.items()
+                            if column not in ("Type", "Name")}
+            rows.append({"timestamp": timestamp, "tag": tag, "test_name": test_name,
+                         "metric": f"{record.get('Type') or ''}_{record.get('Name')}",
+                         "measurements": measurements})
+    return rows
+
+
+def write_stats_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    return write_text(path, "".join(json.dumps(row) + "\n" for row in rows))

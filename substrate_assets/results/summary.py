@@ -1,0 +1,43 @@
+"""The figures printed at the end of a trial, computed from exact request samples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from substrate_assets.analysis.percentiles import summarize
+from substrate_assets.results.readers import read_requests
+
+
+@dataclass(frozen=True)
+class RequestSummary:
+    requests: int
+    failures: int
+    wake_n: int
+    wake_p50_ms: float | None
+    wake_p95_ms: float | None
+    wake_p99_ms: float | None
+    steps_completed: int
+    steps_failed: int
+    sessions: int
+
+    @classmethod
+    def of(cls, requests: pl.DataFrame) -> RequestSummary:
+        wakes = requests.filter((pl.col("name") == "WakeFirstTouch") & pl.col("success"))["latency_ms"].to_list()
+        figures = summarize(wakes, ("p50", "p95", "p99"))
+        steps = requests.filter(pl.col("name").str.starts_with("Step_"))
+        return cls(
+            requests=requests.height,
+            failures=requests.filter(~pl.col("success")).height,
+            wake_n=len(wakes),
+            wake_p50_ms=figures["p50"], wake_p95_ms=figures["p95"], wake_p99_ms=figures["p99"],
+            steps_completed=steps.filter(pl.col("success")).height,
+            steps_failed=steps.filter(~pl.col("success")).height,
+            sessions=requests.filter((pl.col("name") == "CreateActor") & pl.col("success")).height,
+        )
+
+    @classmethod
+    def of_file(cls, path: Path) -> RequestSummary:
+        return cls.of(read_requests(path))

@@ -1,0 +1,161 @@
+"""Suites: named, repeatable trial configurations read from ``suites.yaml``, with errors that point at lines."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from substrate_assets.project import project_root
+from substrate_assets.workload.quantity import QuantityError, format_binary_si, parse_byte_count
+
+SLUG = re.compile(r"[a-z0-9][a-z0-9_-]*")
+_DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?")
+
+
+class SuiteError(ValueError):
+    """suites.yaml (or one suite in it) cannot be used; the message names the file and line."""
+
+
+def parse_run_time(text: str | int) -> int:
+    """Locust's ``-t`` form (``90``, ``60s``, ``2m``, ``1h30m``) in whole seconds."""
+    match = _DURATION.fullmatch(str(text).strip())
+    if not str(text).strip() or match is None or not any(match.groups()):
+        raise ValueError(f"duration {text!r} must look like 60s, 2m or 1h30m")
+    hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    total = hours * 3600 + minutes * 60 + seconds
+    if total <= 0:
+        raise ValueError(f"duration {text!r} must be positive")
+    return total
+
+
+class Suite(BaseModel):
+    """One trial configuration. A trial is one execution of a suite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Slug naming the suite; the first partition of its run directories.")
+    script: str = Field(description="Workload script name (scripts/<script>.yaml).")
+    description: str = ""
+    users: int = Field(ge=1, description="Concurrent agent sessions (Locust users).")
+    spawn_rate: float = Field(1.0, gt=0, description="Users started per second.")
+    duration: str = Field("60s", description="Run time, Locust -t form (60s, 2m, 1h30m).")
+    think_scale: float = Field(1.0, ge=0, description="Multiplies every think time; 0 reads as 1, as upstream.")
+    lifecycle_mode: Literal["", "suspend", "pause"] = ""
+    resume_mode: Literal["", "explicit", "implicit"] = ""
+    actor_memory: str = Field("1Gi", description="Memory limit of the glutton template.")
+    workers: int = Field(8, ge=1)
+    actors_per_worker: int = Field(4, ge=1)
+    backend: Literal["local"] = "local"
+    tag: str = Field("local", description="Run tag (upstream: the commit under test).")
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("name", "tag")
+    @classmethod
+    def _slug(cls, value: str) -> str:
+        if not SLUG.fullmatch(value):
+            raise ValueError(f"{value!r} must be a slug ([a-z0-9_-], starting with a letter or digit)")
+        return value
+
+    @field_validator("duration")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        parse_run_time(value)
+        return value
+
+    @field_validator("actor_memory")
+    @classmethod
+    def _memory(cls, value: str) -> str:
+        try:
+            parse_byte_count(value)
+        except QuantityError as error:
+            raise ValueError(str(error)) from None
+        return value
+
+    @property
+    def duration_s(self) -> int:
+        return parse_run_time(self.duration)
+
+    @property
+    def actor_memory_bytes(self) -> int:
+        return parse_byte_count(self.actor_memory)
+
+    def with_overrides(self, **changes: Any) -> Suite:
+        """A copy with the given fields replaced (None leaves a field as it is), validated again."""
+        data = self.model_dump()
+        data.update({key: value for key, value in changes.items() if value is not None})
+        return Suite.model_validate(data)
+
+    def knobs(self) -> dict[str, Any]:
+        return {"users": self.users, "spawn_rate": self.spawn_rate, "duration_s": self.duration_s,
+                "think_scale": self.think_scale, "lifecycle_mode": self.lifecycle_mode,
+                "resume_mode": self.resume_mode, "actor_memory": format_binary_si(self.actor_memory_bytes),
+                "workers": self.workers, "actors_per_worker": self.actors_per_worker}
+
+
+def _node_at(root: yaml.Node, location: tuple[Any, ...]) -> yaml.Node:
+    node = root
+    for part in location:
+        if isinstance(node, yaml.MappingNode):
+            matches = [value for key, value in node.value if getattr(key, "value", None) == str(part)]
+            if not matches:
+                return node
+            node = matches[0]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            return node
+    return node
+
+
+def load_suites(path: Path | None = None) -> dict[str, Suite]:
+    """Every suite in ``suites.yaml``, by name; a SuiteError says which line is wrong and why."""
+    path = path or project_root() / "suites.yaml"
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise SuiteError(f"{path}: cannot read: {error.strerror}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise SuiteError(f"{path}: invalid YAML: {error}") from None
+    if root is None or not isinstance(document, dict) or not isinstance(document.get("suites"), list):
+        raise SuiteError(f"{path}:1:1: expected a mapping with a 'suites' list")
+    unknown = set(document) - {"suites"}
+    if unknown:
+        raise SuiteError(f"{path}:1:1: unknown top-level field(s): {', '.join(sorted(unknown))}")
+    suites: dict[str, Suite] = {}
+    problems: list[str] = []
+    for index, entry in enumerate(document["suites"]):
+        named = isinstance(entry, dict) and entry.get("name")
+        label = f"suite {entry['name']!r}" if named else f"suite {index + 1}"
+        try:
+            suite = Suite.model_validate(entry)
+        except ValidationError as error:
+            for detail in error.errors():
+                node = _node_at(root, ("suites", index, *detail["loc"]))
+                field = ".".join(str(part) for part in detail["loc"]) or "suite"
+                line, column = node.start_mark.line + 1, node.start_mark.column + 1
+                problems.append(f"{path}:{line}:{column}: {label}: {field}: {detail['msg']}")
+            continue
+        if suite.name in suites:
+            node = _node_at(root, ("suites", index, "name"))
+            problems.append(f"{path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}: "
+                            f"suite {suite.name!r} is defined twice")
+            continue
+        suites[suite.name] = suite
+    if problems:
+        raise SuiteError("\n".join(problems))
+    return suites
+
+
+def get_suite(name: str, path: Path | None = None) -> Suite:
+    suites = load_suites(path)
+    if name not in suites:
+        raise SuiteError(f"no suite {name!r} in {path or project_root() / 'suites.yaml'} "
+                         f"(have {', '.join(sorted(suites)) or 'none'})")
+    return suites[name]

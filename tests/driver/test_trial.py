@@ -1,0 +1,164 @@
+"""Whole trials: Locust headless against the embedded runtime, and the trial directory it leaves."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+import psutil
+import pytest
+
+from substrate_assets.driver.trial import run_local_trial
+from substrate_assets.results import layout
+from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.results.readers import (
+    STATS_HISTORY_SCHEMA,
+    STATS_SCHEMA,
+    read_exceptions,
+    read_failures,
+    read_json,
+    read_requests,
+    read_stats,
+    read_stats_history,
+    read_stats_jsonl,
+)
+from substrate_assets.suites import get_suite
+from substrate_assets.workload import ScriptLibrary
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = str(Path(sys.executable).parent / "substrate-bench")
+
+
+@pytest.fixture(scope="module")
+def cli_trial(tmp_path_factory):
+    """One short quick-smoke trial through the command line, as a user runs it."""
+    store = tmp_path_factory.mktemp("store")
+    done = subprocess.run([CLI, "trial", "quick-smoke", "--store", str(store), "--users", "3", "--duration", "12s"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    [trial_dir] = RunStore(store).trial_dirs()
+    return done, trial_dir
+
+
+def test_the_command_prints_the_trial_and_its_summary(cli_trial):
+    done, _trial_dir = cli_trial
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "trial quick-smoke-" in done.stdout and "WakeFirstTouch" in done.stdout
+    assert re.search(r"failures\s+0 of \d+ requests", done.stdout)
+    assert "running:" in done.stdout  # progress lines when not on a terminal
+
+
+def test_the_trial_directory_holds_every_file(cli_trial):
+    _, trial_dir = cli_trial
+    names = {path.name for path in trial_dir.iterdir()}
+    assert {"stats.csv", "stats_history.csv", "failures.csv", "exceptions.csv", "requests.parquet", "trial.json",
+            "status.json", "stats.jsonl", "runtime_events.parquet", "runtime_samples.parquet", "logs.txt"} <= names
+    assert not any(name.startswith(".") for name in names)
+    assert not (trial_dir.parents[4] / ".staging").exists() or not any((trial_dir.parents[4] / ".staging").iterdir())
+    key = TrialKey.parse(trial_dir.as_posix())
+    assert key.suite == "quick-smoke" and key.tag == "local"
+    assert read_json(trial_dir / "status.json") == {"locust_exit_code": 0, "stats_generated": True}
+
+
+def test_the_manifest(cli_trial):
+    _, trial_dir = cli_trial
+    manifest = read_json(trial_dir / "trial.json")
+    assert manifest["trial_id"] == TrialKey.parse(trial_dir.as_posix()).trial_id
+    assert manifest["completed"] is True and manifest["backend"] == "local"
+    assert manifest["script"]["text"] == (ROOT / "scripts" / "quick-session.yaml").read_text()
+    assert len(manifest["script"]["sha256"]) == 64
+    assert manifest["knobs"]["users"] == 3 and manifest["knobs"]["duration_s"] == 12
+    assert manifest["knobs"]["think_scale"] == 0.2
+    assert manifest["versions"]["locust"] and manifest["versions"]["substrate-bench"]
+    assert manifest["started_at"] < manifest["ended_at"]
+    assert manifest["files"]["requests.parquet"]["bytes"] == (trial_dir / "requests.parquet").stat().st_size
+
+
+def test_zero_failures_and_laps(cli_trial):
+    _, trial_dir = cli_trial
+    requests = read_requests(trial_dir / "requests.parquet")
+    assert requests.height > 0 and requests.filter(~pl.col("success")).height == 0
+    assert requests.filter(pl.col("name") == "Step_05_wrap_up").height >= 3  # at least one lap per user
+    assert sorted(requests.filter(pl.col("name") == "DeleteActor")["session_id"].to_list()) == \
+        sorted(requests.filter(pl.col("name") == "CreateActor")["session_id"].to_list())  # every actor torn down
+
+
+def test_every_wake_followed_a_restore(cli_trial):
+    _, trial_dir = cli_trial
+    requests = read_requests(trial_dir / "requests.parquet")
+    events = pl.read_parquet(trial_dir / "runtime_events.parquet")
+    for session in requests["session_id"].drop_nulls().unique().to_list():
+        mine = requests.filter(pl.col("session_id") == session).sort("ts")
+        restores = events.filter((pl.col("actor") == session) & (pl.col("kind") == "restore")
+                                 & (pl.col("detail").is_null()))["start_ts"].to_list()
+        wakes = mine.filter(pl.col("name") == "WakeFirstTouch")
+        assert len(restores) == wakes.height  # implicit mode: one restore per wake, nothing else wakes an actor
+        parked_at = 0.0
+        for row in mine.iter_rows(named=True):
+            if row["name"] == "SuspendActor":
+                parked_at = row["ts"] + row["latency_ms"] / 1000
+            elif row["name"] == "WakeFirstTouch":
+                end = row["ts"] + row["latency_ms"] / 1000
+                assert any(parked_at - 0.001 <= start <= end for start in restores)
+
+
+def test_readers_on_files_a_real_locust_wrote(cli_trial):
+    _, trial_dir = cli_trial
+    stats = read_stats(trial_dir / "stats.csv")
+    assert dict(stats.schema) == STATS_SCHEMA
+    names = set(stats["name"].to_list())
+    assert {"WakeFirstTouch", "SuspendActor", "CreateActor", "Aggregated"} <= names
+    assert {f"Step_0{i}_" for i in range(1, 6)} <= {name[:8] for name in names}
+    wake = stats.filter(pl.col("name") == "WakeFirstTouch").row(0, named=True)
+    logged = read_requests(trial_dir / "requests.parquet").filter(pl.col("name") == "WakeFirstTouch").height
+    assert 0 < wake["request_count"] <= logged and wake["type"] == "http"
+    history = read_stats_history(trial_dir / "stats_history.csv")
+    assert dict(history.schema) == STATS_HISTORY_SCHEMA and history["user_count"].max() == 3
+    assert read_failures(trial_dir / "failures.csv").height == 0
+    assert read_failures(trial_dir / "failures.csv").columns[-2:] == ["first_seen", "last_seen"]
+    assert read_exceptions(trial_dir / "exceptions.csv").height == 0
+    rows = read_stats_jsonl(trial_dir / "stats.jsonl")
+    assert {row["metric"] for row in rows} >= {"http_WakeFirstTouch", "grpc_SuspendActor", "http_Step_03_build"}
+    assert all(set(row) == {"timestamp", "tag", "test_name", "metric", "measurements"} for row in rows)
+    assert all(row["test_name"] == "quick-smoke" and row["tag"] == "local" for row in rows)
+
+
+def test_runtime_samples_show_the_pool(cli_trial):
+    _, trial_dir = cli_trial
+    samples = pl.read_parquet(trial_dir / "runtime_samples.parquet")
+    assert samples.height >= 8
+    assert (samples["idle_workers"] + samples["partial_workers"] + samples["at_capacity_workers"] == 8).all()
+    assert samples["running_actors"].max() >= 1
+
+
+def test_kill_9_of_locust_leaves_a_readable_partial_trial(tmp_path):
+    suite = get_suite("quick-smoke").with_overrides(users=2, duration="60s")
+    result = {}
+    runner = threading.Thread(target=lambda: result.setdefault(
+        "trial", run_local_trial(suite, RunStore(tmp_path), ScriptLibrary(ROOT / "scripts"))))
+    runner.start()
+    locust = None
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        children = psutil.Process().children(recursive=True)
+        locust = next((p for p in children if "locust" in " ".join(p.cmdline())), None)
+        parts = list((tmp_path / ".staging").glob("*/.work/requests/part-*.parquet"))
+        if locust is not None and len(parts) >= 2:
+            break
+        time.sleep(0.2)
+    assert locust is not None
+    os.kill(locust.pid, 9)
+    runner.join(timeout=120)
+    trial = result["trial"]
+    assert trial.locust_exit_code == -9 and not trial.completed
+    assert read_json(trial.trial_dir / "status.json")["locust_exit_code"] == -9
+    manifest = json.loads((trial.trial_dir / "trial.json").read_text())
+    assert manifest["completed"] is False
+    requests = read_requests(trial.trial_dir / layout.REQUESTS_PARQUET)
+    assert requests.height > 0 and requests.filter(pl.col("name") == "WakeFirstTouch").height > 0
+    assert not list(tmp_path.glob(".staging/*"))
+    assert not [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]

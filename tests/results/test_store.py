@@ -1,0 +1,62 @@
+"""Run-store layout and atomic writes."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from substrate_assets.results.atomic import atomic_path, write_json
+from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.results.readers import read_requests
+from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts
+
+
+def test_trial_key_paths_and_ids():
+    key = TrialKey("coding-session-smoke", 1796033700, "0123abc")
+    assert key.trial_id == "coding-session-smoke-20261130t101500z"
+    assert key.relative_path == "runs/coding-session-smoke/run_date=2026-11-30/run_ts=1796033700/run_tag=0123abc"
+    assert TrialKey.parse("/x/store/" + key.relative_path + "/") == key
+    with pytest.raises(ValueError, match="not a trial directory"):
+        TrialKey.parse("runs/x/run_date=2026-11-30")
+
+
+def test_store_lists_and_finds_trials(tmp_path):
+    store = RunStore(tmp_path)
+    older, newer = TrialKey("s", 100, "t"), TrialKey("s", 200, "t")
+    for key in (newer, older):
+        store.trial_dir(key).mkdir(parents=True)
+    assert store.trial_dirs() == [store.trial_dir(older), store.trial_dir(newer)]
+    assert store.find(newer.trial_id) == store.trial_dir(newer)
+    with pytest.raises(FileNotFoundError):
+        store.find("nope")
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "file.json"
+    write_json(target, {"a": 1})
+    with pytest.raises(RuntimeError), atomic_path(target) as partial:
+        partial.write_text("half")
+        raise RuntimeError("boom")
+    assert target.read_text() == '{\n  "a": 1\n}\n'
+    assert [p.name for p in tmp_path.iterdir()] == ["file.json"]
+    assert oct(os.stat(target).st_mode & 0o777) == "0o644"
+
+
+def test_request_log_parts_merge_in_time_order(tmp_path):
+    writer = RequestLogWriter(tmp_path / "parts")
+    writer.append(RequestRecord(2.0, "http", "WakeFirstTouch", 12.345678, 12, 0, True, session_id="a", lap=0))
+    writer.flush()
+    assert writer.flush() is None  # nothing new, no empty part
+    writer.append(RequestRecord(1.0, "grpc", "SuspendActor", 80.5, 80, 0, False, error="RpcError: x"))
+    writer.flush()
+    assert len(list((tmp_path / "parts").glob("part-*.parquet"))) == 2
+    assert merge_parts(tmp_path / "parts", tmp_path / "requests.parquet") == 2
+    frame = read_requests(tmp_path / "requests.parquet")
+    assert frame["name"].to_list() == ["SuspendActor", "WakeFirstTouch"]
+    assert frame["latency_ms"].to_list() == [80.5, 12.345678]
+    assert frame["error"].to_list() == ["RpcError: x", None]
+
+
+def test_merge_with_no_parts_writes_an_empty_log(tmp_path):
+    assert merge_parts(tmp_path / "none", tmp_path / "requests.parquet") == 0
+    assert read_requests(Path(tmp_path / "requests.parquet")).height == 0

@@ -11,7 +11,7 @@ SYNCED := $(VENV)/.synced-from-lock
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: setup run test lint validate clean
+.PHONY: setup run ui test lint validate clean
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(TOOLS) uv==$(UV_VERSION)
@@ -24,6 +24,10 @@ setup: $(SYNCED)
 
 run: setup
 	$(VENV)/bin/substrate-bench validate
+	$(VENV)/bin/substrate-bench run quick-smoke
+
+ui: setup
+	$(VENV)/bin/substrate-bench ui
 
 validate: setup
 	$(VENV)/bin/substrate-bench validate --steps

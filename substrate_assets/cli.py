@@ -191,6 +191,163 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
     sys.exit(0 if result.completed else 1)
 
 
+def _instance() -> Any:
+    """The project's persistent Dagster instance (DAGSTER_HOME inside the project unless set)."""
+    import os
+
+    from substrate_assets.project import dagster_home
+
+    os.environ["DAGSTER_HOME"] = str(dagster_home())
+    import dagster as dg
+
+    return dg.DagsterInstance.get()
+
+
+def _print_rows(console: Console, title: str, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+    if title:
+        console.print(f"[bold]{title}[/bold]", highlight=False)
+    table = Table()
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*("null" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+                        for value in row))
+    console.print(table)
+
+
+def _wide_console() -> Console:
+    """Rich's 80 columns when output is not a terminal would fold every table; logs and pipes are wide."""
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
+def _show_trial(console: Console, trial_id: str) -> None:
+    """The trial's density-frontier and wake-latency rows, read back from the warehouse, one figure per line."""
+    from substrate_assets.project import warehouse_path
+    from substrate_assets.warehouse.query import query
+
+    for table in ("density_frontiers", "wake_latency_distribution"):
+        result = query(warehouse_path(), f"SELECT * FROM {table} WHERE trial_id = ?", [trial_id])
+        if not result.rows:
+            console.print(f"{table}: no row for {trial_id}", highlight=False)
+            continue
+        rows = [(column, value) for column, value in zip(result.columns, result.rows[0], strict=True)]
+        _print_rows(console, f"{table} ({trial_id})", ["column", "value"], rows[1:])
+
+
+@main.command()
+@click.argument("suite_name", metavar="SUITE", default="quick-smoke")
+def run(suite_name: str) -> None:
+    """The main job: run a trial of SUITE through the asset graph and print its frontier and wake latency.
+
+    Registers a trial partition in the project's Dagster instance, materializes workload_script,
+    trial_run, the raw tables and the models, then reads the trial's rows back from DuckDB.
+    """
+    from substrate_assets.defs.main_job import MainJobError, run_suite
+    from substrate_assets.defs.resources import RunStoreResource
+    from substrate_assets.suites import SuiteError, get_suite
+
+    try:
+        suite = get_suite(suite_name)
+    except SuiteError as error:
+        raise click.UsageError(str(error)) from None
+    console = _wide_console()
+    instance = _instance()
+    console.print(f"main job: suite {suite.name} (script {suite.script}, {suite.users} users, {suite.duration}) "
+                  f"on Dagster instance {instance.root_directory}", highlight=False)
+    try:
+        outcome = run_suite(suite, RunStoreResource().store(), instance)
+    except MainJobError as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    console.print(f"trial {outcome.trial_id} materialized (runs {', '.join(outcome.runs)})", highlight=False)
+    _show_trial(console, outcome.trial_id)
+
+
+@main.command("materialize")
+@click.argument("trial_id")
+def materialize_trial(trial_id: str) -> None:
+    """Load an existing trial from the run store again (raw tables, then models), without running load."""
+    from substrate_assets.defs.main_job import MainJobError, reload_trial
+    from substrate_assets.defs.resources import RunStoreResource
+
+    console = _wide_console()
+    try:
+        outcome = reload_trial(trial_id, RunStoreResource().store(), _instance())
+    except FileNotFoundError as error:
+        raise click.UsageError(str(error)) from None
+    except MainJobError as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    console.print(f"trial {trial_id} reloaded (run {outcome.runs[0]})", highlight=False)
+    _show_trial(console, trial_id)
+
+
+@main.command()
+def rebuild() -> None:
+    """Recreate the warehouse from the run store (every trial, then every model)."""
+    from substrate_assets.project import store_directory, warehouse_path
+    from substrate_assets.results.layout import RunStore
+    from substrate_assets.warehouse.models import models_directory
+    from substrate_assets.warehouse.rebuild import rebuild as rebuild_warehouse
+
+    result = rebuild_warehouse(RunStore(store_directory()), warehouse_path(), models_directory())
+    console = _wide_console()
+    console.print(f"rebuilt {warehouse_path()} from {result.trials} trials in {result.seconds:.2f}s", highlight=False)
+    _print_rows(console, "tables", ["table", "rows"],
+                [*result.raw_rows.items(), *((table.name, table.rows) for table in result.models)])
+    failed = [outcome for outcome in result.tests if not outcome.passed]
+    for outcome in failed:
+        click.echo(f"test {outcome.test.model}.{outcome.test.name} failed: {outcome.violations} rows", err=True)
+    sys.exit(1 if failed else 0)
+
+
+@main.command()
+@click.argument("statement")
+@click.option("--format", "output", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+def sql(statement: str, output: str) -> None:
+    """Run read-only SQL on the warehouse, e.g. "select trial_id, p50_ms, p99_ms from wake_latency_distribution"."""
+    import csv
+    import json
+
+    import duckdb
+
+    from substrate_assets.project import warehouse_path
+    from substrate_assets.warehouse.query import WarehouseBusy, query
+
+    try:
+        result = query(warehouse_path(), statement)
+    except (FileNotFoundError, WarehouseBusy) as error:
+        raise click.ClickException(str(error)) from None
+    except duckdb.Error as error:
+        raise click.ClickException(f"SQL error: {error}") from None
+    if output == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(result.columns)
+        writer.writerows(result.rows)
+    elif output == "json":
+        click.echo(json.dumps([dict(zip(result.columns, row, strict=True)) for row in result.rows], default=str,
+                              indent=1))
+    else:
+        _print_rows(_wide_console(), "", result.columns, result.rows)
+
+
+@main.command()
+@click.option("--port", type=int, default=3000, show_default=True)
+def ui(port: int) -> None:
+    """The Dagster UI (and daemon: sensors, automation) on 127.0.0.1, on the project's instance."""
+    import os
+    import shutil
+
+    from substrate_assets.project import dagster_home, project_root
+
+    dagster = shutil.which("dagster", path=os.path.dirname(sys.executable)) or "dagster"
+    env = {**os.environ, "DAGSTER_HOME": str(dagster_home())}
+    click.echo(f"Dagster UI on http://127.0.0.1:{port} (DAGSTER_HOME={env['DAGSTER_HOME']}); Ctrl-C stops it")
+    os.chdir(project_root())
+    os.execve(dagster, [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)], env)
+
+
 @main.command()
 @click.option("--control-port", type=int, default=0, show_default=True, help="gRPC Control API port (0: any free).")
 @click.option("--router-port", type=int, default=0, show_default=True, help="HTTP router port (0: any free).")

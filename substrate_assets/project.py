@@ -20,6 +20,17 @@ def project_root() -> Path:
 
 
 STORE_ENV = "SUBSTRATE_BENCH_STORE"
+WAREHOUSE_ENV = "SUBSTRATE_BENCH_WAREHOUSE"
+DAGSTER_HOME_ENV = "DAGSTER_HOME"
+INSTANCE_CONFIG = """\
+# The project's Dagster instance (created by substrate-bench). Every asset that writes the DuckDB
+# warehouse runs in the pool "duckdb"; DuckDB allows one writer per file, so the pool's limit is 1.
+concurrency:
+  pools:
+    default_limit: 1
+telemetry:
+  enabled: false
+"""
 
 
 def scripts_directory() -> Path:
@@ -30,3 +41,20 @@ def store_directory() -> Path:
     """The run store: ``$SUBSTRATE_BENCH_STORE``, else ``<project>/store``."""
     configured = os.environ.get(STORE_ENV)
     return Path(configured).resolve() if configured else project_root() / "store"
+
+
+def warehouse_path() -> Path:
+    """The DuckDB warehouse: ``$SUBSTRATE_BENCH_WAREHOUSE``, else ``<project>/warehouse.duckdb``."""
+    configured = os.environ.get(WAREHOUSE_ENV)
+    return Path(configured).resolve() if configured else project_root() / "warehouse.duckdb"
+
+
+def dagster_home() -> Path:
+    """``$DAGSTER_HOME``, else ``<project>/.dagster_home``, created with the project's instance config."""
+    configured = os.environ.get(DAGSTER_HOME_ENV)
+    home = Path(configured).resolve() if configured else project_root() / ".dagster_home"
+    home.mkdir(parents=True, exist_ok=True)
+    config = home / "dagster.yaml"
+    if not config.exists():
+        config.write_text(INSTANCE_CONFIG)
+    return home

@@ -1,5 +1,6 @@
-"""Dynamic partitions: one per workload script (its name)."""
+"""Dynamic partitions: one per workload script (its name) and one per trial (its id)."""
 
 import dagster as dg
 
 script_partitions = dg.DynamicPartitionsDefinition(name="script")
+trial_partitions = dg.DynamicPartitionsDefinition(name="trial")

@@ -27,16 +27,23 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from substrate_assets.driver.samples import Sampler
+from substrate_assets.facts.local import local_cluster_facts
 from substrate_assets.results import layout
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.results.readers import read_stats_history
 from substrate_assets.results.request_log import merge_parts
 from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
 from substrate_assets.results.status import stats_generated, write_status
 from substrate_assets.results.summary import RequestSummary
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.suites import Suite
+from substrate_assets.telemetry.local import local_server_summary
+from substrate_assets.telemetry.summary import flatten
+from substrate_assets.telemetry.window import history_samples, steady_window
 from substrate_assets.workload import ScriptFile, ScriptLibrary
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -80,18 +87,40 @@ def _versions() -> dict[str, str | None]:
     return found
 
 
-def _claim_key(store: RunStore, suite: Suite) -> TrialKey:
-    """A trial key whose directories do not exist yet (two trials of a suite never share a second)."""
+class TrialExists(FileExistsError):
+    """A trial's results are never rewritten."""
+
+
+def _claim(store: RunStore, key: TrialKey) -> None:
+    if store.trial_dir(key).exists():
+        raise TrialExists(f"trial {key.trial_id} already ran ({store.trial_dir(key)}); results are never rewritten")
+    try:
+        store.staging_dir(key).mkdir(parents=True)
+    except FileExistsError:
+        raise TrialExists(f"trial {key.trial_id} is being assembled in {store.staging_dir(key)} by another run "
+                          "(or was interrupted there)") from None
+
+
+def propose_trial_key(store: RunStore, suite: Suite, taken: set[str] | None = None) -> TrialKey:
+    """A key for a trial of ``suite`` starting now, unused in ``store`` and not among ``taken`` ids."""
+    run_ts = int(time.time())
     while True:
-        key = TrialKey(suite.name, int(time.time()), suite.tag)
-        staging = store.staging_dir(key)
-        if not store.trial_dir(key).exists():
-            try:
-                staging.mkdir(parents=True)
-                return key
-            except FileExistsError:
-                pass
-        time.sleep(max(0.05, key.run_ts + 1 - time.time()))
+        key = TrialKey(suite.name, run_ts, suite.tag)
+        unused = not (store.trial_dir(key).exists() or store.staging_dir(key).exists())
+        if unused and key.trial_id not in (taken or set()):
+            return key
+        run_ts += 1
+
+
+def new_trial_key(store: RunStore, suite: Suite) -> TrialKey:
+    """Claim a key for a trial of ``suite`` starting now (two trials of a suite never share a second)."""
+    while True:
+        key = propose_trial_key(store, suite)
+        try:
+            _claim(store, key)
+            return key
+        except TrialExists:
+            continue
 
 
 def _latest_history(path: Path) -> dict[str, str] | None:
@@ -127,10 +156,17 @@ def locust_command(suite: Suite, script_file: Path, work: Path, runtime: Embedde
 
 def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
                     on_progress: Callable[[Progress], None] | None = None,
-                    runtime_overrides: dict[str, Any] | None = None) -> TrialResult:
-    """Run ``suite`` once against the embedded runtime and return its finished trial directory."""
+                    runtime_overrides: dict[str, Any] | None = None, key: TrialKey | None = None) -> TrialResult:
+    """Run ``suite`` once against the embedded runtime and return its finished trial directory.
+
+    ``key`` fixes the trial's id and path (a Dagster trial partition does); by default the
+    current second is used.
+    """
     loaded = library.load(suite.script)
-    key = _claim_key(store, suite)
+    if key is None:
+        key = new_trial_key(store, suite)
+    else:
+        _claim(store, key)
     staging = store.staging_dir(key)
     work = staging / _WORK
     work.mkdir()
@@ -146,6 +182,7 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
         if on_progress is not None:
             on_progress(Progress(phase, time.monotonic() - clock, suite.duration_s, **figures))
 
+    facts = local_cluster_facts(config.workers, config.actors_per_worker)
     sampler = Sampler()
     clock = time.monotonic()
     report("starting", clock)
@@ -159,8 +196,8 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
     if interrupted:
         notes.append("interrupted: Locust was asked to stop before its run time")
     sampler.write_parquet(staging / "runtime_samples.parquet")
-    trial_dir = _finalize(store, key, staging, work, suite, loaded, config, command, exit_code, started, ended,
-                          interrupted, notes)
+    trial_dir = _finalize(store, key, staging, work, suite, loaded, config, facts, command, exit_code, started,
+                          ended, interrupted, notes)
     summary = RequestSummary.of_file(trial_dir / layout.REQUESTS_PARQUET)
     return TrialResult(key, trial_dir, exit_code, exit_code == 0 and not interrupted, summary)
 
@@ -219,9 +256,21 @@ def _file_digest(path: Path) -> dict[str, Any]:
     return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
+def _server_summary(staging: Path, key: TrialKey, suite: Suite, started: datetime, ended: datetime) -> dict[str, Any]:
+    """The runtime's server telemetry inside the steady-state window, as upstream's server_summary.json."""
+    history = staging / layout.STATS_HISTORY_CSV
+    samples = history_samples(read_stats_history(history).iter_rows(named=True)) if history.is_file() else []
+    start_ts, end_ts = key.run_ts, int(ended.timestamp())
+    return local_server_summary(
+        events=pl.read_parquet(staging / layout.RUNTIME_EVENTS_PARQUET),
+        samples=pl.read_parquet(staging / "runtime_samples.parquet"),
+        steady=steady_window(samples, start_ts, end_ts), start_ts=start_ts, end_ts=end_ts, test_name=suite.name,
+        tag=key.tag, data_timestamp=data_timestamp(started))
+
+
 def _finalize(store: RunStore, key: TrialKey, staging: Path, work: Path, suite: Suite, loaded: ScriptFile,
-              config: RuntimeConfig, command: list[str], exit_code: int, started: datetime, ended: datetime,
-              interrupted: bool, notes: list[str]) -> Path:
+              config: RuntimeConfig, facts: dict[str, Any], command: list[str], exit_code: int, started: datetime,
+              ended: datetime, interrupted: bool, notes: list[str]) -> Path:
     produced = []
     for kind, basename in layout.LOCUST_CSVS.items():
         source = work / f"locust_{kind}.csv"
@@ -233,9 +282,12 @@ def _finalize(store: RunStore, key: TrialKey, staging: Path, work: Path, suite: 
     rows = merge_parts(work / "requests", staging / layout.REQUESTS_PARQUET)
     notes.append(f"{layout.REQUESTS_PARQUET}: {rows} requests")
     generated = stats_generated(staging / layout.STATS_CSV)
-    if generated:
-        write_stats_jsonl(staging / layout.STATS_JSONL, per_request_rows(
-            staging / layout.STATS_CSV, timestamp=data_timestamp(started), tag=key.tag, test_name=suite.name))
+    summary = _server_summary(staging, key, suite, started, ended)
+    write_json(staging / layout.SERVER_SUMMARY_JSON, summary)
+    envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
+    rows = per_request_rows(staging / layout.STATS_CSV, **envelope) if generated else []
+    rows.append({**envelope, "metric": "server_summary", "measurements": flatten(summary)})
+    write_stats_jsonl(staging / layout.STATS_JSONL, rows)
     write_status(staging / layout.STATUS_JSON, exit_code, generated)
     locust_log = (work / "locust.log").read_text(errors="replace") if (work / "locust.log").exists() else ""
     write_text(staging / layout.LOGS_TXT, "".join(f"{line}\n" for line in notes)
@@ -258,6 +310,9 @@ def _finalize(store: RunStore, key: TrialKey, staging: Path, work: Path, suite: 
         "script": {"name": loaded.script.name, "sha256": loaded.sha256, "text": loaded.text,
                    "path": str(loaded.path)},
         "knobs": {**suite.knobs(), "atespace": ATESPACE},
+        "cluster_facts": facts,
+        "run_start": key.run_ts,
+        "run_end": int(ended.timestamp()),
         "suite_config": suite.model_dump(),
         "metadata": suite.metadata,
         "runtime": {"workers": config.workers, "actors_per_worker": config.actors_per_worker,

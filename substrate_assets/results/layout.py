@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 STAGING = ".staging"
+_TRIAL_ID = re.compile(r"(?P<suite>[a-z0-9][a-z0-9_-]*)-(?P<stamp>\d{8}t\d{6}z)")
 _TRIAL_DIR = re.compile(r"runs/(?P<suite>[^/]+)/run_date=(?P<date>\d{4}-\d{2}-\d{2})/run_ts=(?P<ts>\d+)"
                         r"/run_tag=(?P<tag>[^/]+)/?$")
 
@@ -57,6 +58,22 @@ class TrialKey:
     @property
     def relative_path(self) -> str:
         return f"runs/{self.suite}/run_date={self.run_date}/run_ts={self.run_ts}/run_tag={self.tag}"
+
+    @classmethod
+    def from_trial_id(cls, trial_id: str, tag: str) -> TrialKey:
+        """The key a trial id names: ``<suite>-<yyyymmddthhmmssz>`` and the suite's tag."""
+        match = _TRIAL_ID.fullmatch(trial_id)
+        if match is None:
+            raise ValueError(f"{trial_id!r} is not a trial id (<suite>-<yyyymmddthhmmssz>)")
+        started = datetime.strptime(match["stamp"], "%Y%m%dt%H%M%Sz").replace(tzinfo=UTC)
+        return cls(match["suite"], int(started.timestamp()), tag)
+
+    @staticmethod
+    def suite_of(trial_id: str) -> str:
+        match = _TRIAL_ID.fullmatch(trial_id)
+        if match is None:
+            raise ValueError(f"{trial_id!r} is not a trial id (<suite>-<yyyymmddthhmmssz>)")
+        return match["suite"]
 
     @classmethod
     def parse(cls, relative: str) -> TrialKey:

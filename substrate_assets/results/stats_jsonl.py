@@ -23,6 +23,7 @@ def data_timestamp(started: datetime) -> str:
 
 
 def per_request_rows(stats_csv: Path, *, timestamp: str, tag: str, test_name: str) -> list[dict[str, Any]]:
+    """One row per stats.csv entry except ``Aggregated``, its values the CSV's own strings."""
     with stats_csv.open(newline="") as handle:
         reader = csv.DictReader(handle)
         rows = []

@@ -1,0 +1,14 @@
+-- Per trial and step, the time of the step's ops (Step_<name> rows: ops only, no think, no wake):
+-- successful samples, failures, and floor-index p50/p95/p99 of the successful ones.
+SELECT
+    trial_id,
+    substr(name, 6) AS step,
+    count(*) FILTER (WHERE success) AS n,
+    count(*) FILTER (WHERE NOT success) AS failures,
+    floor_index(list(latency_ms) FILTER (WHERE success), 500) AS p50_ms,
+    floor_index(list(latency_ms) FILTER (WHERE success), 950) AS p95_ms,
+    floor_index(list(latency_ms) FILTER (WHERE success), 990) AS p99_ms
+FROM request_samples
+WHERE starts_with(name, 'Step_')
+GROUP BY ALL
+ORDER BY trial_id, step

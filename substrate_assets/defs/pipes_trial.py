@@ -1,0 +1,76 @@
+"""The trial_run child process: runs one local trial under Dagster Pipes.
+
+Launched by the ``trial_run`` asset with ``PipesSubprocessClient``. Extras:
+``trial_id``, ``suite``, ``store``, ``scripts``, ``suites``. Progress goes to
+the run's logs every 10 s; the finished trial's figures come back as the
+materialization's metadata and the ``trial_completed`` check.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from dagster_pipes import PipesContext, open_dagster_pipes
+
+from substrate_assets.driver.trial import Progress, run_local_trial
+from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.suites import get_suite
+from substrate_assets.workload import ScriptLibrary
+
+PROGRESS_EVERY_S = 10.0
+
+
+def _progress_logger(pipes: PipesContext) -> object:
+    last = [-PROGRESS_EVERY_S]
+
+    def log(progress: Progress) -> None:
+        now = time.monotonic()
+        if progress.phase != "running" or now - last[0] >= PROGRESS_EVERY_S:
+            last[0] = now
+            remaining = max(progress.duration_s - progress.elapsed_s, 0)
+            pipes.log.info(f"{progress.phase}: {progress.elapsed_s:.0f}s elapsed, {remaining:.0f}s left; users "
+                           f"{progress.users}, requests {progress.requests}, failures {progress.failures}, "
+                           f"running actors {progress.running_actors}")
+
+    return log
+
+
+def main() -> None:
+    with open_dagster_pipes() as pipes:
+        trial_id = pipes.get_extra("trial_id")
+        suite = get_suite(pipes.get_extra("suite"), Path(pipes.get_extra("suites")))
+        key = TrialKey.from_trial_id(trial_id, suite.tag)
+        store = RunStore(Path(pipes.get_extra("store")))
+        pipes.log.info(f"trial {trial_id}: suite {suite.name} ({suite.users} users, {suite.duration}, think scale "
+                       f"{suite.think_scale:g}) on the local backend")
+        result = run_local_trial(suite, store, ScriptLibrary(Path(pipes.get_extra("scripts"))),
+                                 on_progress=_progress_logger(pipes), key=key)
+        summary = result.summary
+        pipes.log.info(f"trial {trial_id} written to {result.trial_dir}: WakeFirstTouch p50 {summary.wake_p50_ms} "
+                       f"ms, p99 {summary.wake_p99_ms} ms, {summary.steps_completed} steps, {summary.failures} "
+                       "failures")
+        pipes.report_asset_materialization(
+            metadata={
+                "trial_dir": {"raw_value": str(result.trial_dir), "type": "path"},
+                "completed": result.completed,
+                "locust_exit_code": result.locust_exit_code,
+                "requests": summary.requests,
+                "failures": summary.failures,
+                "steps_completed": summary.steps_completed,
+                "sessions": summary.sessions,
+                "wake_n": summary.wake_n,
+                "wake_p50_ms": {"raw_value": summary.wake_p50_ms, "type": "float"},
+                "wake_p95_ms": {"raw_value": summary.wake_p95_ms, "type": "float"},
+                "wake_p99_ms": {"raw_value": summary.wake_p99_ms, "type": "float"},
+            },
+            data_version=trial_id,
+        )
+        pipes.report_asset_check(
+            check_name="trial_completed", passed=result.completed, severity="WARN",
+            metadata={"locust_exit_code": result.locust_exit_code, "failures": summary.failures},
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Server telemetry: the steady-state window, the server_summary structure and its 45 flat keys. No Dagster."""

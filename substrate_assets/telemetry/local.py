@@ -1,0 +1,109 @@
+"""Server telemetry of a local trial, from the runtime's exact events and the samples the trial took.
+
+The same ``server_summary`` structure a Prometheus harvest produces, computed
+without Prometheus: packing from the per-second worker-state samples, node PSI
+from ``/proc/pressure`` counters, snapshot sizes and checkpoint/restore
+latencies from the exact event log (no histogram buckets), all inside the
+reference's steady-state window. Pod PSI is null: no pods here. With no
+export lag, ``atelet_lag_s`` is 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from substrate_assets.telemetry.summary import PSI_RESOURCES, percentile_stats
+
+MiB = 1 << 20
+
+
+def _in_window(frame: pl.DataFrame, column: str, start: float, end: float) -> pl.DataFrame:
+    return frame.filter((pl.col(column) >= start) & (pl.col(column) <= end))
+
+
+def packing(samples: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
+    timeseries = []
+    ratios = []
+    for row in samples.sort("ts").iter_rows(named=True):
+        states = (row["idle_workers"], row["partial_workers"], row["at_capacity_workers"])
+        if any(value is None for value in states):
+            continue
+        busy = row["partial_workers"] + row["at_capacity_workers"]
+        total = sum(states)
+        ratio = round(busy / total, 4) if total else None
+        timeseries.append({"timestamp": round(row["ts"], 3), "busy_workers": busy, "total_workers": total,
+                           "packing_ratio": ratio})
+        if ratio is not None and steady[0] <= row["ts"] <= steady[1]:
+            ratios.append(ratio)
+    return {"summary": percentile_stats(ratios), "timeseries": timeseries}
+
+
+def node_psi(samples: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
+    """Stall percentages per sample interval: Δ(stalled µs) / Δ(wall µs) × 100, PSI "some"."""
+    ordered = samples.sort("ts")
+    result: dict[str, Any] = {}
+    measured = False
+    for key, resource in PSI_RESOURCES:
+        column = f"psi_{resource}_some_total_us"
+        rates = []
+        previous: tuple[float, int] | None = None
+        for ts, total in ordered.select("ts", column).iter_rows():
+            if total is None:
+                previous = None
+                continue
+            if previous is not None and ts > previous[0] and steady[0] <= ts <= steady[1]:
+                stalled = total - previous[1]
+                if stalled >= 0:  # a counter that went backwards is not a rate
+                    rates.append(stalled / ((ts - previous[0]) * 1e6) * 100)
+            previous = (ts, total)
+        measured = measured or bool(rates)
+        result[f"{key}_stall_pct"] = percentile_stats(rates)
+    result["nodes"] = 1 if measured else 0
+    return result
+
+
+def pod_psi() -> dict[str, Any]:
+    return {**{f"{key}_stall_pct": percentile_stats([]) for key, _ in PSI_RESOURCES}, "pods": 0}
+
+
+def snapshots(events: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
+    checkpoints_all = events.filter(pl.col("kind") == "checkpoint")
+    checkpoints = _in_window(checkpoints_all, "start_ts", *steady)
+    restores = _in_window(events.filter(pl.col("kind") == "restore"), "start_ts", *steady)
+    sizes = [b / MiB for b in checkpoints["pages_bytes"].to_list() if b is not None]
+    size = percentile_stats(sizes)
+    restore = percentile_stats(restores["duration_s"].to_list())
+    checkpoint = percentile_stats(checkpoints["duration_s"].to_list())
+
+    def mean(frame: pl.DataFrame) -> float | None:
+        return round(frame["duration_s"].mean(), 4) if frame.height else None  # type: ignore[arg-type]
+
+    written = checkpoints["bytes"].sum() if checkpoints.height else None
+    seconds = checkpoints["duration_s"].sum() if checkpoints.height else None
+    return {
+        "size_p50_mb": size["p50"], "size_p90_mb": size["p90"], "size_p95_mb": size["p95"], "size_p99_mb": size["p99"],
+        "size_avg_mb": round(sum(sizes) / len(sizes), 4) if sizes else None,
+        "checkpoints_in_window": checkpoints.height,
+        "checkpoints_cumulative": checkpoints_all.height,
+        "restore_p50_s": restore["p50"], "restore_p90_s": restore["p90"], "restore_p95_s": restore["p95"],
+        "restore_p99_s": restore["p99"], "restore_mean_s": mean(restores),
+        "checkpoint_p50_s": checkpoint["p50"], "checkpoint_p90_s": checkpoint["p90"],
+        "checkpoint_p95_s": checkpoint["p95"], "checkpoint_p99_s": checkpoint["p99"],
+        "checkpoint_mean_s": mean(checkpoints),
+        "checkpoint_mb_s": round(written / seconds / MiB, 4) if written is not None and seconds else None,
+    }
+
+
+def local_server_summary(*, events: pl.DataFrame, samples: pl.DataFrame, steady: tuple[int, int],
+                         start_ts: int, end_ts: int, test_name: str, tag: str, data_timestamp: str) -> dict[str, Any]:
+    return {
+        "metadata": {"test_name": test_name, "tag": tag, "data_timestamp": data_timestamp, "prom_url": None,
+                     "start_ts": start_ts, "end_ts": end_ts, "steady_start_ts": steady[0],
+                     "steady_end_ts": steady[1], "atelet_lag_s": 0, "source": "embedded-runtime"},
+        "cluster_packing": packing(samples, steady),
+        "node_psi": node_psi(samples, steady),
+        "pod_psi": pod_psi(),
+        "snapshots": snapshots(events, steady),
+    }

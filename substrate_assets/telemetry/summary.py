@@ -1,0 +1,78 @@
+"""The ``server_summary`` structure, its percentile set and the 45 flat keys of the stats.jsonl row."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+STATS = ("min", "p50", "p90", "p95", "p99", "max", "avg")
+PSI_RESOURCES = (("cpu", "cpu"), ("mem", "memory"), ("io", "io"))  # (key, /proc/pressure file)
+SNAPSHOT_KEYS = ("size_p50_mb", "size_p90_mb", "size_p95_mb", "size_p99_mb", "size_avg_mb", "checkpoints_in_window",
+                 "checkpoints_cumulative", "restore_p50_s", "restore_p90_s", "restore_p95_s", "restore_p99_s",
+                 "restore_mean_s", "checkpoint_p50_s", "checkpoint_p90_s", "checkpoint_p95_s", "checkpoint_p99_s",
+                 "checkpoint_mean_s", "checkpoint_mb_s")
+
+
+def _flat_keys() -> tuple[str, ...]:
+    keys = [f"cluster_packing_{p}" for p in ("p50", "p90", "p95", "p99")]
+    for key, _ in PSI_RESOURCES:
+        for p in ("p50", "p90", "p95", "p99"):
+            keys += [f"psi_{key}_stall_{p}", f"pod_psi_{key}_stall_{p}"]
+    keys += [f"snapshot_size_{p}_mb" for p in ("p50", "p90", "p95", "p99", "avg")]
+    keys += ["checkpoints_in_window"]
+    keys += [f"restore_{p}_s" for p in ("p50", "p90", "p95", "p99", "mean")]
+    keys += [f"checkpoint_{p}_s" for p in ("p50", "p90", "p95", "p99", "mean")]
+    keys += ["checkpoint_mb_s"]
+    return tuple(keys)
+
+
+FLAT_KEYS = _flat_keys()
+
+
+def percentile_stats(values: Iterable[float | None]) -> dict[str, float | None]:
+    """min, p50, p90, p95, p99, max, avg at 4 dp, floor-index; NaN and ±Inf dropped; empty → all null."""
+    ordered = sorted(v for v in values if v is not None and math.isfinite(v))
+    if not ordered:
+        return dict.fromkeys(STATS)
+    n = len(ordered)
+    return {
+        "min": round(ordered[0], 4),
+        "p50": round(ordered[min(n * 50 // 100, n - 1)], 4),
+        "p90": round(ordered[min(n * 90 // 100, n - 1)], 4),
+        "p95": round(ordered[min(n * 95 // 100, n - 1)], 4),
+        "p99": round(ordered[min(n * 99 // 100, n - 1)], 4),
+        "max": round(ordered[-1], 4),
+        "avg": round(sum(ordered) / n, 4),
+    }
+
+
+def _text(value: Any) -> str | None:
+    """Row values are strings, or null when unmeasured."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return None
+    return str(value)
+
+
+def flatten(summary: dict[str, Any]) -> dict[str, str | None]:
+    """The 45 keys of the ``server_summary`` stats.jsonl row, in the reference's order."""
+    packing = summary.get("cluster_packing", {}).get("summary", {})
+    node = summary.get("node_psi", {})
+    pod = summary.get("pod_psi", {})
+    snapshots = summary.get("snapshots", {})
+    row: dict[str, str | None] = {}
+    for p in ("p50", "p90", "p95", "p99"):
+        row[f"cluster_packing_{p}"] = _text(packing.get(p))
+    for key, _ in PSI_RESOURCES:
+        for p in ("p50", "p90", "p95", "p99"):
+            row[f"psi_{key}_stall_{p}"] = _text(node.get(f"{key}_stall_pct", {}).get(p))
+            row[f"pod_psi_{key}_stall_{p}"] = _text(pod.get(f"{key}_stall_pct", {}).get(p))
+    for p in ("p50", "p90", "p95", "p99", "avg"):
+        row[f"snapshot_size_{p}_mb"] = _text(snapshots.get(f"size_{p}_mb"))
+    row["checkpoints_in_window"] = _text(snapshots.get("checkpoints_in_window"))
+    for kind in ("restore", "checkpoint"):
+        for p in ("p50", "p90", "p95", "p99", "mean"):
+            row[f"{kind}_{p}_s"] = _text(snapshots.get(f"{kind}_{p}_s"))
+    row["checkpoint_mb_s"] = _text(snapshots.get("checkpoint_mb_s"))
+    assert tuple(row) == FLAT_KEYS
+    return {key: row[key] for key in FLAT_KEYS}

@@ -1,0 +1,40 @@
+"""The steady-state window of a trial, from its Locust user-count history (the reference's rule).
+
+Samples are (timestamp, users) from stats_history rows named ``""``,
+``Aggregated`` or ``Total``. The peak is the observed maximum (not ``-u``);
+steady samples have users ≥ 0.9 × peak; the window runs from the first to the
+last steady sample, clamped to the run. Without a usable peak, or when the
+first steady sample lies outside the run, the window is the whole run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+TOTAL_NAMES = ("", "Aggregated", "Total")
+STEADY_FRACTION = 0.9
+
+
+def steady_window(samples: Iterable[tuple[int, float]], start_ts: int, end_ts: int) -> tuple[int, int]:
+    points = list(samples)
+    peak = max((users for _, users in points), default=0.0)
+    if peak <= 0:
+        return start_ts, end_ts
+    steady = [ts for ts, users in points if users >= STEADY_FRACTION * peak]
+    first, last = steady[0], steady[-1]
+    if start_ts <= first <= end_ts:
+        return first, min(max(last, first), end_ts)
+    return start_ts, end_ts
+
+
+def history_samples(rows: Iterable[dict[str, object]]) -> list[tuple[int, float]]:
+    """(timestamp, users) of the total rows; rows that do not parse are skipped."""
+    samples = []
+    for row in rows:
+        if row.get("name") not in TOTAL_NAMES:
+            continue
+        try:
+            samples.append((int(row["timestamp"]), float(row["user_count"])))  # type: ignore[arg-type]
+        except (TypeError, ValueError, KeyError):
+            continue
+    return samples

@@ -1,0 +1,106 @@
+"""Column tests from ``dbt_like_sql/schema.yml``: not_null, unique, accepted_values, expression.
+
+    models:
+      - name: density_frontiers
+        columns:
+          - name: trial_id
+            tests: [not_null, unique]
+          - name: actors_per_node
+            tests:
+              - expression: "actors_per_node IS NULL OR actors_per_node >= 0"
+          - name: status
+            tests:
+              - accepted_values: {values: [completed, incomplete]}
+
+A test passes when no row violates it; its result carries the count and a few
+of the offending rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import yaml
+
+TEST_KINDS = ("not_null", "unique", "accepted_values", "expression")
+
+
+@dataclass(frozen=True)
+class ColumnTest:
+    model: str
+    column: str
+    kind: str
+    argument: Any = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.column}_{self.kind}"
+
+    def description(self) -> str:
+        if self.kind == "accepted_values":
+            return f"{self.column} is one of {', '.join(map(str, self.argument))} (or null)"
+        if self.kind == "expression":
+            return f"every row satisfies: {self.argument}"
+        return f"{self.column} is {'never null' if self.kind == 'not_null' else 'unique'}"
+
+    def violations_sql(self) -> tuple[str, list[Any]]:
+        column = f'"{self.column}"'
+        if self.kind == "not_null":
+            return f"SELECT * FROM {self.model} WHERE {column} IS NULL", []
+        if self.kind == "unique":
+            return (f"SELECT {column}, count(*) AS copies FROM {self.model} WHERE {column} IS NOT NULL "
+                    f"GROUP BY {column} HAVING count(*) > 1"), []
+        if self.kind == "accepted_values":
+            return (f"SELECT * FROM {self.model} WHERE {column} IS NOT NULL "
+                    f"AND CAST({column} AS VARCHAR) NOT IN (SELECT unnest(?::VARCHAR[]))"), \
+                [[str(value) for value in self.argument]]
+        return f"SELECT * FROM {self.model} WHERE NOT ({self.argument})", []
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    test: ColumnTest
+    violations: int
+    sample: list[dict[str, Any]]
+
+    @property
+    def passed(self) -> bool:
+        return self.violations == 0
+
+
+class SchemaError(ValueError):
+    """schema.yml cannot be used; the message names the file and the entry."""
+
+
+def load_tests(path: Path, models: set[str]) -> dict[str, list[ColumnTest]]:
+    """Column tests by model name."""
+    if not path.is_file():
+        return {}
+    document = yaml.safe_load(path.read_text()) or {}
+    tests: dict[str, list[ColumnTest]] = {}
+    for entry in document.get("models", []):
+        model = entry.get("name")
+        if model not in models:
+            raise SchemaError(f"{path}: model {model!r} has no SQL file (have {', '.join(sorted(models))})")
+        for column in entry.get("columns", []):
+            for test in column.get("tests", []):
+                kind, argument = (test, None) if isinstance(test, str) else next(iter(test.items()))
+                if kind not in TEST_KINDS:
+                    raise SchemaError(f"{path}: {model}.{column['name']}: unknown test {kind!r} "
+                                      f"(known: {', '.join(TEST_KINDS)})")
+                if kind == "accepted_values":
+                    argument = argument["values"]
+                tests.setdefault(model, []).append(ColumnTest(model, column["name"], kind, argument))
+    return tests
+
+
+def run_test(connection: duckdb.DuckDBPyConnection, test: ColumnTest, sample_rows: int = 5) -> TestOutcome:
+    sql, parameters = test.violations_sql()
+    count = connection.execute(f"SELECT count(*) FROM ({sql})", parameters).fetchone()[0]
+    cursor = connection.execute(f"{sql} LIMIT {sample_rows}", parameters)
+    names = [d[0] for d in cursor.description]
+    sample = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    return TestOutcome(test, count, sample)

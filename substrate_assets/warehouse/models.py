@@ -1,0 +1,123 @@
+"""A small dbt-like runner: each ``dbt_like_sql/**/*.sql`` file is one model, one table, one asset.
+
+A model's upstream tables are the tables its SQL reads, found by parsing it
+with sqlglot (DuckDB dialect): every table reference that is not one of the
+query's own CTEs. Building a model replaces its table in one transaction. The
+leading ``--`` comment lines of a file are its description.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+
+from substrate_assets.project import project_root
+
+
+class ModelError(ValueError):
+    """A model file that cannot be used; the message names the file."""
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    path: Path
+    sql: str
+    upstream: tuple[str, ...]
+    description: str
+
+
+@dataclass(frozen=True)
+class BuiltTable:
+    name: str
+    rows: int
+    columns: list[tuple[str, str]]
+    preview: list[dict[str, Any]]
+
+    def preview_markdown(self) -> str:
+        if not self.columns:
+            return "(no columns)"
+        names = [name for name, _ in self.columns]
+        lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+        for row in self.preview:
+            lines.append("| " + " | ".join("null" if row[n] is None else str(row[n]) for n in names) + " |")
+        if not self.preview:
+            lines.append("| " + " | ".join("" for _ in names) + " |")
+        return "\n".join(lines)
+
+
+def models_directory() -> Path:
+    return project_root() / "dbt_like_sql"
+
+
+def referenced_tables(sql: str, path: Path) -> tuple[str, ...]:
+    try:
+        statements = sqlglot.parse(sql, read="duckdb")
+    except sqlglot.errors.ParseError as error:
+        raise ModelError(f"{path}: cannot parse SQL: {error}") from None
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        raise ModelError(f"{path}: a model is exactly one SELECT statement")
+    query = statements[0]
+    ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
+    tables = {table.name for table in query.find_all(exp.Table) if table.name and table.name not in ctes}
+    return tuple(sorted(tables))
+
+
+def _description(sql: str) -> str:
+    lines = []
+    for line in sql.splitlines():
+        if not line.startswith("--"):
+            break
+        lines.append(line[2:].strip())
+    return " ".join(lines).strip()
+
+
+def discover(directory: Path | None = None) -> dict[str, Model]:
+    """Every model under ``directory``, by name (the file stem, unique across folders)."""
+    directory = directory or models_directory()
+    models: dict[str, Model] = {}
+    for path in sorted(directory.rglob("*.sql")):
+        name = path.stem
+        if name in models:
+            raise ModelError(f"{path}: model {name!r} is also defined in {models[name].path}")
+        sql = path.read_text()
+        models[name] = Model(name, path, sql.strip().rstrip(";"), referenced_tables(sql, path), _description(sql))
+    return models
+
+
+def build_order(models: dict[str, Model]) -> list[Model]:
+    graph = {name: {u for u in model.upstream if u in models} for name, model in models.items()}
+    try:
+        return [models[name] for name in TopologicalSorter(graph).static_order()]
+    except CycleError as error:
+        raise ModelError(f"models depend on each other in a cycle: {' -> '.join(error.args[1])}") from None
+
+
+def describe_table(connection: duckdb.DuckDBPyConnection, name: str, preview_rows: int = 10) -> BuiltTable:
+    columns = [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall()]
+    rows = connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+    cursor = connection.execute(f"SELECT * FROM {name} LIMIT {preview_rows}")
+    names = [d[0] for d in cursor.description]
+    return BuiltTable(name, rows, columns, [dict(zip(names, values, strict=True)) for values in cursor.fetchall()])
+
+
+def build(connection: duckdb.DuckDBPyConnection, model: Model) -> BuiltTable:
+    """Replace ``model``'s table with the result of its SQL, in one transaction."""
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        connection.execute(f"CREATE OR REPLACE TABLE {model.name} AS\n{model.sql}")
+        connection.execute("COMMIT")
+    except duckdb.Error as error:
+        connection.execute("ROLLBACK")
+        raise ModelError(f"{model.path}: {error}") from None
+    return describe_table(connection, model.name)
+
+
+def build_all(connection: duckdb.DuckDBPyConnection, models: dict[str, Model]) -> list[BuiltTable]:
+    return [build(connection, model) for model in build_order(models)]

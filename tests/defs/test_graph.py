@@ -1,0 +1,44 @@
+"""The asset graph: lineage from scripts to marts, the DuckDB writers' pool, and checks from schema.yml."""
+
+import dagster as dg
+
+from substrate_assets.definitions import defs
+
+RAW = ("trial_manifests", "stats_history", "locust_stats", "request_samples", "cluster_facts", "server_telemetry")
+MARTS = ("trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram", "step_latency",
+         "trial_summary")
+
+
+def graph():
+    return defs.resolve_asset_graph()
+
+
+def test_lineage_from_scripts_to_marts():
+    assets = graph()
+    deps = {key.to_user_string(): {parent.to_user_string() for parent in assets.get(key).parent_keys}
+            for key in assets.materializable_asset_keys}
+    assert deps["trial_run"] == {"workload_script"}
+    assert all(deps[raw] == {"trial_run"} for raw in RAW)
+    assert deps["density_frontiers"] == {"trial_manifests", "stats_history", "locust_stats", "cluster_facts"}
+    assert deps["trial_summary"] >= {"density_frontiers", "cluster_facts"}
+    assert set(MARTS) <= set(deps)
+
+
+def test_partitions_pools_and_automation():
+    assets = graph()
+    for name in RAW:
+        node = assets.get(dg.AssetKey(name))
+        assert node.partitions_def.name == "trial" and node.pools == {"duckdb"}
+    for name in MARTS:
+        node = assets.get(dg.AssetKey(name))
+        assert node.partitions_def is None and node.pools == {"duckdb"}
+        assert node.automation_condition is not None
+    assert assets.get(dg.AssetKey("trial_run")).pools == set()  # it never opens the warehouse
+    assert assets.get(dg.AssetKey("workload_script")).partitions_def.name == "script"
+
+
+def test_schema_tests_are_asset_checks():
+    checks = {(key.asset_key.to_user_string(), key.name) for key in graph().asset_check_keys}
+    assert {("trials", "trial_id_unique"), ("density_frontiers", "actors_per_node_expression"),
+            ("trials", "status_accepted_values"), ("workload_script", "script_is_valid"),
+            ("trial_run", "trial_completed")} <= checks

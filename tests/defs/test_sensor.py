@@ -1,0 +1,92 @@
+"""script_change_sensor: a changed script starts exactly one trial per suite that uses it; an invalid one starts
+nothing and says why."""
+
+import json
+import shutil
+from pathlib import Path
+
+import dagster as dg
+
+from substrate_assets.definitions import defs
+from substrate_assets.defs.resources import RunStoreResource, ScriptLibraryResource, SuitesResource
+from substrate_assets.defs.sensors import run_trial_job, script_change_sensor, validate_script_job
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITES = """\
+suites:
+  - {name: smoke-a, script: quick-session, users: 1}
+  - {name: smoke-b, script: quick-session, users: 2}
+  - {name: coding, script: coding-session, users: 1}
+"""
+
+
+def tick(tmp_path: Path, cursor: str | None):
+    context = dg.build_sensor_context(cursor=cursor, instance=dg.DagsterInstance.ephemeral(), resources={
+        "script_library": ScriptLibraryResource(directory=str(tmp_path / "scripts")),
+        "suites": SuitesResource(path=str(tmp_path / "suites.yaml")),
+        "run_store": RunStoreResource(root=str(tmp_path / "store")),
+    })
+    return script_change_sensor(context)
+
+
+def setup(tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
+    (tmp_path / "suites.yaml").write_text(SUITES)
+
+
+def test_the_sensor_runs_by_default_and_targets_the_two_jobs():
+    assert script_change_sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    assert {job.name for job in script_change_sensor.jobs} == {validate_script_job.name, run_trial_job.name}
+    assert defs.get_sensor_def("warehouse_refresh").default_status == dg.DefaultSensorStatus.RUNNING
+
+
+def test_first_tick_records_a_baseline_and_starts_nothing(tmp_path):
+    setup(tmp_path)
+    result = tick(tmp_path, None)
+    assert result.run_requests == [] or result.run_requests is None
+    assert "baseline" in result.skip_reason.skip_message
+    assert set(json.loads(result.cursor)) == {"coding-session", "quick-session"}
+
+
+def test_an_edited_think_time_starts_one_trial_per_suite_using_the_script(tmp_path):
+    setup(tmp_path)
+    baseline = tick(tmp_path, None).cursor
+    unchanged = tick(tmp_path, baseline)
+    assert unchanged.skip_reason.skip_message == "no script changed"
+    path = tmp_path / "scripts" / "quick-session.yaml"
+    path.write_text(path.read_text().replace("think: 700ms", "think: 900ms"))
+    result = tick(tmp_path, baseline)
+    trials = [r for r in result.run_requests if r.job_name == run_trial_job.name]
+    scripts = [r for r in result.run_requests if r.job_name == validate_script_job.name]
+    assert sorted(r.partition_key.rsplit("-", 1)[0] for r in trials) == ["smoke-a", "smoke-b"]  # not "coding"
+    sha = json.loads(result.cursor)["quick-session"]
+    assert sha != json.loads(baseline)["quick-session"]
+    assert all(r.run_key == f"{r.partition_key}:{sha}" for r in trials)
+    assert [r.partition_key for r in scripts] == ["quick-session"]
+    added = {request.partitions_def_name: request.partition_keys for request in result.dynamic_partitions_requests}
+    assert sorted(added["trial"]) == sorted(r.partition_key for r in trials) and added["script"] == ["quick-session"]
+    # The next tick, from the new cursor, starts nothing more.
+    assert tick(tmp_path, result.cursor).skip_reason.skip_message == "no script changed"
+
+
+def test_an_invalid_script_starts_nothing_and_says_why(tmp_path):
+    setup(tmp_path)
+    baseline = tick(tmp_path, None).cursor
+    path = tmp_path / "scripts" / "quick-session.yaml"
+    path.write_text(path.read_text().replace("think: 700ms", "think: 7d"))
+    result = tick(tmp_path, baseline)
+    assert not result.run_requests
+    message = result.skip_reason.skip_message
+    assert "invalid script" in message and 'unknown unit "d"' in message and "quick-session.yaml:" in message
+    assert json.loads(result.cursor)["quick-session"] == json.loads(baseline)["quick-session"]
+    path.write_text(path.read_text().replace("think: 7d", "think: 800ms"))
+    assert len(tick(tmp_path, result.cursor).run_requests) == 3  # fixed: the script run and two trials
+
+
+def test_a_new_script_counts_as_changed(tmp_path):
+    setup(tmp_path)
+    baseline = tick(tmp_path, None).cursor
+    text = (tmp_path / "scripts" / "quick-session.yaml").read_text().replace("name: quick-session", "name: extra")
+    (tmp_path / "scripts" / "extra.yaml").write_text(text)
+    result = tick(tmp_path, baseline)
+    assert [r.partition_key for r in result.run_requests] == ["extra"]  # no suite uses it yet

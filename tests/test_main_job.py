@@ -1,0 +1,127 @@
+"""The main job through the command line, in a project of its own: run, run again, SQL across runs,
+reload without duplicates, and a rebuild that gives back the same marts."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = str(Path(sys.executable).parent / "substrate-bench")
+MARTS = ("trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram", "step_latency",
+         "trial_summary")
+SUITES = """\
+suites:
+  - name: smoke
+    script: quick-session
+    users: 2
+    spawn_rate: 2
+    duration: 8s
+    think_scale: 0.2
+    workers: 4
+"""
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("project")
+    shutil.copytree(ROOT / "scripts", root / "scripts")
+    shutil.copytree(ROOT / "dbt_like_sql", root / "dbt_like_sql")
+    (root / "suites.yaml").write_text(SUITES)
+    return root
+
+
+def cli(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("DAGSTER_HOME", "SUBSTRATE_BENCH_STORE", "SUBSTRATE_BENCH_WAREHOUSE")}
+    env["SUBSTRATE_BENCH_ROOT"] = str(project)
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=project)
+
+
+def sql(project: Path, statement: str) -> list[dict]:
+    done = cli(project, "sql", statement, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def marts(project: Path) -> dict[str, list[dict]]:
+    return {table: sql(project, f"SELECT * FROM {table} ORDER BY ALL") for table in MARTS}
+
+
+@pytest.fixture(scope="module")
+def two_runs(project):
+    first = cli(project, "run", "smoke")
+    second = cli(project, "run", "smoke")
+    return first, second
+
+
+def test_run_prints_the_trials_frontier_and_wake_latency(two_runs, project):
+    first, _ = two_runs
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "density_frontiers (smoke-" in first.stdout and "wake_latency_distribution (smoke-" in first.stdout
+    assert "actors_per_node" in first.stdout and "p99_ms" in first.stdout
+    assert (project / ".dagster_home" / "dagster.yaml").read_text().count("default_limit: 1") == 1
+    assert (project / "warehouse.duckdb").is_file()
+
+
+def test_a_second_run_adds_a_second_trial(two_runs, project):
+    _, second = two_runs
+    assert second.returncode == 0, second.stderr[-3000:]
+    rows = sql(project, "select trial_id, p50_ms, p99_ms from wake_latency_distribution")
+    assert len(rows) == 2 and len({row["trial_id"] for row in rows}) == 2
+    assert all(row["p50_ms"] is not None and row["p50_ms"] <= row["p99_ms"] for row in rows)
+    trials = sql(project, "select trial_id, status, backend from trials")
+    assert [(t["status"], t["backend"]) for t in trials] == [("completed", "local")] * 2
+
+
+def test_csv_and_table_output(two_runs, project):
+    done = cli(project, "sql", "select count(*) as n from trials", "--format", "csv")
+    assert done.stdout == "n\n2\n"
+    assert "2" in cli(project, "sql", "select count(*) as n from trials").stdout
+    bad = cli(project, "sql", "select * from no_such_table")
+    assert bad.returncode != 0 and "no_such_table" in bad.stderr
+
+
+def test_materialize_reloads_without_duplicates(two_runs, project):
+    trial_id = sql(project, "select min(trial_id) as t from trials")[0]["t"]
+    before = sql(project, "select count(*) as n from request_samples")[0]["n"]
+    done = cli(project, "materialize", trial_id)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"trial {trial_id} reloaded" in done.stdout
+    assert sql(project, "select count(*) as n from request_samples")[0]["n"] == before
+    for table in ("trial_manifests", "cluster_facts", "server_telemetry", "trials", "density_frontiers"):
+        assert sql(project, f"select count(*) as n, count(distinct trial_id) as d from {table}")[0] == \
+            {"n": 2, "d": 2}
+    assert cli(project, "materialize", "smoke-20000101t000000z").returncode == 2
+
+
+def test_rebuild_from_the_run_store_gives_the_same_marts(two_runs, project):
+    before = marts(project)
+    (project / "warehouse.duckdb").unlink()
+    done = cli(project, "rebuild")
+    assert done.returncode == 0, done.stderr
+    assert "from 2 trials" in done.stdout
+    assert marts(project) == before
+
+
+def test_the_instance_holds_the_lineage_and_the_pipes_metadata(two_runs, project):
+    import dagster as dg
+
+    instance = dg.DagsterInstance.from_config(str(project / ".dagster_home"))
+    trial_ids = set(instance.get_dynamic_partitions("trial"))
+    assert len(trial_ids) == 2
+    records = instance.fetch_materializations(dg.AssetKey("trial_run"), limit=10).records
+    assert {record.partition_key for record in records} == trial_ids
+    metadata = records[0].asset_materialization.metadata
+    assert metadata["completed"].value is True and metadata["wake_p50_ms"].value > 0
+    assert metadata["trial_dir"].value.startswith(str(project / "store" / "runs" / "smoke"))
+    for key in ("request_samples", "density_frontiers", "wake_latency_distribution"):
+        latest = instance.fetch_materializations(dg.AssetKey(key), limit=1).records[0]
+        assert latest.asset_materialization.metadata["dagster/row_count"].value >= 1
+    checks = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("trial_run"), "trial_completed"), limit=5)
+    assert len(checks) == 2

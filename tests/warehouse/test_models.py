@@ -1,0 +1,207 @@
+"""SQL models against the reference's formulas and vectors, on raw tables filled by hand."""
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from substrate_assets.warehouse.checks import SchemaError, load_tests, run_test
+from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.models import ModelError, build_all, discover, referenced_tables
+from substrate_assets.warehouse.raw import RAW_TABLES, ensure_schema, replace_rows
+
+MODELS = Path(__file__).resolve().parents[2] / "dbt_like_sql"
+
+
+def insert(connection, table: str, rows: list[dict]) -> None:
+    spec = RAW_TABLES[table]
+    frame = pl.DataFrame([{**dict.fromkeys(spec.columns), **row} for row in rows], schema=spec.columns,
+                         orient="row")
+    replace_rows(connection, spec, {row["trial_id"] for row in rows}, frame)
+
+
+def manifest(trial_id: str, users: int = 10, **extra) -> dict:
+    return {"trial_id": trial_id, "suite": "s", "backend": "local", "users": users, "actors_per_user": 1,
+            "completed": True, **extra}
+
+
+def facts(trial_id: str, **values) -> dict:
+    return {"trial_id": trial_id, "node_count": 1, "allocatable_cores": 3.92, "allocatable_ram_gb": 12.96,
+            "worker_pod_count": 5, **values}
+
+
+def history(trial_id: str, users: list[float]) -> list[dict]:
+    return [{"trial_id": trial_id, "timestamp": 1000 + i, "user_count": u, "type": "", "name": "Aggregated"}
+            for i, u in enumerate(users)]
+
+
+def aggregated(trial_id: str, requests: int, failures: int) -> dict:
+    return {"trial_id": trial_id, "type": "", "name": "Aggregated", "request_count": requests,
+            "failure_count": failures}
+
+
+@pytest.fixture
+def warehouse(tmp_path):
+    with connect(tmp_path / "w.duckdb") as connection:
+        ensure_schema(connection)
+        yield connection
+
+
+def fetch(connection, sql: str, parameters: list | None = None) -> list[dict]:
+    cursor = connection.execute(sql, parameters or [])
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def build(connection):
+    return {table.name: table for table in build_all(connection, discover(MODELS))}
+
+
+def frontier(connection, trial_id: str) -> dict:
+    return fetch(connection, "SELECT * FROM density_frontiers WHERE trial_id = ?", [trial_id])[0]
+
+
+def test_density_frontier_reference_fixture_and_percentile_vector(warehouse):
+    insert(warehouse, "trial_manifests", [manifest("fixture"), manifest("vector", users=299)])
+    insert(warehouse, "cluster_facts", [facts("fixture"), facts("vector")])
+    insert(warehouse, "stats_history", history("fixture", [0, 10, 10]) +
+           history("vector", [1, 50, 89, *range(100, 300)]))
+    insert(warehouse, "locust_stats", [aggregated("fixture", 200, 0), aggregated("vector", 1000, 7)])
+    build(warehouse)
+    fixture = frontier(warehouse, "fixture")
+    # 10 users, 1 node, 3.92 cores, 12.96 GiB, 5 pods → 10.0, 2.55, 0.77, 2.0
+    assert (fixture["peak_users"], fixture["actors_per_node"], fixture["actors_per_vcpu"],
+            fixture["actors_per_gb_ram"], fixture["actors_per_pod_p50"]) == (10.0, 10.0, 2.55, 0.77, 2.0)
+    assert fixture["aggregate_failure_ratio"] == 0.0  # a measured zero, not null
+    vector = frontier(warehouse, "vector")
+    # users = [1, 50, 89] + 100..299 over 5 pods → 39.6 / 55.8 / 59.4
+    assert (vector["actors_per_pod_p50"], vector["actors_per_pod_p90"], vector["actors_per_pod_p99"]) == \
+        (39.6, 55.8, 59.4)
+    assert vector["aggregate_failure_ratio"] == 0.007
+
+
+def test_density_frontier_null_rules(warehouse):
+    insert(warehouse, "trial_manifests", [manifest("unobserved", users=6), manifest("nopods"),
+                                          manifest("nothing")])
+    insert(warehouse, "cluster_facts", [facts("unobserved", node_count=0, allocatable_cores=None),
+                                        facts("nopods", worker_pod_count=0, allocatable_ram_gb=0.0)])
+    insert(warehouse, "stats_history", history("unobserved", [0, 0]) + history("nopods", [4, 4]))
+    insert(warehouse, "locust_stats", [aggregated("nopods", 0, 0)])
+    build(warehouse)
+    unobserved = frontier(warehouse, "unobserved")
+    assert unobserved["peak_users"] == 6.0  # -u only when nothing was observed
+    assert unobserved["actors_per_node"] is None and unobserved["actors_per_vcpu"] is None  # 0 and null denominators
+    assert unobserved["actors_per_gb_ram"] == 0.46 and unobserved["actors_per_pod_p50"] is None  # no samples
+    nopods = frontier(warehouse, "nopods")
+    assert nopods["actors_per_pod_p50"] is None and nopods["actors_per_gb_ram"] is None
+    assert nopods["aggregate_failure_ratio"] is None  # no requests
+    nothing = frontier(warehouse, "nothing")
+    assert nothing["peak_users"] == 10.0 and all(nothing[k] is None for k in nothing if k.startswith("actors_"))
+
+
+def test_python_rounding_not_half_away_from_zero(warehouse):
+    insert(warehouse, "trial_manifests", [manifest("t", users=1)])
+    insert(warehouse, "cluster_facts", [facts("t", node_count=8)])  # 1 / 8 = 0.125 → 0.12, as Python rounds
+    build(warehouse)
+    assert frontier(warehouse, "t")["actors_per_node"] == 0.12
+
+
+def samples(trial_id: str, name: str, latencies: list[float], success: bool = True) -> list[dict]:
+    return [{"trial_id": trial_id, "ts": 1.0 + i, "request_type": "http", "name": name, "latency_ms": value,
+             "response_time_ms": int(value), "response_length": 0, "success": success}
+            for i, value in enumerate(latencies)]
+
+
+def test_wake_latency_distribution_reference_vector(warehouse):
+    insert(warehouse, "trial_manifests", [manifest("t"), manifest("quiet")])
+    insert(warehouse, "request_samples", samples("t", "WakeFirstTouch", [float(v) for v in range(200, 0, -1)])
+           + samples("t", "WakeFirstTouch", [99999.0], success=False) + samples("t", "Step_x", [5000.0]))
+    build(warehouse)
+    rows = {row["trial_id"]: row for row in fetch(warehouse, "SELECT * FROM wake_latency_distribution")}
+    t = rows["t"]
+    assert (t["n"], t["min_ms"], t["p50_ms"], t["p90_ms"], t["p95_ms"], t["p99_ms"], t["max_ms"], t["mean_ms"]) == \
+        (200, 1.0, 101.0, 181.0, 191.0, 199.0, 200.0, 100.5)
+    assert t["p99_9_ms"] == 200.0
+    quiet = rows["quiet"]
+    assert quiet["n"] == 0 and quiet["p50_ms"] is None and quiet["mean_ms"] is None
+
+
+def test_wake_histogram_uses_locusts_buckets(warehouse):
+    values = [2.5, 3.5, 145.0, 155.0, 147.0, 994.0, 995.0, 3450.0, 58500.0, 59500.0, 99.4]
+    insert(warehouse, "trial_manifests", [manifest("t")])
+    insert(warehouse, "request_samples", samples("t", "WakeFirstTouch", values))
+    build(warehouse)
+    buckets = dict(warehouse.execute("SELECT bucket_ms, count FROM wake_latency_histogram").fetchall())
+    assert buckets == {2: 1, 4: 1, 140: 1, 160: 1, 150: 1, 990: 1, 1000: 1, 3400: 1, 58000: 1, 60000: 1, 99: 1}
+
+
+def test_step_latency_and_trial_summary(warehouse):
+    insert(warehouse, "trial_manifests", [manifest("t", metadata='{"run": "x"}')])
+    insert(warehouse, "cluster_facts", [facts("t", machine_type="cpu", sandbox_class="process")])
+    insert(warehouse, "stats_history", history("t", [10, 10]))
+    insert(warehouse, "request_samples", samples("t", "Step_01_a", [10.0, 20.0, 30.0])
+           + samples("t", "Step_01_a", [7.0], success=False))
+    stats = [{"trial_id": "t", "type": "grpc", "name": name, "request_count": requests, "failure_count": failures}
+             for name, requests, failures in [("ResumeActorFirstResume", 10, 1), ("GluttonReadRAM", 4, 0),
+                                              ("TimeToReady_10pct", 0, 0), ("DurDirWrite", 8, 2)]]
+    insert(warehouse, "locust_stats", [*stats, aggregated("t", 22, 3)])
+    build(warehouse)
+    step = fetch(warehouse, "SELECT * FROM step_latency")[0]
+    assert (step["step"], step["n"], step["failures"], step["p50_ms"], step["p99_ms"]) == ("01_a", 3, 1, 20.0, 30.0)
+    summary = fetch(warehouse, "SELECT * FROM trial_summary")[0]
+    ratios = dict(summary["operation_failure_ratios"])
+    assert ratios == {"resume_actor_first_resume_failure_ratio": 0.1, "glutton_read_ram_failure_ratio": 0.0,
+                      "time_to_ready_10pct_failure_ratio": None, "dur_dir_write_failure_ratio": 0.25}
+    assert summary["multi_actor_worker"] is True and summary["actors_per_pod_p50"] == 2.0
+    assert summary["aggregate_failure_ratio"] == 0.1364 and summary["machine_type"] == "cpu"
+    assert summary["metadata"] == '{"run": "x"}'
+
+
+def test_tests_catch_violations(warehouse):
+    insert(warehouse, "trial_manifests", [manifest("t"), {**manifest("t"), "backend": "mars"}])
+    build(warehouse)
+    tests = load_tests(MODELS / "schema.yml", set(discover(MODELS)))
+    outcomes = {test.name: run_test(warehouse, test) for test in tests["trials"]}
+    assert not outcomes["trial_id_unique"].passed and outcomes["trial_id_unique"].violations == 1
+    assert not outcomes["backend_accepted_values"].passed
+    assert outcomes["backend_accepted_values"].sample[0]["backend"] == "mars"
+    assert outcomes["trial_id_not_null"].passed
+
+
+def test_dependencies_come_from_parsing_the_sql(tmp_path):
+    sql = ("WITH recent AS (SELECT * FROM trials WHERE started_at > now() - INTERVAL 1 DAY) "
+           "SELECT r.trial_id, d.p50_ms FROM recent r JOIN wake_latency_distribution d USING (trial_id) "
+           "WHERE r.trial_id IN (SELECT trial_id FROM cluster_facts)")
+    assert referenced_tables(sql, tmp_path / "m.sql") == ("cluster_facts", "trials", "wake_latency_distribution")
+    models = discover(MODELS)
+    assert models["trial_summary"].upstream == ("cluster_facts", "density_frontiers", "locust_stats",
+                                                "trial_manifests")
+    assert models["density_frontiers"].description.startswith("Density frontier per trial")
+
+
+def test_model_errors(tmp_path):
+    (tmp_path / "a.sql").write_text("SELECT * FROM b")
+    (tmp_path / "b.sql").write_text("SELECT * FROM a")
+    from substrate_assets.warehouse.models import build_order
+
+    with pytest.raises(ModelError, match="cycle"):
+        build_order(discover(tmp_path))
+    (tmp_path / "b.sql").write_text("SELEC nonsense FROM")
+    with pytest.raises(ModelError, match=r"b\.sql"):
+        discover(tmp_path)
+    (tmp_path / "b.sql").write_text("DELETE FROM a")
+    with pytest.raises(ModelError, match="exactly one SELECT"):
+        discover(tmp_path)
+    (tmp_path / "schema.yml").write_text("models:\n  - name: zzz\n")
+    with pytest.raises(SchemaError, match="zzz"):
+        load_tests(tmp_path / "schema.yml", {"a"})
+
+
+def test_a_failed_load_changes_nothing(warehouse):
+    insert(warehouse, "trial_manifests", [manifest("t")])
+    spec = RAW_TABLES["trial_manifests"]
+    broken = pl.DataFrame({"trial_id": ["t"], "run_ts": ["not a number"]})
+    with pytest.raises(duckdb.ConversionException):
+        replace_rows(warehouse, spec, ["t"], broken)
+    assert warehouse.execute("SELECT count(*), any_value(suite) FROM trial_manifests").fetchone() == (1, "s")

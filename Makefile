@@ -11,7 +11,7 @@ SYNCED := $(VENV)/.synced-from-lock
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: setup run ui test lint validate clean
+.PHONY: setup run ui test lint validate clean prometheus
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(TOOLS) uv==$(UV_VERSION)
@@ -35,7 +35,18 @@ validate: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 
-test: setup
+# The harvest tests run against a real Prometheus (Debian's package). As root, install it; otherwise
+# those tests skip and say so (CI sets SUBSTRATE_BENCH_REQUIRE_PROMETHEUS=1, which fails them instead).
+prometheus:
+	@if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus >/dev/null \
+	      || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	          prometheus >/dev/null)) && echo "installed Debian's prometheus"; \
+	  else echo "note: prometheus/promtool not found and not root: the Prometheus harvest tests will skip"; fi; \
+	fi
+
+test: setup prometheus
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/pytest
 

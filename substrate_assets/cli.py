@@ -349,6 +349,37 @@ def ui(port: int) -> None:
 
 
 @main.command()
+@click.option("--prometheus-url", required=True, help="Prometheus base URL, e.g. http://127.0.0.1:9090.")
+@click.option("--start", "start_ts", type=int, required=True, help="Run start, Unix seconds.")
+@click.option("--end", "end_ts", type=int, required=True, help="Run end, Unix seconds.")
+@click.option("--stats-history", type=click.Path(dir_okay=False, path_type=Path), required=True,
+              help="The run's stats_history.csv (its user counts give the steady-state window).")
+@click.option("--lag-s", type=click.IntRange(min=0), default=70, show_default=True,
+              help="atelet export lag: snapshot reads are taken lag/2 late; waits until end + lag.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write server_summary.json here.")
+@click.option("--test-name", default="", help="metadata.test_name")
+@click.option("--tag", default="", help="metadata.tag")
+def telemetry(prometheus_url: str, start_ts: int, end_ts: int, stats_history: Path, lag_s: int, out: Path | None,
+              test_name: str, tag: str) -> None:
+    """Harvest server telemetry from Prometheus for one run; print the 45-key server_summary row as JSON."""
+    import json
+    from datetime import UTC, datetime
+
+    from substrate_assets.results.atomic import write_json
+    from substrate_assets.telemetry.prometheus import harvest_server_summary
+    from substrate_assets.telemetry.summary import flatten
+    from substrate_assets.telemetry.window import window_from_history
+
+    steady = window_from_history(stats_history, start_ts, end_ts)
+    summary = harvest_server_summary(
+        prometheus_url, start_ts=start_ts, end_ts=end_ts, steady=steady, lag_s=lag_s, test_name=test_name, tag=tag,
+        data_timestamp=datetime.fromtimestamp(start_ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    if out is not None:
+        write_json(out, summary)
+    click.echo(json.dumps(flatten(summary), indent=1))
+
+
+@main.command()
 @click.option("--control-port", type=int, default=0, show_default=True, help="gRPC Control API port (0: any free).")
 @click.option("--router-port", type=int, default=0, show_default=True, help="HTTP router port (0: any free).")
 @click.option("--metrics-port", type=int, default=0, show_default=True, help="Prometheus /metrics port (0: any free).")

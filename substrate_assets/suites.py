@@ -51,6 +51,10 @@ class Suite(BaseModel):
     actors_per_worker: int = Field(4, ge=1)
     backend: Literal["local"] = "local"
     tag: str = Field("local", description="Run tag (upstream: the commit under test).")
+    prometheus_url: str | None = Field(None, description="Harvest server telemetry from this Prometheus (which "
+                                       "scrapes the runtime) instead of the runtime's own event log.")
+    atelet_lag_s: int = Field(70, ge=0, description="Export lag of atelet metrics: the harvest waits until end + "
+                              "lag and reads snapshot figures lag/2 late.")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("name", "tag")

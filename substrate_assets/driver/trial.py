@@ -34,7 +34,6 @@ from substrate_assets.facts.local import local_cluster_facts
 from substrate_assets.results import layout
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import RunStore, TrialKey
-from substrate_assets.results.readers import read_stats_history
 from substrate_assets.results.request_log import merge_parts
 from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
 from substrate_assets.results.status import stats_generated, write_status
@@ -42,8 +41,9 @@ from substrate_assets.results.summary import RequestSummary
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.suites import Suite
 from substrate_assets.telemetry.local import local_server_summary
+from substrate_assets.telemetry.prometheus import harvest_server_summary
 from substrate_assets.telemetry.summary import flatten
-from substrate_assets.telemetry.window import history_samples, steady_window
+from substrate_assets.telemetry.window import window_from_history
 from substrate_assets.workload import ScriptFile, ScriptLibrary
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -257,14 +257,18 @@ def _file_digest(path: Path) -> dict[str, Any]:
 
 
 def _server_summary(staging: Path, key: TrialKey, suite: Suite, started: datetime, ended: datetime) -> dict[str, Any]:
-    """The runtime's server telemetry inside the steady-state window, as upstream's server_summary.json."""
-    history = staging / layout.STATS_HISTORY_CSV
-    samples = history_samples(read_stats_history(history).iter_rows(named=True)) if history.is_file() else []
+    """Server telemetry inside the steady-state window, as upstream's server_summary.json: harvested from the
+    suite's Prometheus when it has one, else computed from the runtime's exact events and the trial's samples."""
     start_ts, end_ts = key.run_ts, int(ended.timestamp())
+    steady = window_from_history(staging / layout.STATS_HISTORY_CSV, start_ts, end_ts)
+    if suite.prometheus_url:
+        return harvest_server_summary(suite.prometheus_url, start_ts=start_ts, end_ts=end_ts, steady=steady,
+                                      lag_s=suite.atelet_lag_s, test_name=suite.name, tag=key.tag,
+                                      data_timestamp=data_timestamp(started))
     return local_server_summary(
         events=pl.read_parquet(staging / layout.RUNTIME_EVENTS_PARQUET),
         samples=pl.read_parquet(staging / "runtime_samples.parquet"),
-        steady=steady_window(samples, start_ts, end_ts), start_ts=start_ts, end_ts=end_ts, test_name=suite.name,
+        steady=steady, start_ts=start_ts, end_ts=end_ts, test_name=suite.name,
         tag=key.tag, data_timestamp=data_timestamp(started))
 
 

@@ -10,6 +10,7 @@ first steady sample lies outside the run, the window is the whole run.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 TOTAL_NAMES = ("", "Aggregated", "Total")
 STEADY_FRACTION = 0.9
@@ -25,6 +26,19 @@ def steady_window(samples: Iterable[tuple[int, float]], start_ts: int, end_ts: i
     if start_ts <= first <= end_ts:
         return first, min(max(last, first), end_ts)
     return start_ts, end_ts
+
+
+def window_from_history(path: Path | None, start_ts: int, end_ts: int) -> tuple[int, int]:
+    """The steady window from a stats_history.csv; a missing or unreadable file gives the whole run."""
+    from substrate_assets.results.readers import read_stats_history
+
+    if path is None or not path.is_file():
+        return start_ts, end_ts
+    try:
+        samples = history_samples(read_stats_history(path).iter_rows(named=True))
+    except Exception:  # a partial read would understate the peak; the reference drops every sample instead
+        samples = []
+    return steady_window(samples, start_ts, end_ts)
 
 
 def history_samples(rows: Iterable[dict[str, object]]) -> list[tuple[int, float]]:

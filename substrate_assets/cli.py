@@ -283,6 +283,26 @@ def materialize_trial(trial_id: str) -> None:
     _show_trial(console, trial_id)
 
 
+@main.command("import")
+@click.argument("root")
+def import_command(root: str) -> None:
+    """Import every upstream run under ROOT (runs/<name>/run_date=…/run_ts=…/run_tag=…/; a directory or a
+    gs://, s3:// or other fsspec URL) as trials: copied unchanged into the run store, then loaded."""
+    from substrate_assets.defs.main_job import import_upstream
+    from substrate_assets.defs.resources import RunStoreResource
+    from substrate_assets.project import warehouse_path
+
+    outcome = import_upstream(root, RunStoreResource().store(), warehouse_path(), _instance())
+    console = _wide_console()
+    if not outcome.runs:
+        raise click.ClickException(f"no upstream runs under {root} (expected runs/<name>/run_date=…/run_ts=…/"
+                                   "run_tag=…/)")
+    _print_rows(console, f"imported {len(outcome.runs)} runs", ["trial_id", "copied", "source"],
+                [(run.trial_id, "yes" if run.copied else "already in the store", run.source)
+                 for run in outcome.runs])
+    console.print(f"loaded raw rows {outcome.raw_rows}; rebuilt {', '.join(outcome.models)}", highlight=False)
+
+
 @main.command()
 def rebuild() -> None:
     """Recreate the warehouse from the run store (every trial, then every model)."""

@@ -3,17 +3,23 @@ refresh the models. Also the reload of an existing trial."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import dagster as dg
 
 from substrate_assets.definitions import ASSETS, defs
+from substrate_assets.defs.metadata import table_metadata
 from substrate_assets.defs.models import mart_assets
 from substrate_assets.defs.raw import raw_assets
 from substrate_assets.defs.scripts import SCRIPT_IS_VALID, workload_script
 from substrate_assets.defs.trials import trial_run
 from substrate_assets.driver.trial import propose_trial_key
+from substrate_assets.results.importer import ImportedRun, import_runs
 from substrate_assets.results.layout import RunStore
 from substrate_assets.suites import Suite
+from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.models import build_all, discover, models_directory
+from substrate_assets.warehouse.raw import RAW_TABLES, TrialFiles, load_trials
 
 INFO_LOGS = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 
@@ -74,3 +80,37 @@ def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance) -
     instance.add_dynamic_partitions("trial", [trial_id])
     result = _materialize([*raw_assets, *mart_assets], instance, trial_id, f"reloading trial {trial_id}")
     return JobOutcome(trial_id, [result.run_id])
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    runs: list[ImportedRun]
+    raw_rows: dict[str, int]
+    models: list[str]
+
+
+def import_upstream(root: str, store: RunStore, warehouse: Path, instance: dg.DagsterInstance) -> ImportOutcome:
+    """Copy every upstream run under ``root`` into the store, register each as a trial partition and load it.
+
+    The load is one bulk pass over the warehouse (raw tables, then models) rather than a run per trial;
+    each table's materialization is recorded on the instance, so the imported trials show in the UI
+    beside native ones.
+    """
+    runs = import_runs(root, store)
+    if not runs:
+        return ImportOutcome([], {}, [])
+    trial_ids = [run.trial_id for run in runs]
+    instance.add_dynamic_partitions("trial", trial_ids)
+    with connect(warehouse) as connection:
+        trials = [TrialFiles(run.trial_dir) for run in runs]
+        counts = load_trials(connection, trials)
+        built = build_all(connection, discover(models_directory()))
+    for run in runs:
+        for table in RAW_TABLES:
+            instance.report_runless_asset_event(dg.AssetMaterialization(
+                asset_key=table, partition=run.trial_id,
+                metadata={"imported_from": run.source, "trial_dir": dg.MetadataValue.path(str(run.trial_dir))}))
+    for table in built:
+        instance.report_runless_asset_event(dg.AssetMaterialization(
+            asset_key=table.name, metadata=table_metadata(table)))
+    return ImportOutcome(runs, counts, [table.name for table in built])

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +86,12 @@ class TrialFiles:
         return self.manifest.get("trial_id") or TrialKey.parse(self.directory.as_posix()).trial_id
 
     def path(self, name: str) -> Path | None:
+        """``name`` in the trial directory, or upstream's local form ``<test name>_<name>``."""
         path = self.directory / name
-        return path if path.is_file() else None
+        if path.is_file():
+            return path
+        prefixed = sorted(self.directory.glob(f"*_{name}"))
+        return prefixed[0] if prefixed else None
 
     def jsonl_row(self, metric: str) -> dict[str, Any] | None:
         """The last stats.jsonl row with ``metric`` (``trial_summary``, ``server_summary``), if any."""
@@ -110,12 +114,19 @@ def _timestamp(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
+def _from_unix(value: Any) -> datetime | None:
+    """Upstream's run_start/run_end: Unix seconds, as a string or a number."""
+    seconds = _number(value)
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
 def read_manifest(trial: TrialFiles) -> pl.DataFrame:
     manifest, status = trial.manifest, trial.status
     knobs = manifest.get("knobs", {})
     script = manifest.get("script", {})
     key = TrialKey.parse(trial.directory.as_posix()) if "runs/" in trial.directory.as_posix() else None
     exit_code = status.get("locust_exit_code", manifest.get("locust_exit_code"))
+    window = ((trial.jsonl_row("trial_summary") or {}).get("measurements") or {}) if not manifest else {}
     generated = status.get("stats_generated")
     completed = manifest.get("completed")
     if completed is None and exit_code is not None:
@@ -125,7 +136,8 @@ def read_manifest(trial: TrialFiles) -> pl.DataFrame:
         "script": script.get("name"), "script_sha256": script.get("sha256"),
         "backend": manifest.get("backend", "import"), "tag": manifest.get("tag") or (key.tag if key else None),
         "run_ts": manifest.get("run_ts") or (key.run_ts if key else None),
-        "started_at": _timestamp(manifest.get("started_at")), "ended_at": _timestamp(manifest.get("ended_at")),
+        "started_at": _timestamp(manifest.get("started_at")) or _from_unix(window.get("run_start")),
+        "ended_at": _timestamp(manifest.get("ended_at")) or _from_unix(window.get("run_end")),
         "completed": completed, "locust_exit_code": exit_code, "stats_generated": generated,
         "users": knobs.get("users"), "spawn_rate": knobs.get("spawn_rate"), "duration_s": knobs.get("duration_s"),
         "think_scale": knobs.get("think_scale"), "lifecycle_mode": knobs.get("lifecycle_mode"),
@@ -151,8 +163,10 @@ def read_cluster_facts(trial: TrialFiles) -> pl.DataFrame:
     if facts is not None:
         values = {**facts, "run_start": trial.manifest.get("run_start"), "run_end": trial.manifest.get("run_end")}
     else:
-        row = trial.jsonl_row("trial_summary")
-        measurements = (row or {}).get("measurements") or {}
+        row = trial.jsonl_row("trial_summary") or {}
+        # Newest runners write flat string measurements; the oldest nested native numbers under
+        # raw_configuration (five facts only).
+        measurements = row.get("measurements") or row.get("raw_configuration") or {}
         values = {key: measurements.get(key) for key in (*FACT_KEYS, "run_start", "run_end")}
     for key in ("node_count", "worker_pod_count", "run_start", "run_end", "allocatable_cores", "allocatable_ram_gb"):
         values[key] = _number(values.get(key))

@@ -1,0 +1,123 @@
+"""Importing upstream runs: copied unchanged (from a directory or an fsspec object store), loaded into the same
+tables, and the newest schema's trial_summary numbers reproduced by density_frontiers."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from substrate_assets.results.importer import import_runs
+from substrate_assets.results.layout import RunStore
+from substrate_assets.results.readers import read_stats_jsonl
+from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.models import build_all, discover
+from substrate_assets.warehouse.raw import TrialFiles, load_trials
+
+ROOT = Path(__file__).resolve().parents[1]
+UPSTREAM = ROOT / "tests" / "data" / "upstream_runs"
+NEWEST = "glutton_baseline_5_users-20261120t000000z"
+OLDEST = "glutton_baseline_1_user-20260502t080000z"
+
+
+def fetch(connection, sql: str, parameters=None) -> list[dict]:
+    cursor = connection.execute(sql, parameters or [])
+    names = [d[0] for d in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def test_runs_are_copied_unchanged_and_once(tmp_path):
+    store = RunStore(tmp_path / "store")
+    runs = import_runs(str(UPSTREAM), store)
+    assert [run.trial_id for run in runs] == [OLDEST, NEWEST]
+    assert all(run.copied for run in runs)
+    for run in runs:
+        for source in Path(run.source).iterdir():
+            assert (run.trial_dir / source.name).read_bytes() == source.read_bytes()
+    assert not any(run.copied for run in import_runs(str(UPSTREAM), store))
+    assert not list((tmp_path / "store" / ".staging").iterdir())
+
+
+def test_runs_import_from_an_object_store(tmp_path):
+    memory = fsspec.filesystem("memory")
+    for path in UPSTREAM.rglob("*"):
+        if path.is_file() and path.name != "README.md":
+            memory.pipe_file(f"/bucket/prefix/{path.relative_to(UPSTREAM).as_posix()}", path.read_bytes())
+    runs = import_runs("memory://bucket/prefix", RunStore(tmp_path / "store"))
+    assert [run.trial_id for run in runs] == [OLDEST, NEWEST]
+    assert (runs[1].trial_dir / "server_summary.json").is_file()
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("import")
+    runs = import_runs(str(UPSTREAM), RunStore(tmp / "store"))
+    with connect(tmp / "w.duckdb") as connection:
+        load_trials(connection, [TrialFiles(run.trial_dir) for run in runs])
+        build_all(connection, discover(ROOT / "dbt_like_sql"))
+        yield connection, {run.trial_id: run for run in runs}
+
+
+def test_density_frontiers_match_the_runs_own_trial_summary(loaded):
+    connection, runs = loaded
+    [summary] = [row["measurements"] for row in read_stats_jsonl(runs[NEWEST].trial_dir / "stats.jsonl")
+                 if row["metric"] == "trial_summary"]
+    [frontier] = fetch(connection, "SELECT * FROM density_frontiers WHERE trial_id = ?", [NEWEST])
+    for key in ("actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "actors_per_pod_p50",
+                "actors_per_pod_p90", "actors_per_pod_p99", "aggregate_failure_ratio"):
+        assert frontier[key] == float(summary[key]), key
+    [trial_summary] = fetch(connection, "SELECT * FROM trial_summary WHERE trial_id = ?", [NEWEST])
+    assert trial_summary["multi_actor_worker"] is (summary["multi_actor_worker"] == "true")
+    ratios = dict(trial_summary["operation_failure_ratios"])
+    assert {key: ratios[key] for key in ("resume_actor_failure_ratio", "create_actor_failure_ratio")} == \
+        {"resume_actor_failure_ratio": 0.005, "create_actor_failure_ratio": 0.0}
+
+
+def test_imported_trials_sit_beside_native_ones(loaded):
+    connection, _ = loaded
+    trials = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM trials")}
+    assert trials[NEWEST]["backend"] == "import" and trials[NEWEST]["status"] == "incomplete"  # Locust exited 1
+    assert trials[NEWEST]["suite"] == "glutton_baseline_5_users" and len(trials[NEWEST]["tag"]) == 40
+    assert trials[NEWEST]["started_at"].timestamp() == 1795132800
+    facts = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM cluster_facts")}
+    assert (facts[NEWEST]["machine_type"], facts[NEWEST]["worker_pod_count"], facts[NEWEST]["allocatable_cores"]) \
+        == ("c3-standard-4", 5, 3.92)
+    # The oldest schema nests five facts, native numbers, under raw_configuration.
+    assert (facts[OLDEST]["node_count"], facts[OLDEST]["allocatable_ram_gb"], facts[OLDEST]["gke_version"]) == \
+        (3, 87.1, None)
+    telemetry = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM server_telemetry")}
+    assert telemetry[NEWEST]["cluster_packing_p50"] == 0.4 and telemetry[NEWEST]["checkpoints_in_window"] == 597
+    assert telemetry[NEWEST]["psi_mem_stall_p50"] is None
+    assert all(value is None for key, value in telemetry[OLDEST].items() if key != "trial_id")
+    wakes = fetch(connection, "SELECT count(*) AS n FROM request_samples")
+    assert wakes == [{"n": 0}]  # upstream runs have no request log; their stats are in locust_stats
+    assert fetch(connection, "SELECT count(*) AS n FROM locust_stats")[0]["n"] == 10
+
+
+def test_the_import_command(tmp_path):
+    shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
+    shutil.copytree(ROOT / "dbt_like_sql", tmp_path / "dbt_like_sql")
+    (tmp_path / "suites.yaml").write_text("suites: []\n")
+    env = {key: value for key, value in os.environ.items() if key not in ("DAGSTER_HOME",)}
+    env["SUBSTRATE_BENCH_ROOT"] = str(tmp_path)
+    cli = str(Path(sys.executable).parent / "substrate-bench")
+    done = subprocess.run([cli, "import", str(UPSTREAM)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert NEWEST in done.stdout and OLDEST in done.stdout
+    query = subprocess.run([cli, "sql", "select trial_id, actors_per_vcpu from density_frontiers order by 1",
+                            "--format", "json"], capture_output=True, text=True, env=env, timeout=120)
+    assert json.loads(query.stdout) == [{"trial_id": OLDEST, "actors_per_vcpu": 0.42},
+                                        {"trial_id": NEWEST, "actors_per_vcpu": 2.55}]
+    import dagster as dg
+
+    instance = dg.DagsterInstance.from_config(str(tmp_path / ".dagster_home"))
+    assert set(instance.get_dynamic_partitions("trial")) == {NEWEST, OLDEST}
+    assert instance.get_latest_materialization_event(dg.AssetKey("density_frontiers")) is not None
+    again = subprocess.run([cli, "import", str(UPSTREAM)], capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0 and "already in the store" in again.stdout
+    empty = subprocess.run([cli, "import", str(tmp_path / "nothing")], capture_output=True, text=True, env=env)
+    assert empty.returncode == 1 and "no upstream runs" in empty.stderr

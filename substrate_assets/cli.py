@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -147,6 +148,63 @@ def _print_trial(console: Console, result: Any) -> None:
     console.print(table)
 
 
+def _trial_suite(suite_name: str, changes: dict[str, Any], backend: str | None,
+                 cluster: dict[str, Any]) -> Any:
+    """The suite with the command line's overrides, or a UsageError saying what is wrong."""
+    from pydantic import ValidationError
+
+    from substrate_assets.suites import SuiteError, get_suite
+
+    try:
+        suite = get_suite(suite_name)
+        if backend is not None:
+            changes["backend"] = backend
+        given = {name: value for name, value in cluster.items() if value is not None}
+        if given:
+            changes["kubernetes"] = {**(suite.kubernetes.model_dump() if suite.kubernetes else {}), **given}
+        return suite.with_overrides(**changes)
+    except SuiteError as error:
+        raise click.UsageError(str(error)) from None
+    except ValidationError as error:
+        reasons = "; ".join(": ".join([*map(str, e["loc"]), e["msg"].removeprefix("Value error, ")])
+                            for e in error.errors())
+        if suite.kubernetes is None and not given:
+            reasons += "; add one to the suite in suites.yaml or pass --image and --object-store"
+        raise click.UsageError(f"suite {suite_name!r}: {reasons}") from None
+
+
+def _print_manifests(suite: Any) -> None:
+    """The objects a kubernetes trial of ``suite`` would submit, as a multi-document YAML stream."""
+    from substrate_assets.driver.kubernetes_pods import trial_manifests
+    from substrate_assets.driver.trial import propose_trial_key
+    from substrate_assets.project import store_directory
+    from substrate_assets.results.layout import RunStore
+
+    try:
+        script = ScriptLibrary(scripts_directory()).load(suite.script)
+    except ScriptError as error:
+        for problem in error.problems:
+            click.echo(str(problem), err=True)
+        sys.exit(1)
+    key = propose_trial_key(RunStore(store_directory()), suite)
+    click.echo(f"# trial {key.trial_id}: what `substrate-bench run {suite.name}` would submit to namespace "
+               f"{suite.kubernetes.namespace} (the driver pod through Dagster's PipesK8sClient)")
+    click.echo(yaml.dump_all(trial_manifests(suite, key.trial_id, script.text), Dumper=_ManifestDumper,
+                             sort_keys=False), nl=False)
+
+
+class _ManifestDumper(yaml.SafeDumper):
+    """Writes multi-line strings (the script in its ConfigMap) as literal blocks, readable as the file itself."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    style = "|" if "\n" in text else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style=style)
+
+
+_ManifestDumper.add_representer(str, _represent_text)
+
+
 @main.command()
 @click.argument("suite_name", metavar="SUITE")
 @click.option("--store", type=click.Path(file_okay=False, path_type=Path), help="Run store (default: ./store).")
@@ -157,26 +215,40 @@ def _print_trial(console: Console, result: Any) -> None:
 @click.option("--lifecycle-mode", type=click.Choice(["suspend", "pause"]), help="How actors are parked.")
 @click.option("--resume-mode", type=click.Choice(["implicit", "explicit"]), help="How actors are woken.")
 @click.option("--actor-memory", help="Memory limit of the glutton template, e.g. 1Gi.")
+@click.option("--backend", type=click.Choice(["local", "kubernetes"]), help="Override the suite's backend.")
+@click.option("--dry-run", is_flag=True, help="kubernetes: print the pods, Service and ConfigMap a trial would "
+              "submit, as YAML, and run nothing.")
+@click.option("--image", help="kubernetes: the substrate-bench image the pods run.")
+@click.option("--object-store", "object_store", help="kubernetes: run store URL (gs://…, s3://…).")
+@click.option("--namespace", help="kubernetes: namespace of the trial's pods.")
+@click.option("--locust-workers", type=click.IntRange(min=0), help="kubernetes: Locust worker pods (0: none).")
 def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: float | None, duration: str | None,
           think_scale: float | None, lifecycle_mode: str | None, resume_mode: str | None,
-          actor_memory: str | None) -> None:
-    """Run one trial of SUITE on the local backend and print its trial directory and summary."""
-    from pydantic import ValidationError
+          actor_memory: str | None, backend: str | None, dry_run: bool, image: str | None, object_store: str | None,
+          namespace: str | None, locust_workers: int | None) -> None:
+    """Run one trial of SUITE on the local backend and print its trial directory and summary.
 
+    Trials on the kubernetes backend run through Dagster (`substrate-bench run SUITE` or the UI);
+    with --dry-run this command prints the objects such a trial would submit.
+    """
     from substrate_assets.driver.trial import run_local_trial
     from substrate_assets.project import store_directory
     from substrate_assets.results.layout import RunStore
-    from substrate_assets.suites import SuiteError, get_suite
 
-    try:
-        suite = get_suite(suite_name).with_overrides(
-            users=users, spawn_rate=spawn_rate, duration=duration, think_scale=think_scale,
-            lifecycle_mode=lifecycle_mode, resume_mode=resume_mode, actor_memory=actor_memory)
-    except SuiteError as error:
-        raise click.UsageError(str(error)) from None
-    except ValidationError as error:
-        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-        raise click.UsageError(reasons) from None
+    suite = _trial_suite(suite_name, {"users": users, "spawn_rate": spawn_rate, "duration": duration,
+                                      "think_scale": think_scale, "lifecycle_mode": lifecycle_mode,
+                                      "resume_mode": resume_mode, "actor_memory": actor_memory}, backend,
+                         {"image": image, "store": object_store, "namespace": namespace,
+                          "locust_workers": locust_workers})
+    if suite.backend == "kubernetes":
+        if not dry_run:
+            raise click.UsageError(f"suite {suite.name!r} runs on the kubernetes backend, whose driver pod Dagster "
+                                   f"launches: use `substrate-bench run {suite.name}` or the UI "
+                                   "(--dry-run prints what would be submitted)")
+        _print_manifests(suite)
+        return
+    if dry_run:
+        raise click.UsageError("--dry-run prints a kubernetes trial's pods; add --backend kubernetes")
     console = Console()
     display, update = _progress_printer(console)
     try:

@@ -21,10 +21,12 @@ def project_root() -> Path:
 
 STORE_ENV = "SUBSTRATE_BENCH_STORE"
 WAREHOUSE_ENV = "SUBSTRATE_BENCH_WAREHOUSE"
+DEPLOYMENT_ENV = "SUBSTRATE_BENCH_DEPLOYMENT"
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 INSTANCE_CONFIG = """\
 # The project's Dagster instance (created by substrate-bench). Every asset that writes the DuckDB
-# warehouse runs in the pool "duckdb"; DuckDB allows one writer per file, so the pool's limit is 1.
+# warehouse runs in the pool "duckdb" (DuckDB allows one writer per file) and every trial in the
+# pool "trials" (two trials at once would measure each other); each pool admits one at a time.
 concurrency:
   pools:
     default_limit: 1
@@ -58,3 +60,12 @@ def dagster_home() -> Path:
     if not config.exists():
         config.write_text(INSTANCE_CONFIG)
     return home
+
+
+def warehouse_enabled() -> bool:
+    """False in a ``cluster`` deployment: nothing on Kubernetes opens the DuckDB file, so the code location there
+    holds only scripts and trials (``SUBSTRATE_BENCH_DEPLOYMENT=cluster``)."""
+    deployment = os.environ.get(DEPLOYMENT_ENV, "workstation")
+    if deployment not in ("workstation", "cluster"):
+        raise ValueError(f"{DEPLOYMENT_ENV}={deployment!r}: expected workstation or cluster")
+    return deployment == "workstation"

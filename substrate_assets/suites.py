@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from substrate_assets.project import project_root
 from substrate_assets.workload.quantity import QuantityError, format_binary_si, parse_byte_count
@@ -32,6 +32,41 @@ def parse_run_time(text: str | int) -> int:
     return total
 
 
+class KubernetesSettings(BaseModel):
+    """Where and how a ``kubernetes`` trial runs: the driver pod, its endpoints and the object-store run store."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: str = Field(description="The substrate-bench image (deploy/Dockerfile) the driver pods run.")
+    store: str = Field(description="Run store URL the trial is written to: gs://bucket/prefix, s3://…, file://….")
+    namespace: str = "benchmarking"
+    service_account: str = "benchmark-runner"
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    control_endpoint: str = "api.ate-system.svc.cluster.local:443"
+    router_url: str = "http://atenet-router.ate-system.svc.cluster.local"
+    control_tls: bool = Field(False, description="Reach the control API over TLS (system roots, or the CA file "
+                              "named by GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).")
+    locust_workers: int = Field(0, ge=0, description="Locust worker pods; 0 runs every user in the driver pod.")
+    cpu_request: str = "1"
+    memory_request: str = "2Gi"
+    cpu_limit: str | None = "2"
+    memory_limit: str | None = "4Gi"
+    pod_wait_timeout_s: int | None = Field(None, gt=0, description="How long Dagster waits for the driver pod; "
+                                           "default: the run time plus 1800 s, as upstream's Job timeout.")
+    cluster_facts: bool = Field(True, description="Discover cluster facts through the Kubernetes API.")
+    env_secrets: tuple[str, ...] = Field((), description="Secrets whose keys become the pods' environment "
+                                         "(envFrom), e.g. object-store credentials.")
+    tolerations: tuple[dict[str, str], ...] = (
+        {"key": "ate.dev/benchmarking", "operator": "Equal", "value": "true", "effect": "NoSchedule"},)
+
+    @field_validator("namespace", "service_account")
+    @classmethod
+    def _label(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", value):
+            raise ValueError(f"{value!r} must be an RFC 1123 label")
+        return value
+
+
 class Suite(BaseModel):
     """One trial configuration. A trial is one execution of a suite."""
 
@@ -49,7 +84,8 @@ class Suite(BaseModel):
     actor_memory: str = Field("1Gi", description="Memory limit of the glutton template.")
     workers: int = Field(8, ge=1)
     actors_per_worker: int = Field(4, ge=1)
-    backend: Literal["local"] = "local"
+    backend: Literal["local", "kubernetes"] = "local"
+    kubernetes: KubernetesSettings | None = Field(None, description="Required for backend kubernetes.")
     tag: str = Field("local", description="Run tag (upstream: the commit under test).")
     prometheus_url: str | None = Field(None, description="Harvest server telemetry from this Prometheus (which "
                                        "scrapes the runtime) instead of the runtime's own event log.")
@@ -78,6 +114,12 @@ class Suite(BaseModel):
         except QuantityError as error:
             raise ValueError(str(error)) from None
         return value
+
+    @model_validator(mode="after")
+    def _backend_settings(self) -> Suite:
+        if self.backend == "kubernetes" and self.kubernetes is None:
+            raise ValueError("backend kubernetes needs a kubernetes: section (image, store, …)")
+        return self
 
     @property
     def duration_s(self) -> int:

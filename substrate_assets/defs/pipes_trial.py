@@ -1,9 +1,10 @@
-"""The trial_run child process: runs one local trial under Dagster Pipes.
+"""The trial_run child: runs one trial under Dagster Pipes.
 
-Launched by the ``trial_run`` asset with ``PipesSubprocessClient``. Extras:
-``trial_id``, ``suite``, ``store``, ``scripts``, ``suites``. Progress goes to
-the run's logs every 10 s; the finished trial's figures come back as the
-materialization's metadata and the ``trial_completed`` check.
+Launched by the ``trial_run`` asset — as a subprocess (``PipesSubprocessClient``) for the local
+backend, as the driver pod (``PipesK8sClient``) for the kubernetes backend. Extras: ``trial_id``,
+``suite`` (the suite's settings as JSON, so the trial runs exactly what was launched), and for local
+trials ``store`` and ``scripts``. Progress goes to the run's logs every 10 s; the finished trial's
+figures come back as the materialization's metadata and the ``trial_completed`` check.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from pathlib import Path
 
 from dagster_pipes import PipesContext, open_dagster_pipes
 
+from substrate_assets.driver.cluster_trial import run_cluster_trial
+from substrate_assets.driver.kubernetes_pods import SCRIPT_FILE
 from substrate_assets.driver.trial import Progress, run_local_trial
 from substrate_assets.results.layout import RunStore, TrialKey
-from substrate_assets.suites import get_suite
+from substrate_assets.suites import Suite
 from substrate_assets.workload import ScriptLibrary
 
 PROGRESS_EVERY_S = 10.0
@@ -39,13 +42,16 @@ def _progress_logger(pipes: PipesContext) -> object:
 def main() -> None:
     with open_dagster_pipes() as pipes:
         trial_id = pipes.get_extra("trial_id")
-        suite = get_suite(pipes.get_extra("suite"), Path(pipes.get_extra("suites")))
+        suite = Suite.model_validate_json(pipes.get_extra("suite"))
         key = TrialKey.from_trial_id(trial_id, suite.tag)
-        store = RunStore(Path(pipes.get_extra("store")))
         pipes.log.info(f"trial {trial_id}: suite {suite.name} ({suite.users} users, {suite.duration}, think scale "
-                       f"{suite.think_scale:g}) on the local backend")
-        result = run_local_trial(suite, store, ScriptLibrary(Path(pipes.get_extra("scripts"))),
-                                 on_progress=_progress_logger(pipes), key=key)
+                       f"{suite.think_scale:g}) on the {suite.backend} backend")
+        if suite.backend == "kubernetes":
+            result = run_cluster_trial(suite, key, Path(SCRIPT_FILE), on_progress=_progress_logger(pipes))
+        else:
+            result = run_local_trial(suite, RunStore(Path(pipes.get_extra("store"))),
+                                     ScriptLibrary(Path(pipes.get_extra("scripts"))),
+                                     on_progress=_progress_logger(pipes), key=key)
         summary = result.summary
         pipes.log.info(f"trial {trial_id} written to {result.trial_dir}: WakeFirstTouch p50 {summary.wake_p50_ms} "
                        f"ms, p99 {summary.wake_p99_ms} ms, {summary.steps_completed} steps, {summary.failures} "
@@ -53,6 +59,7 @@ def main() -> None:
         pipes.report_asset_materialization(
             metadata={
                 "trial_dir": {"raw_value": str(result.trial_dir), "type": "path"},
+                "backend": suite.backend,
                 "completed": result.completed,
                 "locust_exit_code": result.locust_exit_code,
                 "requests": summary.requests,

@@ -12,16 +12,17 @@ from substrate_assets.defs.raw import raw_assets
 from substrate_assets.defs.resources import RunStoreResource, ScriptLibraryResource, SuitesResource
 from substrate_assets.defs.scripts import workload_script
 from substrate_assets.defs.trials import trial_run
+from substrate_assets.project import warehouse_enabled
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.suites import SuiteError, load_suites
 from substrate_assets.workload import ScriptError
 
-TRIAL_ASSETS = [trial_run, *raw_assets]
+TRIAL_ASSETS = [trial_run, *(raw_assets if warehouse_enabled() else [])]
 validate_script_job = dg.define_asset_job("validate_script", selection=[workload_script],
-                                          partitions_def=script_partitions,
                                           description="Materialize one script's workload_script partition.")
-run_trial_job = dg.define_asset_job("run_trial", selection=TRIAL_ASSETS, partitions_def=trial_partitions,
-                                    description="Run one trial and load its files into the warehouse.")
+run_trial_job = dg.define_asset_job("run_trial", selection=TRIAL_ASSETS,
+                                    description="Run one trial and, on a workstation, load its files into the "
+                                    "warehouse.")
 
 
 def _hashes(script_library: ScriptLibraryResource) -> dict[str, str]:

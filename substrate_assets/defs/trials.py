@@ -3,13 +3,27 @@
 import sys
 
 import dagster as dg
+import fsspec
+from dagster_k8s import PipesK8sClient
 
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import RunStoreResource, ScriptLibraryResource, SuitesResource
 from substrate_assets.defs.scripts import workload_script
-from substrate_assets.project import project_root
-from substrate_assets.results.layout import TrialKey
-from substrate_assets.suites import SuiteError
+from substrate_assets.driver.kubernetes_pods import (
+    create_objects,
+    delete_trial_objects,
+    driver_pod_meta,
+    driver_pod_spec,
+    kubernetes_api,
+    pod_wait_timeout_s,
+    settings_of,
+    support_objects,
+)
+from substrate_assets.project import project_root, warehouse_enabled
+from substrate_assets.results.importer import fetch_trial
+from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.suites import Suite, SuiteError
+from substrate_assets.workload import ScriptError
 
 TRIAL_COMPLETED = "trial_completed"
 
@@ -19,15 +33,17 @@ TRIAL_COMPLETED = "trial_completed"
     deps=[workload_script],
     group_name="trials",
     kinds={"locust"},
+    pool="trials",  # two trials at once on one runtime or cluster would measure each other
     check_specs=[dg.AssetCheckSpec(TRIAL_COMPLETED, asset="trial_run", description="Locust ran its whole "
                                    "duration and exited 0 (no failed requests); a trial that did not still keeps "
                                    "everything it measured.")],
-    description="One trial: the suite named by the partition key (<suite>-<yyyymmddthhmmssz>) run on the "
-    "local backend — embedded runtime, Locust headless — written once, atomically, into the run store as "
-    "runs/<suite>/run_date=…/run_ts=…/run_tag=…/.",
+    description="One trial: the suite named by the partition key (<suite>-<yyyymmddthhmmssz>), run on its backend "
+    "— local (embedded runtime, Locust as a Pipes subprocess) or kubernetes (a driver pod through PipesK8sClient, "
+    "optional Locust worker pods, an object-store run store) — and written once, atomically, into the run store "
+    "as runs/<suite>/run_date=…/run_ts=…/run_tag=…/.",
 )
 def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.PipesSubprocessClient,
-              run_store: RunStoreResource, script_library: ScriptLibraryResource,
+              pipes_k8s_client: PipesK8sClient, run_store: RunStoreResource, script_library: ScriptLibraryResource,
               suites: SuitesResource) -> dg.MaterializeResult:
     trial_id = context.partition_key
     try:
@@ -39,10 +55,42 @@ def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.Pip
     if store.trial_dir(key).exists():
         raise dg.Failure(f"trial {trial_id} already ran ({store.trial_dir(key)}) and results are never rewritten; "
                          f"reload it with `substrate-bench materialize {trial_id}`")
+    try:
+        script = script_library.library().load(suite.script)
+    except (ScriptError, FileNotFoundError) as error:
+        raise dg.Failure(f"trial {trial_id}: script {suite.script} cannot run:\n{error}") from None
+    extras = {"trial_id": trial_id, "suite": suite.model_dump_json(), "store": str(store.root),
+              "scripts": script_library.directory}
+    if suite.backend == "kubernetes":
+        return _run_on_kubernetes(context, pipes_k8s_client, suite, key, script.text, extras, store)
     return pipes_subprocess_client.run(
         context=context,
         command=[sys.executable, "-m", "substrate_assets.defs.pipes_trial"],
-        extras={"trial_id": trial_id, "suite": suite.name, "store": str(store.root),
-                "scripts": script_library.directory, "suites": suites.path},
+        extras=extras,
         cwd=str(project_root()),
     ).get_materialize_result()
+
+
+def _run_on_kubernetes(context: dg.AssetExecutionContext, client: PipesK8sClient, suite: Suite, key: TrialKey,
+                       script_text: str, extras: dict[str, str], store: RunStore) -> dg.MaterializeResult:
+    """The driver pod through PipesK8sClient, with the script's ConfigMap (and, for distributed trials, the master
+    Service and worker pods) around it; then the trial is mirrored from the object store for loading."""
+    settings = settings_of(suite)
+    api = kubernetes_api()
+    filesystem, base = fsspec.core.url_to_fs(settings.store)
+    if filesystem.exists(f"{base.rstrip('/')}/{key.relative_path}"):
+        raise dg.Failure(f"trial {key.trial_id} already exists in {settings.store}; results are never rewritten")
+    objects = support_objects(suite, key.trial_id, script_text)
+    context.log.info(f"submitting {len(objects)} objects to namespace {settings.namespace} for trial {key.trial_id}")
+    try:
+        create_objects(api, objects)
+        invocation = client.run(context=context, extras=extras, namespace=settings.namespace,
+                                base_pod_meta=driver_pod_meta(key.trial_id),
+                                base_pod_spec=driver_pod_spec(suite, key.trial_id),
+                                pod_wait_timeout=pod_wait_timeout_s(suite))
+    finally:
+        delete_trial_objects(api, settings.namespace, key.trial_id)
+    if warehouse_enabled():  # on a workstation the raw assets load the trial next, from the local store
+        mirrored = fetch_trial(settings.store, key, store)
+        context.log.info(f"trial {key.trial_id} mirrored from {mirrored.source} to {mirrored.trial_dir}")
+    return invocation.get_materialize_result()

@@ -21,8 +21,10 @@ READ_BLOCK = 256 * 1024
 class ControlClient:
     """The lifecycle calls a session makes, each with upstream's 60 s deadline."""
 
-    def __init__(self, endpoint: str, deadline_s: float = CONTROL_DEADLINE_S) -> None:
-        self.channel = grpc.insecure_channel(endpoint)
+    def __init__(self, endpoint: str, deadline_s: float = CONTROL_DEADLINE_S, tls: bool = False) -> None:
+        # TLS trusts the system roots, or the file named by GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (a cluster CA).
+        self.channel = (grpc.secure_channel(endpoint, grpc.ssl_channel_credentials()) if tls
+                        else grpc.insecure_channel(endpoint))
         self.stub = ateapi_pb2_grpc.ControlStub(self.channel)
         self.deadline_s = deadline_s
 

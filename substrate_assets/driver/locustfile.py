@@ -52,10 +52,14 @@ def _knobs(parser: Any) -> None:
     group.add_argument("--lifecycle-mode", default="", choices=LIFECYCLE_MODES, help="suspend (default) or pause.")
     group.add_argument("--resume-mode", default="", choices=RESUME_MODES, help="implicit (default) or explicit.")
     group.add_argument("--control-endpoint", default="127.0.0.1:50051", help="Control API host:port (gRPC).")
+    group.add_argument("--control-tls", action="store_true", default=False,
+                       help="Reach the control API over TLS (system roots or GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).")
     group.add_argument("--router-url", default="http://127.0.0.1:8080", help="Router base URL.")
     group.add_argument("--atespace", default="benchmark", help="Atespace the sessions' actors live in.")
     group.add_argument("--request-log-dir", default="",
                        help="Write every request with its exact latency as Parquet parts here.")
+    group.add_argument("--request-log-upload", default="",
+                       help="Also copy each part to this fsspec URL (distributed workers: the master merges them).")
 
 
 class Shared:
@@ -66,11 +70,11 @@ class Shared:
         self.knobs = SessionKnobs(atespace=options.atespace, think_scale=options.agentsession_think_scale,
                                   lifecycle_mode=options.lifecycle_mode, resume_mode=options.resume_mode)
         self.router_url = options.router_url
-        self.control = ControlClient(options.control_endpoint)
+        self.control = ControlClient(options.control_endpoint, tls=options.control_tls)
         self.scripts = ScriptSource(ScriptLibrary(scripts_directory()), options.agentsession_script,
                                     options.agentsession_script_file)
         self.template_check = TemplateCheck(self.control)
-        self.request_log = RequestLogWriter(Path(options.request_log_dir)) \
+        self.request_log = RequestLogWriter(Path(options.request_log_dir), options.request_log_upload or None) \
             if options.request_log_dir else None
         self.environment = environment
 
@@ -118,8 +122,11 @@ def _log_request(request_type: str, name: str, response_time: float, response_le
         lap=context.get("lap")))
 
 
+@events.test_stop.add_listener
 @events.quitting.add_listener
 def _final_flush(environment: Environment, **_: Any) -> None:
+    # On a distributed worker, test_stop fires once its users are torn down and before it tells the master it
+    # stopped, so its last requests are uploaded before the master merges; quitting catches anything later.
     if _shared is not None and _shared.request_log is not None:
         _shared.request_log.flush()
 

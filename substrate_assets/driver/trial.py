@@ -11,63 +11,49 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import os
-import platform
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from substrate_assets.driver.outputs import (
+    Progress,
+    TrialRecord,
+    collect_locust_outputs,
+    locust_command,
+    write_trial_files,
+)
 from substrate_assets.driver.samples import Sampler
 from substrate_assets.facts.local import local_cluster_facts
 from substrate_assets.results import layout
-from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import RunStore, TrialKey
-from substrate_assets.results.request_log import merge_parts
-from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
-from substrate_assets.results.status import stats_generated, write_status
+from substrate_assets.results.stats_jsonl import data_timestamp
 from substrate_assets.results.summary import RequestSummary
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.suites import Suite
 from substrate_assets.telemetry.local import local_server_summary
 from substrate_assets.telemetry.prometheus import harvest_server_summary
-from substrate_assets.telemetry.summary import flatten
+from substrate_assets.telemetry.summary import unmeasured_server_summary
 from substrate_assets.telemetry.window import window_from_history
-from substrate_assets.workload import ScriptFile, ScriptLibrary
+from substrate_assets.workload import ScriptLibrary
 
-LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-ATESPACE = "benchmark"
 SHUTDOWN_GRACE_S = 120.0
 _WORK = ".work"
-_PACKAGES = ("substrate-bench", "locust", "dagster", "grpcio", "protobuf", "duckdb", "polars", "gevent")
-
-
-@dataclass(frozen=True)
-class Progress:
-    phase: str
-    elapsed_s: float
-    duration_s: int
-    users: int | None = None
-    requests: int | None = None
-    failures: int | None = None
-    running_actors: int | None = None
+__all__ = ["Progress", "TrialResult", "new_trial_key", "propose_trial_key", "run_local_trial"]
 
 
 @dataclass(frozen=True)
 class TrialResult:
     key: TrialKey
-    trial_dir: Path
+    trial_dir: Path | str  # a directory of the local store, or the trial's URL in an object store
     locust_exit_code: int
     completed: bool
     summary: RequestSummary
@@ -75,16 +61,6 @@ class TrialResult:
     @property
     def trial_id(self) -> str:
         return self.key.trial_id
-
-
-def _versions() -> dict[str, str | None]:
-    found: dict[str, str | None] = {"python": platform.python_version()}
-    for package in _PACKAGES:
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = None
-    return found
 
 
 class TrialExists(FileExistsError):
@@ -141,19 +117,6 @@ def _int(value: str | None) -> int | None:
         return None
 
 
-def locust_command(suite: Suite, script_file: Path, work: Path, runtime: EmbeddedRuntime) -> list[str]:
-    return [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
-        "-u", str(suite.users), "-r", f"{suite.spawn_rate:g}", "-t", f"{suite.duration_s}s",
-        "--csv", str(work / "locust"), "--loglevel", "INFO",
-        "--agentsession-script-file", str(script_file),
-        "--agentsession-think-scale", f"{suite.think_scale:g}",
-        "--lifecycle-mode", suite.lifecycle_mode, "--resume-mode", suite.resume_mode,
-        "--control-endpoint", runtime.control_address, "--router-url", runtime.router_url,
-        "--atespace", ATESPACE, "--request-log-dir", str(work / "requests"),
-    ]
-
-
 def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
                     on_progress: Callable[[Progress], None] | None = None,
                     runtime_overrides: dict[str, Any] | None = None, key: TrialKey | None = None) -> TrialResult:
@@ -187,24 +150,37 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
     clock = time.monotonic()
     report("starting", clock)
     with EmbeddedRuntime(config) as runtime:
-        command = locust_command(suite, script_file, work, runtime)
+        command = locust_command(suite, script_file, work, runtime.control_address, runtime.router_url)
         notes.append("locust: " + " ".join(command))
-        exit_code, interrupted = _drive(command, work, runtime, sampler, suite, clock, report)
+        def sample(users: int | None) -> dict[str, Any]:
+            state = runtime.snapshot_state()
+            sampler.take(state, users)
+            return state
+
+        exit_code, interrupted = drive_locust(command, work, suite, clock, report, sample)
+        ended = datetime.now(UTC)
         report("finalizing", clock)
         runtime.write_events_parquet(staging / layout.RUNTIME_EVENTS_PARQUET)
-    ended = datetime.now(UTC)
-    if interrupted:
-        notes.append("interrupted: Locust was asked to stop before its run time")
-    sampler.write_parquet(staging / "runtime_samples.parquet")
-    trial_dir = _finalize(store, key, staging, work, suite, loaded, config, facts, command, exit_code, started,
-                          ended, interrupted, notes)
+        if interrupted:
+            notes.append("interrupted: Locust was asked to stop before its run time")
+        sampler.write_parquet(staging / "runtime_samples.parquet")
+        runtime_settings = {"workers": config.workers, "actors_per_worker": config.actors_per_worker,
+                            "actor_memory_bytes": config.actor_memory, "warm_hosts": config.warm_hosts,
+                            "snapshot_fsync": config.snapshot_fsync}
+        record = TrialRecord(key, suite, loaded, "local", command, exit_code, started, ended, interrupted, facts,
+                             runtime_settings, notes)
+        collect_locust_outputs(staging, work, record.notes)
+        # Harvested while the runtime still serves /metrics, as a cluster's exporters outlive a trial: once a
+        # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
+        telemetry = server_summary(staging, record, local_events=True)
+    trial_dir = _finalize(store, staging, work, record, telemetry)
     summary = RequestSummary.of_file(trial_dir / layout.REQUESTS_PARQUET)
     return TrialResult(key, trial_dir, exit_code, exit_code == 0 and not interrupted, summary)
 
 
-def _drive(command: list[str], work: Path, runtime: EmbeddedRuntime, sampler: Sampler, suite: Suite,
-           clock: float, report: Callable[..., None]) -> tuple[int, bool]:
-    """Run Locust to the end (or until interrupted), sampling the runtime once a second."""
+def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, report: Callable[..., None],
+                 sample: Callable[[int | None], dict[str, Any]] | None = None) -> tuple[int, bool]:
+    """Run Locust to its end (or until interrupted), reporting progress and taking a sample once a second."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     history = work / "locust_stats_history.csv"
     interrupted = False
@@ -214,13 +190,11 @@ def _drive(command: list[str], work: Path, runtime: EmbeddedRuntime, sampler: Sa
         deadline = clock + suite.duration_s + SHUTDOWN_GRACE_S
         try:
             while process.poll() is None:
-                state = runtime.snapshot_state()
                 latest = _latest_history(history) or {}
                 users = _int(latest.get("User Count"))
-                sampler.take(state, users)
+                state = sample(users) if sample is not None else {}
                 report("running", clock, users=users, requests=_int(latest.get("Total Request Count")),
-                       failures=_int(latest.get("Total Failure Count")),
-                       running_actors=state.get("running_actors"))
+                       failures=_int(latest.get("Total Failure Count")), running_actors=state.get("running_actors"))
                 if time.monotonic() > deadline:
                     _stop(process)
                     break
@@ -248,87 +222,27 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait()
 
 
-def _file_digest(path: Path) -> dict[str, Any]:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
-
-
-def _server_summary(staging: Path, key: TrialKey, suite: Suite, started: datetime, ended: datetime) -> dict[str, Any]:
+def server_summary(staging: Path, record: TrialRecord, *, local_events: bool) -> dict[str, Any]:
     """Server telemetry inside the steady-state window, as upstream's server_summary.json: harvested from the
-    suite's Prometheus when it has one, else computed from the runtime's exact events and the trial's samples."""
-    start_ts, end_ts = key.run_ts, int(ended.timestamp())
+    suite's Prometheus when it has one, else — on the local backend — computed from the runtime's exact events
+    and the trial's samples, else not measured (nulls)."""
+    key, suite = record.key, record.suite
+    start_ts, end_ts = key.run_ts, int(record.ended.timestamp())
     steady = window_from_history(staging / layout.STATS_HISTORY_CSV, start_ts, end_ts)
+    common = {"start_ts": start_ts, "end_ts": end_ts, "steady": steady, "test_name": suite.name, "tag": key.tag,
+              "data_timestamp": data_timestamp(record.started)}
     if suite.prometheus_url:
-        return harvest_server_summary(suite.prometheus_url, start_ts=start_ts, end_ts=end_ts, steady=steady,
-                                      lag_s=suite.atelet_lag_s, test_name=suite.name, tag=key.tag,
-                                      data_timestamp=data_timestamp(started))
-    return local_server_summary(
-        events=pl.read_parquet(staging / layout.RUNTIME_EVENTS_PARQUET),
-        samples=pl.read_parquet(staging / "runtime_samples.parquet"),
-        steady=steady, start_ts=start_ts, end_ts=end_ts, test_name=suite.name,
-        tag=key.tag, data_timestamp=data_timestamp(started))
+        return harvest_server_summary(suite.prometheus_url, lag_s=suite.atelet_lag_s, **common)
+    if local_events:
+        return local_server_summary(events=pl.read_parquet(staging / layout.RUNTIME_EVENTS_PARQUET),
+                                    samples=pl.read_parquet(staging / "runtime_samples.parquet"), **common)
+    return unmeasured_server_summary(**common)
 
 
-def _finalize(store: RunStore, key: TrialKey, staging: Path, work: Path, suite: Suite, loaded: ScriptFile,
-              config: RuntimeConfig, facts: dict[str, Any], command: list[str], exit_code: int, started: datetime,
-              ended: datetime, interrupted: bool, notes: list[str]) -> Path:
-    produced = []
-    for kind, basename in layout.LOCUST_CSVS.items():
-        source = work / f"locust_{kind}.csv"
-        if source.is_file():
-            os.replace(source, staging / basename)
-            produced.append(basename)
-        else:
-            notes.append(f"{basename} not produced")
-    rows = merge_parts(work / "requests", staging / layout.REQUESTS_PARQUET)
-    notes.append(f"{layout.REQUESTS_PARQUET}: {rows} requests")
-    generated = stats_generated(staging / layout.STATS_CSV)
-    summary = _server_summary(staging, key, suite, started, ended)
-    write_json(staging / layout.SERVER_SUMMARY_JSON, summary)
-    envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
-    rows = per_request_rows(staging / layout.STATS_CSV, **envelope) if generated else []
-    rows.append({**envelope, "metric": "server_summary", "measurements": flatten(summary)})
-    write_stats_jsonl(staging / layout.STATS_JSONL, rows)
-    write_status(staging / layout.STATUS_JSON, exit_code, generated)
-    locust_log = (work / "locust.log").read_text(errors="replace") if (work / "locust.log").exists() else ""
-    write_text(staging / layout.LOGS_TXT, "".join(f"{line}\n" for line in notes)
-               + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
+def _finalize(store: RunStore, staging: Path, work: Path, record: TrialRecord, telemetry: dict[str, Any]) -> Path:
+    write_trial_files(staging, work, record, telemetry)
     shutil.rmtree(work)
-    files = {path.name: _file_digest(path) for path in sorted(staging.iterdir()) if path.is_file()}
-    write_json(staging / layout.TRIAL_JSON, {
-        "trial_id": key.trial_id,
-        "suite": suite.name,
-        "tag": key.tag,
-        "backend": "local",
-        "run_ts": key.run_ts,
-        "run_date": key.run_date,
-        "data_timestamp": data_timestamp(started),
-        "started_at": started.isoformat().replace("+00:00", "Z"),
-        "ended_at": ended.isoformat().replace("+00:00", "Z"),
-        "completed": exit_code == 0 and not interrupted,
-        "interrupted": interrupted,
-        "locust_exit_code": exit_code,
-        "script": {"name": loaded.script.name, "sha256": loaded.sha256, "text": loaded.text,
-                   "path": str(loaded.path)},
-        "knobs": {**suite.knobs(), "atespace": ATESPACE},
-        "cluster_facts": facts,
-        "run_start": key.run_ts,
-        "run_end": int(ended.timestamp()),
-        "suite_config": suite.model_dump(),
-        "metadata": suite.metadata,
-        "runtime": {"workers": config.workers, "actors_per_worker": config.actors_per_worker,
-                    "actor_memory_bytes": config.actor_memory, "warm_hosts": config.warm_hosts,
-                    "snapshot_fsync": config.snapshot_fsync},
-        "locust_command": command,
-        "versions": _versions(),
-        "host": {"hostname": socket.gethostname(), "platform": platform.platform(),
-                 "cpu_count": os.cpu_count()},
-        "files": files,
-    })
-    final = store.trial_dir(key)
+    final = store.trial_dir(record.key)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.rename(staging, final)
     return final

@@ -20,6 +20,9 @@ import fsspec
 from substrate_assets.results.layout import RunStore, TrialKey
 
 RUN_GLOB = "runs/*/run_date=*/run_ts=*/run_tag=*"
+# Present in a trial directory of an object store while its upload is under way (object stores have no
+# atomic rename): readers skip such a directory.
+UPLOADING = ".uploading"
 
 
 @dataclass(frozen=True)
@@ -38,29 +41,62 @@ def find_runs(root: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
     """The filesystem of ``root`` and every run directory under it, oldest first."""
     filesystem, base = fsspec.core.url_to_fs(root)
     base = base.rstrip("/")
-    found = [path for path in filesystem.glob(f"{base}/{RUN_GLOB}") if filesystem.isdir(path)]
+    uploading = {path.rsplit("/", 1)[0] for path in filesystem.glob(f"{base}/{RUN_GLOB}/{UPLOADING}")}
+    found = [path for path in filesystem.glob(f"{base}/{RUN_GLOB}")
+             if path not in uploading and filesystem.isdir(path)]
     return filesystem, sorted(found, key=lambda path: (TrialKey.parse(path).run_ts, path))
+
+
+def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunStore) -> ImportedRun:
+    """Copy one run directory into the store (staged, then renamed); a run already there is left alone."""
+    key = TrialKey.parse(source)
+    target = store.trial_dir(key)
+    if target.exists():
+        return ImportedRun(key, source, target, copied=False)
+    staging = store.staging_dir(key)
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        for path in filesystem.ls(source, detail=False):
+            if Path(path).name != UPLOADING and filesystem.isfile(path):
+                filesystem.get_file(path, str(staging / Path(path).name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ImportedRun(key, source, target, copied=True)
 
 
 def import_runs(root: str, store: RunStore) -> list[ImportedRun]:
     filesystem, runs = find_runs(root)
-    imported = []
-    for source in runs:
-        key = TrialKey.parse(source)
-        target = store.trial_dir(key)
-        if target.exists():
-            imported.append(ImportedRun(key, source, target, copied=False))
-            continue
-        staging = store.staging_dir(key)
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        try:
-            for path in filesystem.ls(source, detail=False):
-                if filesystem.isfile(path):
-                    filesystem.get_file(path, str(staging / Path(path).name))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(staging, target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        imported.append(ImportedRun(key, source, target, copied=True))
-    return imported
+    return [import_run(filesystem, source, store) for source in runs]
+
+
+def fetch_trial(store_url: str, key: TrialKey, store: RunStore) -> ImportedRun:
+    """Mirror one trial of an object-store run store into the local store."""
+    filesystem, base = fsspec.core.url_to_fs(store_url)
+    source = f"{base.rstrip('/')}/{key.relative_path}"
+    if not filesystem.exists(f"{source}/trial.json") or filesystem.exists(f"{source}/{UPLOADING}"):
+        raise FileNotFoundError(f"trial {key.trial_id} is not in {store_url}: {key.relative_path} has no "
+                                f"trial.json or is still being uploaded")
+    return import_run(filesystem, source, store)
+
+
+def upload_trial(directory: Path, store_url: str, key: TrialKey) -> str:
+    """Write a finished trial directory to an object-store run store.
+
+    The first object put is an ``.uploading`` marker and the last ``trial.json``, after which the
+    marker is removed: a reader skips a directory with the marker or without ``trial.json``, so it
+    never takes a half-uploaded trial for a whole one. An existing trial is never overwritten.
+    """
+    filesystem, base = fsspec.core.url_to_fs(store_url)
+    target = f"{base.rstrip('/')}/{key.relative_path}"
+    if filesystem.exists(target):
+        raise FileExistsError(f"trial {key.trial_id} already exists in {store_url}; results are never rewritten")
+    files = sorted(path for path in directory.iterdir() if path.is_file())
+    filesystem.makedirs(target, exist_ok=True)
+    filesystem.pipe_file(f"{target}/{UPLOADING}", f"{key.trial_id}\n".encode())
+    for path in sorted(files, key=lambda p: p.name == "trial.json"):
+        filesystem.put_file(str(path), f"{target}/{path.name}")
+    filesystem.rm_file(f"{target}/{UPLOADING}")
+    return f"{store_url.rstrip('/')}/{key.relative_path}"

@@ -76,3 +76,18 @@ def flatten(summary: dict[str, Any]) -> dict[str, str | None]:
     row["checkpoint_mb_s"] = _text(snapshots.get("checkpoint_mb_s"))
     assert tuple(row) == FLAT_KEYS
     return {key: row[key] for key in FLAT_KEYS}
+
+
+def unmeasured_server_summary(*, start_ts: int, end_ts: int, steady: tuple[int, int], test_name: str, tag: str,
+                              data_timestamp: str) -> dict[str, Any]:
+    """The server_summary structure with nothing measured: every figure null, no samples."""
+    empty = percentile_stats([])
+    return {
+        "metadata": {"test_name": test_name, "tag": tag, "data_timestamp": data_timestamp, "prom_url": None,
+                     "start_ts": start_ts, "end_ts": end_ts, "steady_start_ts": steady[0], "steady_end_ts": steady[1],
+                     "atelet_lag_s": None},
+        "cluster_packing": {"summary": dict(empty), "timeseries": []},
+        "node_psi": {**{f"{key}_stall_pct": dict(empty) for key, _ in PSI_RESOURCES}, "nodes": 0},
+        "pod_psi": {**{f"{key}_stall_pct": dict(empty) for key, _ in PSI_RESOURCES}, "pods": 0},
+        "snapshots": dict.fromkeys(SNAPSHOT_KEYS),
+    }

@@ -33,7 +33,7 @@ def test_partitions_pools_and_automation():
         node = assets.get(dg.AssetKey(name))
         assert node.partitions_def is None and node.pools == {"duckdb"}
         assert node.automation_condition is not None
-    assert assets.get(dg.AssetKey("trial_run")).pools == set()  # it never opens the warehouse
+    assert assets.get(dg.AssetKey("trial_run")).pools == {"trials"}  # one trial at a time; never the warehouse
     assert assets.get(dg.AssetKey("workload_script")).partitions_def.name == "script"
 
 

@@ -1,5 +1,6 @@
-"""The code location loads through workspace.yaml with Dagster's own CLI."""
+"""The code location loads through workspace.yaml with Dagster's own CLI, in both deployments."""
 
+import json
 import os
 import subprocess
 import sys
@@ -15,3 +16,30 @@ def test_dagster_definitions_validate(tmp_path):
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "All code locations passed validation" in done.stderr + done.stdout
+
+
+CLUSTER_LISTING = """\
+import json
+from substrate_assets.definitions import defs
+graph = defs.resolve_asset_graph()
+print(json.dumps({"assets": sorted(key.to_user_string() for key in graph.get_all_asset_keys()),
+                  "sensors": sorted(sensor.name for sensor in defs.sensors),
+                  "jobs": sorted(job.name for job in defs.jobs)}))
+"""
+
+
+def test_cluster_deployment_holds_scripts_and_trials_only(tmp_path):
+    """On Kubernetes nothing opens the DuckDB file: the warehouse assets and their sensor are left out."""
+    done = subprocess.run([sys.executable, "-c", CLUSTER_LISTING], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "DAGSTER_HOME": str(tmp_path), "SUBSTRATE_BENCH_DEPLOYMENT": "cluster"},
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    listing = json.loads(done.stdout.strip().splitlines()[-1])
+    assert listing == {"assets": ["trial_run", "workload_script"], "sensors": ["script_change_sensor"],
+                       "jobs": ["run_trial", "validate_script"]}
+
+
+def test_an_unknown_deployment_is_refused(tmp_path):
+    done = subprocess.run([sys.executable, "-c", "import substrate_assets.definitions"], cwd=ROOT, text=True,
+                          env={**os.environ, "SUBSTRATE_BENCH_DEPLOYMENT": "laptop"}, capture_output=True, timeout=120)
+    assert done.returncode != 0 and "SUBSTRATE_BENCH_DEPLOYMENT='laptop': expected workstation or cluster" in done.stderr

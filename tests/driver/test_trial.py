@@ -96,7 +96,13 @@ def test_every_wake_followed_a_restore(cli_trial):
         restores = events.filter((pl.col("actor") == session) & (pl.col("kind") == "restore")
                                  & (pl.col("detail").is_null()))["start_ts"].to_list()
         wakes = mine.filter(pl.col("name") == "WakeFirstTouch")
-        assert len(restores) == wakes.height  # implicit mode: one restore per wake, nothing else wakes an actor
+        # A wake cut off by the end of the trial is not recorded, yet its request (and one parked behind it)
+        # may still have woken the actor: only restores after the session's last recorded request are extra.
+        recorded = mine.filter(pl.col("name") != "DeleteActor")
+        last_end = (recorded["ts"] + recorded["latency_ms"] / 1000).max()
+        during = [start for start in restores if start <= last_end]
+        assert len(during) == wakes.height  # implicit mode: one restore per wake, nothing else wakes an actor
+        assert len(restores) - len(during) <= 2
         parked_at = 0.0
         for row in mine.iter_rows(named=True):
             if row["name"] == "SuspendActor":

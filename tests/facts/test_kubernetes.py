@@ -1,15 +1,12 @@
 """Kubernetes cluster facts through the official client, against a local HTTP server serving API JSON.
 
-No Kubernetes API server can run on this machine, so a small HTTP server on 127.0.0.1 answers the two
-list calls with recorded API responses; everything else — kubeconfig loading, the client, request
-parameters, deserialization — is the real thing.
+No Kubernetes API server can run on this machine, so a small HTTP server on 127.0.0.1
+(tests/support/kubernetes_api.py) answers the two list calls with recorded API responses; everything
+else — kubeconfig loading, the client, request parameters, deserialization — is the real thing.
 """
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -19,50 +16,9 @@ from substrate_assets.facts.kubernetes import Discovery, container_facts
 DATA = Path(__file__).resolve().parents[1] / "data" / "kubernetes"
 
 
-class FakeAPI(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        self.routes: dict[str, tuple[int, str]] = {}
-        self.requests: list[tuple[str, dict]] = []
-        super().__init__(("127.0.0.1", 0), Handler)
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: FakeAPI
-
-    def log_message(self, *args) -> None:
-        return
-
-    def do_GET(self) -> None:
-        url = urlsplit(self.path)
-        self.server.requests.append((url.path, parse_qs(url.query)))
-        status, name = self.server.routes.get(url.path, (404, "forbidden.json"))
-        body = (DATA / name).read_bytes()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 @pytest.fixture
-def api(tmp_path, monkeypatch):
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    server = FakeAPI()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(f"""\
-apiVersion: v1
-kind: Config
-clusters: [{{name: test, cluster: {{server: "http://127.0.0.1:{server.server_address[1]}"}}}}]
-contexts: [{{name: test, context: {{cluster: test, user: runner}}}}]
-current-context: test
-users: [{{name: runner, user: {{token: not-a-secret}}}}]
-""")
-    server.kubeconfig = str(kubeconfig)
-    yield server
-    server.shutdown()
+def api(kubernetes_api_server):
+    return kubernetes_api_server
 
 
 PODS = "/api/v1/namespaces/benchmark-workloads/pods"

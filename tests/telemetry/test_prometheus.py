@@ -213,7 +213,10 @@ def test_the_embedded_runtime_scraped_live_during_a_trial(tmp_path):
     for key in ("cluster_packing_p50", "cluster_packing_p99", "snapshot_size_p50_mb", "checkpoints_in_window",
                 "restore_p50_s", "restore_mean_s", "checkpoint_p50_s", "checkpoint_mean_s", "checkpoint_mb_s"):
         assert row[key] is not None, key
-    assert 0 < float(row["cluster_packing_p50"]) <= 1 and int(row["checkpoints_in_window"]) > 0
+    # Packing is sampled every 10 s: with 2 users both actors may be parked at every sample, so 0 is a fair
+    # reading; what must hold is that all 8 workers were seen at every step.
+    assert 0 <= float(row["cluster_packing_p50"]) <= 1 and int(row["checkpoints_in_window"]) > 0
+    assert {point["total_workers"] for point in summary["cluster_packing"]["timeseries"]} == {8.0}
     assert row["psi_cpu_stall_p50"] is None and row["pod_psi_cpu_stall_p50"] is None  # no cAdvisor here
     [jsonl_row] = [r for r in read_stats_jsonl(trial.trial_dir / "stats.jsonl") if r["metric"] == "server_summary"]
     assert jsonl_row["measurements"] == row

@@ -1,0 +1,89 @@
+"""One trial on the ``kubernetes`` backend, as the driver pod runs it.
+
+Locust runs in the pod against the cluster's control API and router — every
+user itself, or as the master of ``locust_workers`` worker pods, whose
+request-log parts arrive through the object store. Cluster facts come from the
+Kubernetes API, server telemetry from the suite's Prometheus. The finished
+trial is written to the object-store run store, ``trial.json`` last. Nothing
+here opens the warehouse.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from substrate_assets.driver.kubernetes_pods import MASTER_PORT, request_log_url, settings_of
+from substrate_assets.driver.outputs import (
+    Progress,
+    TrialRecord,
+    collect_locust_outputs,
+    locust_command,
+    write_trial_files,
+)
+from substrate_assets.driver.trial import TrialResult, drive_locust, server_summary
+from substrate_assets.facts.kubernetes import Discovery
+from substrate_assets.results import layout
+from substrate_assets.results.importer import upload_trial
+from substrate_assets.results.layout import TrialKey
+from substrate_assets.results.request_log import take_uploaded_parts
+from substrate_assets.results.summary import RequestSummary
+from substrate_assets.suites import Suite
+from substrate_assets.workload import load_script_file
+
+
+def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
+                      on_progress: Callable[[Progress], None] | None = None, master_bind_host: str = "0.0.0.0",
+                      discovery: Discovery | None = None) -> TrialResult:
+    """Run ``suite`` against the cluster named in its ``kubernetes`` section; the trial lands in its store.
+
+    ``master_bind_host`` is where a distributed master listens for its workers: every interface in a
+    pod (the workers are other pods); tests on one machine pass 127.0.0.1.
+    """
+    settings = settings_of(suite)
+    loaded = load_script_file(script_file)
+    started = datetime.fromtimestamp(key.run_ts, UTC)
+    root = Path(tempfile.mkdtemp(prefix="substrate-trial-"))
+    staging = root / key.trial_id
+    work = staging / ".work"
+    work.mkdir(parents=True)
+    workers = settings.locust_workers
+    notes = [f"trial {key.trial_id}: suite {suite.name}, script {loaded.script.name} (sha256 {loaded.sha256[:12]}), "
+             f"backend kubernetes, {workers} Locust worker pods"]
+    extra = ["--control-tls"] if settings.control_tls else []
+    if workers:
+        extra += ["--master", "--expect-workers", str(workers), "--master-bind-host", master_bind_host,
+                  "--master-bind-port", str(MASTER_PORT)]
+    command = locust_command(suite, loaded.path, work, settings.control_endpoint, settings.router_url, extra)
+    notes.append("locust: " + " ".join(command))
+    facts = (discovery or Discovery(enabled=settings.cluster_facts)).facts()
+    clock = time.monotonic()
+
+    def report(phase: str, at: float, **figures: Any) -> None:
+        if on_progress is not None:
+            on_progress(Progress(phase, time.monotonic() - at, suite.duration_s, **figures))
+
+    try:
+        report("starting", clock)
+        exit_code, interrupted = drive_locust(command, work, suite, clock, report)
+        report("finalizing", clock)
+        ended = datetime.now(UTC)
+        uploaded = request_log_url(settings, key.trial_id)
+        remote = [take_uploaded_parts(uploaded, work / "remote-requests")] if workers else []
+        record = TrialRecord(key, suite, loaded, "kubernetes", command, exit_code, started, ended, interrupted, facts,
+                             {"namespace": settings.namespace, "image": settings.image, "locust_workers": workers,
+                              "control_endpoint": settings.control_endpoint, "router_url": settings.router_url},
+                             notes)
+        collect_locust_outputs(staging, work, notes, *remote)
+        write_trial_files(staging, work, record, server_summary(staging, record, local_events=False))
+        shutil.rmtree(work)
+        location = upload_trial(staging, settings.store, key)
+        summary = RequestSummary.of_file(staging / layout.REQUESTS_PARQUET)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return TrialResult(key, location, exit_code, record.completed, summary)

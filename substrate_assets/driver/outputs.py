@@ -1,0 +1,150 @@
+"""What every trial leaves, whatever ran it: Locust's files collected, the request log merged, stats.jsonl,
+status.json, logs.txt and the trial.json manifest — each written atomically into the trial's staging dir."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import socket
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from substrate_assets.results import layout
+from substrate_assets.results.atomic import write_json, write_text
+from substrate_assets.results.layout import TrialKey
+from substrate_assets.results.request_log import merge_parts
+from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
+from substrate_assets.results.status import stats_generated, write_status
+from substrate_assets.suites import Suite
+from substrate_assets.telemetry.summary import flatten
+from substrate_assets.workload import ScriptFile
+
+LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+ATESPACE = "benchmark"
+_PACKAGES = ("substrate-bench", "locust", "dagster", "grpcio", "protobuf", "duckdb", "polars", "gevent")
+
+
+@dataclass(frozen=True)
+class Progress:
+    phase: str
+    elapsed_s: float
+    duration_s: int
+    users: int | None = None
+    requests: int | None = None
+    failures: int | None = None
+    running_actors: int | None = None
+
+
+def locust_command(suite: Suite, script_file: Path, work: Path, control_endpoint: str, router_url: str,
+                   extra: list[str] | None = None) -> list[str]:
+    """Locust headless with AgentSessionUser, writing its CSVs and the request log into ``work``."""
+    return [
+        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
+        "-u", str(suite.users), "-r", f"{suite.spawn_rate:g}", "-t", f"{suite.duration_s}s",
+        "--csv", str(work / "locust"), "--loglevel", "INFO",
+        "--agentsession-script-file", str(script_file),
+        "--agentsession-think-scale", f"{suite.think_scale:g}",
+        "--lifecycle-mode", suite.lifecycle_mode, "--resume-mode", suite.resume_mode,
+        "--control-endpoint", control_endpoint, "--router-url", router_url,
+        "--atespace", ATESPACE, "--request-log-dir", str(work / "requests"), *(extra or []),
+    ]
+
+
+def versions() -> dict[str, str | None]:
+    found: dict[str, str | None] = {"python": platform.python_version()}
+    for package in _PACKAGES:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = None
+    return found
+
+
+def file_digest(path: Path) -> dict[str, Any]:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+
+
+def collect_locust_outputs(staging: Path, work: Path, notes: list[str], *request_log_dirs: Path) -> None:
+    """Move Locust's CSVs into the trial under their basenames and merge every request-log part."""
+    for kind, basename in layout.LOCUST_CSVS.items():
+        source = work / f"locust_{kind}.csv"
+        if source.is_file():
+            os.replace(source, staging / basename)
+        else:
+            notes.append(f"{basename} not produced")
+    rows = merge_parts([work / "requests", *request_log_dirs], staging / layout.REQUESTS_PARQUET)
+    notes.append(f"{layout.REQUESTS_PARQUET}: {rows} requests")
+
+
+@dataclass
+class TrialRecord:
+    """Everything trial.json says about a trial, besides what the files themselves hold."""
+
+    key: TrialKey
+    suite: Suite
+    script: ScriptFile
+    backend: str
+    command: list[str]
+    exit_code: int
+    started: datetime
+    ended: datetime
+    interrupted: bool
+    facts: dict[str, Any]
+    runtime: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def completed(self) -> bool:
+        return self.exit_code == 0 and not self.interrupted
+
+
+def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_summary: dict[str, Any]) -> None:
+    """server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json."""
+    key, suite, started = record.key, record.suite, record.started
+    generated = stats_generated(staging / layout.STATS_CSV)
+    write_json(staging / layout.SERVER_SUMMARY_JSON, server_summary)
+    envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
+    rows = per_request_rows(staging / layout.STATS_CSV, **envelope) if generated else []
+    rows.append({**envelope, "metric": "server_summary", "measurements": flatten(server_summary)})
+    write_stats_jsonl(staging / layout.STATS_JSONL, rows)
+    write_status(staging / layout.STATUS_JSON, record.exit_code, generated)
+    locust_log = (work / "locust.log").read_text(errors="replace") if (work / "locust.log").exists() else ""
+    write_text(staging / layout.LOGS_TXT, "".join(f"{line}\n" for line in record.notes)
+               + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
+    files = {path.name: file_digest(path) for path in sorted(staging.iterdir()) if path.is_file()}
+    write_json(staging / layout.TRIAL_JSON, {
+        "trial_id": key.trial_id,
+        "suite": suite.name,
+        "tag": key.tag,
+        "backend": record.backend,
+        "run_ts": key.run_ts,
+        "run_date": key.run_date,
+        "data_timestamp": data_timestamp(started),
+        "started_at": started.isoformat().replace("+00:00", "Z"),
+        "ended_at": record.ended.isoformat().replace("+00:00", "Z"),
+        "completed": record.completed,
+        "interrupted": record.interrupted,
+        "locust_exit_code": record.exit_code,
+        "script": {"name": record.script.script.name, "sha256": record.script.sha256, "text": record.script.text,
+                   "path": str(record.script.path)},
+        "knobs": {**suite.knobs(), "atespace": ATESPACE},
+        "cluster_facts": record.facts,
+        "run_start": key.run_ts,
+        "run_end": int(record.ended.timestamp()),
+        "suite_config": suite.model_dump(),
+        "metadata": suite.metadata,
+        "runtime": record.runtime,
+        "locust_command": record.command,
+        "versions": versions(),
+        "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
+        "files": files,
+    })

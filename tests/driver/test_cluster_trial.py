@@ -1,0 +1,71 @@
+"""The kubernetes backend's in-pod trial runner, run on this machine with the embedded runtime standing in for
+the cluster's control API and router, and a file:// URL for the object-store run store."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from substrate_assets.driver.cluster_trial import run_cluster_trial
+from substrate_assets.driver.kubernetes_pods import worker_command
+from substrate_assets.driver.outputs import LOCUSTFILE
+from substrate_assets.facts.kubernetes import Discovery
+from substrate_assets.results.importer import fetch_trial
+from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.results.readers import read_json, read_requests
+from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
+from substrate_assets.suites import Suite
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def suite_for(runtime: EmbeddedRuntime, store: str, workers: int) -> Suite:
+    return Suite(name="cluster-smoke", script="quick-session", users=2, spawn_rate=2, duration="10s", think_scale=0.2,
+                 backend="kubernetes", kubernetes={"image": "registry.example/substrate-bench:test", "store": store,
+                                                   "control_endpoint": runtime.control_address,
+                                                   "router_url": runtime.router_url, "locust_workers": workers,
+                                                   "cluster_facts": False})
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_cluster_trial_lands_in_the_object_store(tmp_path, workers):
+    store_url = (tmp_path / "bucket").as_uri()
+    with EmbeddedRuntime(RuntimeConfig(workers=4, actors_per_worker=2, warm_hosts=1)) as runtime:
+        suite = suite_for(runtime, store_url, workers)
+        key = TrialKey.from_trial_id("cluster-smoke-20261130t101500z", suite.tag)
+        worker_processes = [subprocess.Popen(
+            [sys.executable, "-m", *worker_command(suite, key.trial_id, locustfile=str(LOCUSTFILE),
+                                                   script_file=str(ROOT / "scripts" / "quick-session.yaml"),
+                                                   master="127.0.0.1",
+                                                   request_log_dir=str(tmp_path / f"worker-{i}"))],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(workers)]
+        try:
+            result = run_cluster_trial(suite, key, ROOT / "scripts" / "quick-session.yaml",
+                                       master_bind_host="127.0.0.1", discovery=Discovery(enabled=False))
+        finally:
+            for process in worker_processes:
+                process.terminate()
+                process.wait(timeout=60)
+    assert result.trial_dir == f"{store_url}/{key.relative_path}"
+    assert result.completed and result.summary.failures == 0 and result.summary.wake_n > 0
+    local = fetch_trial(store_url, key, RunStore(tmp_path / "mirror"))
+    names = {path.name for path in local.trial_dir.iterdir()}
+    assert {"stats.csv", "stats_history.csv", "requests.parquet", "stats.jsonl", "status.json", "trial.json",
+            "server_summary.json", "logs.txt"} <= names
+    assert "runtime_events.parquet" not in names  # the cluster's own events are Prometheus's to tell
+    manifest = read_json(local.trial_dir / "trial.json")
+    assert manifest["backend"] == "kubernetes" and manifest["runtime"]["locust_workers"] == workers
+    assert set(manifest["cluster_facts"].values()) == {None}  # discovery switched off: every key null
+    requests = read_requests(local.trial_dir / "requests.parquet")
+    assert requests.filter(pl.col("name") == "WakeFirstTouch").height == result.summary.wake_n
+    assert sorted(requests.filter(pl.col("name") == "CreateActor")["session_id"].to_list()) == \
+        sorted(requests.filter(pl.col("name") == "DeleteActor")["session_id"].to_list())
+    summary = read_json(local.trial_dir / "server_summary.json")
+    assert summary["metadata"]["prom_url"] is None and summary["snapshots"]["checkpoint_mb_s"] is None
+    assert not (tmp_path / "bucket" / ".staging" / key.trial_id).exists()  # the workers' parts were taken in
+    with pytest.raises(FileExistsError):
+        from substrate_assets.results.importer import upload_trial
+
+        upload_trial(local.trial_dir, store_url, key)

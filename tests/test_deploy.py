@@ -1,0 +1,123 @@
+"""deploy/: Kubernetes manifests valid for 1.33, RBAC that allows exactly what trials call, Helm values Dagster
+accepts, a cluster suite that loads, and a Dockerfile that copies what the image runs."""
+
+import re
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+from dagster._config import process_config
+from dagster._core.instance.config import dagster_instance_config_schema
+from dagster_k8s import K8sRunLauncher
+
+from substrate_assets.driver.kubernetes_pods import (
+    create_objects,
+    delete_trial_objects,
+    kubernetes_api,
+    support_objects,
+    trial_manifests,
+)
+from substrate_assets.facts.kubernetes import Discovery
+from substrate_assets.suites import load_suites
+from substrate_assets.workload import ScriptLibrary
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+SERVICE_ACCOUNT = ("benchmarking", "benchmark-runner")
+
+
+def documents(name: str) -> list[dict]:
+    return [document for document in yaml.safe_load_all((DEPLOY / name).read_text()) if document]
+
+
+@pytest.mark.parametrize("name", ["namespace.yaml", "rbac.yaml"])
+def test_manifests_are_valid_for_kubernetes(name):
+    for manifest in documents(name):
+        kubernetes_validate.validate(manifest, "1.33", strict=True)
+
+
+def allowed(verb: str, resource: str, namespace: str | None) -> bool:
+    """Whether deploy/rbac.yaml lets the benchmark-runner service account make this call."""
+    objects = documents("rbac.yaml")
+    roles = {(item["kind"], item["metadata"].get("namespace"), item["metadata"]["name"]): item["rules"]
+             for item in objects if item["kind"] in ("Role", "ClusterRole")}
+    for binding in (item for item in objects if item["kind"] in ("RoleBinding", "ClusterRoleBinding")):
+        subjects = {(subject["namespace"], subject["name"]) for subject in binding["subjects"]
+                    if subject["kind"] == "ServiceAccount"}
+        scope = binding["metadata"].get("namespace")
+        if SERVICE_ACCOUNT not in subjects or (scope is not None and scope != namespace):
+            continue
+        role_ref = binding["roleRef"]
+        rules = roles.get((role_ref["kind"], scope if role_ref["kind"] == "Role" else None, role_ref["name"]), [])
+        if any("" in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"] for rule in rules):
+            return True
+    return False
+
+
+def test_rbac_allows_what_a_trial_calls_and_no_more(kubernetes_api_server):
+    cluster = kubernetes_api_server
+    cluster.routes = {"/api/v1/namespaces/benchmark-workloads/pods": (200, "pods.json"),
+                      "/api/v1/nodes": (200, "nodes.json")}
+    suite = load_suites(DEPLOY / "suites.cluster.yaml")["coding-session-cluster"]
+    api = kubernetes_api(kubeconfig=cluster.kubeconfig)
+    create_objects(api, support_objects(suite, "coding-session-cluster-20261130t101500z", "name: x\n"))
+    delete_trial_objects(api, "benchmarking", "coding-session-cluster-20261130t101500z")
+    Discovery(kubeconfig=cluster.kubeconfig).facts()
+    calls = {call.rbac() for call in cluster.calls}
+    # What PipesK8sClient does with the driver pod (dagster_k8s.pipes): create it, read its status and logs,
+    # delete it; the run pod lists pods to follow their logs.
+    calls |= {("create", "pods", "benchmarking"), ("get", "pods", "benchmarking"), ("list", "pods", "benchmarking"),
+              ("get", "pods/log", "benchmarking"), ("delete", "pods", "benchmarking")}
+    assert {("list", "pods", "benchmark-workloads"), ("list", "nodes", None), ("create", "configmaps", "benchmarking"),
+            ("deletecollection", "pods", "benchmarking")} <= calls
+    refused = sorted(call for call in calls if not allowed(*call))
+    assert refused == []
+    assert not allowed("list", "secrets", "benchmarking")
+    assert not allowed("create", "pods", "benchmark-workloads")
+    assert not allowed("delete", "nodes", None)
+
+
+def test_the_cluster_suite_loads_and_its_manifests_are_valid():
+    suite = load_suites(DEPLOY / "suites.cluster.yaml")["coding-session-cluster"]
+    assert suite.backend == "kubernetes" and suite.kubernetes.locust_workers == 4
+    script = ScriptLibrary(ROOT / "scripts").load(suite.script)
+    for manifest in trial_manifests(suite, "coding-session-cluster-20261130t101500z", script.text):
+        kubernetes_validate.validate(manifest, "1.33", strict=True)
+
+
+def snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def test_helm_values_configure_a_launcher_dagster_accepts():
+    values = yaml.safe_load((DEPLOY / "dagster-values.yaml").read_text())
+    [location] = values["dagster-user-deployments"]["deployments"]
+    assert location["dagsterApiGrpcArgs"] == ["--module-name", "substrate_assets.definitions"]
+    assert {"name": "SUBSTRATE_BENCH_DEPLOYMENT", "value": "cluster"} in location["env"]
+    assert values["runLauncher"]["type"] == "K8sRunLauncher"
+    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
+    assert launcher["runK8sConfig"]["podSpecConfig"]["serviceAccountName"] == SERVICE_ACCOUNT[1]
+    # The chart renders these values into dagster.yaml's run_launcher config (snake-case keys, plus the
+    # instance ConfigMap it creates); Dagster's own schema must accept the result.
+    config = {snake(key): value for key, value in launcher.items()}
+    config["run_k8s_config"] = {snake(key): value for key, value in launcher["runK8sConfig"].items()}
+    result = process_config(K8sRunLauncher.config_type(), {**config, "instance_config_map": "dagster-instance"})
+    assert result.success, [error.message for error in result.errors]
+    instance = process_config(dagster_instance_config_schema(), values["additionalInstanceConfig"])
+    assert instance.success, [error.message for error in instance.errors]
+    assert values["additionalInstanceConfig"]["concurrency"]["pools"]["default_limit"] == 1
+
+
+def test_dockerfile_copies_what_the_image_runs():
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    copied = {source.rstrip("/") for line in dockerfile.splitlines() if line.startswith("COPY ")
+              for source in line.split()[1:-1]}
+    assert {"pyproject.toml", "uv.lock", "suites.yaml", "workspace.yaml", "protos", "scripts", "dbt_like_sql",
+            "substrate_assets"} <= copied
+    assert all((ROOT / source).exists() for source in copied)
+    ignored = {line.strip().rstrip("/") for line in (ROOT / ".dockerignore").read_text().splitlines()}
+    assert not copied & ignored
+    assert "SUBSTRATE_BENCH_ROOT=/app" in dockerfile and "uv sync --frozen --no-dev" in dockerfile
+    # The pods' paths are the image's: the worker pods' locustfile and the project root.
+    assert (ROOT / "substrate_assets" / "driver" / "locustfile.py").exists()

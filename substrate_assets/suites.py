@@ -40,13 +40,16 @@ class KubernetesSettings(BaseModel):
     image: str = Field(description="The substrate-bench image (deploy/Dockerfile) the driver pods run.")
     store: str = Field(description="Run store URL the trial is written to: gs://bucket/prefix, s3://…, file://….")
     namespace: str = "benchmarking"
-    service_account: str = "benchmark-runner"
+    service_account: str = Field("benchmark-driver", description="The driver pod's service account (cluster "
+                                 "facts: list nodes, list pods in benchmark-workloads); deploy/rbac.yaml.")
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
     control_endpoint: str = "api.ate-system.svc.cluster.local:443"
     router_url: str = "http://atenet-router.ate-system.svc.cluster.local"
-    control_tls: bool = Field(False, description="Reach the control API over TLS (system roots, or the CA file "
-                              "named by GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).")
+    control_tls: bool = Field(True, description="Reach the control API over TLS (system roots, or the CA file "
+                              "named by GRPC_DEFAULT_SSL_ROOTS_FILE_PATH), as its port 443 implies.")
     locust_workers: int = Field(0, ge=0, description="Locust worker pods; 0 runs every user in the driver pod.")
+    workers_wait_s: int = Field(900, gt=0, description="How long the master waits for all its workers to connect "
+                                "before it gives up.")
     cpu_request: str = "1"
     memory_request: str = "2Gi"
     cpu_limit: str | None = "2"
@@ -56,6 +59,8 @@ class KubernetesSettings(BaseModel):
     cluster_facts: bool = Field(True, description="Discover cluster facts through the Kubernetes API.")
     env_secrets: tuple[str, ...] = Field((), description="Secrets whose keys become the pods' environment "
                                          "(envFrom), e.g. object-store credentials.")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels the trial's pods must "
+                                          "match, e.g. to keep the load off the nodes under test.")
     tolerations: tuple[dict[str, str], ...] = (
         {"key": "ate.dev/benchmarking", "operator": "Equal", "value": "true", "effect": "NoSchedule"},)
 

@@ -10,6 +10,8 @@ import yaml
 from dagster._config import process_config
 from dagster._core.instance.config import dagster_instance_config_schema
 from dagster_k8s import K8sRunLauncher
+from dagster_k8s.container_context import K8sContainerContext
+from dagster_k8s.job import UserDefinedDagsterK8sConfig
 
 from substrate_assets.driver.kubernetes_pods import (
     create_objects,
@@ -24,7 +26,8 @@ from substrate_assets.workload import ScriptLibrary
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
-SERVICE_ACCOUNT = ("benchmarking", "benchmark-runner")
+RUNNER = ("benchmarking", "benchmark-runner")  # Dagster's code server and run pods
+DRIVER = ("benchmarking", "benchmark-driver")  # the trials' driver pods
 
 
 def documents(name: str) -> list[dict]:
@@ -37,8 +40,8 @@ def test_manifests_are_valid_for_kubernetes(name):
         kubernetes_validate.validate(manifest, "1.33", strict=True)
 
 
-def allowed(verb: str, resource: str, namespace: str | None) -> bool:
-    """Whether deploy/rbac.yaml lets the benchmark-runner service account make this call."""
+def allowed(account: tuple[str, str], verb: str, resource: str, namespace: str | None) -> bool:
+    """Whether deploy/rbac.yaml lets the service account make this call."""
     objects = documents("rbac.yaml")
     roles = {(item["kind"], item["metadata"].get("namespace"), item["metadata"]["name"]): item["rules"]
              for item in objects if item["kind"] in ("Role", "ClusterRole")}
@@ -46,7 +49,7 @@ def allowed(verb: str, resource: str, namespace: str | None) -> bool:
         subjects = {(subject["namespace"], subject["name"]) for subject in binding["subjects"]
                     if subject["kind"] == "ServiceAccount"}
         scope = binding["metadata"].get("namespace")
-        if SERVICE_ACCOUNT not in subjects or (scope is not None and scope != namespace):
+        if account not in subjects or (scope is not None and scope != namespace):
             continue
         role_ref = binding["roleRef"]
         rules = roles.get((role_ref["kind"], scope if role_ref["kind"] == "Role" else None, role_ref["name"]), [])
@@ -61,21 +64,39 @@ def test_rbac_allows_what_a_trial_calls_and_no_more(kubernetes_api_server):
                       "/api/v1/nodes": (200, "nodes.json")}
     suite = load_suites(DEPLOY / "suites.cluster.yaml")["coding-session-cluster"]
     api = kubernetes_api(kubeconfig=cluster.kubeconfig)
+    # The run pod (trial_run): the trial's objects, then their removal.
     create_objects(api, support_objects(suite, "coding-session-cluster-20261130t101500z", "name: x\n"))
     delete_trial_objects(api, "benchmarking", "coding-session-cluster-20261130t101500z")
+    runner_calls = {call.rbac() for call in cluster.calls}
+    # What PipesK8sClient does with the driver pod (dagster_k8s.pipes and client): create it, list it by
+    # name, read it and its logs, list its events on failure, delete it; and the run pod reads itself.
+    runner_calls |= {("create", "pods", "benchmarking"), ("get", "pods", "benchmarking"),
+                     ("list", "pods", "benchmarking"), ("get", "pods/log", "benchmarking"),
+                     ("list", "events", "benchmarking"), ("delete", "pods", "benchmarking")}
+    # The driver pod: cluster facts.
+    cluster.calls.clear()
     Discovery(kubeconfig=cluster.kubeconfig).facts()
-    calls = {call.rbac() for call in cluster.calls}
-    # What PipesK8sClient does with the driver pod (dagster_k8s.pipes): create it, read its status and logs,
-    # delete it; the run pod lists pods to follow their logs.
-    calls |= {("create", "pods", "benchmarking"), ("get", "pods", "benchmarking"), ("list", "pods", "benchmarking"),
-              ("get", "pods/log", "benchmarking"), ("delete", "pods", "benchmarking")}
-    assert {("list", "pods", "benchmark-workloads"), ("list", "nodes", None), ("create", "configmaps", "benchmarking"),
-            ("deletecollection", "pods", "benchmarking")} <= calls
-    refused = sorted(call for call in calls if not allowed(*call))
-    assert refused == []
-    assert not allowed("list", "secrets", "benchmarking")
-    assert not allowed("create", "pods", "benchmark-workloads")
-    assert not allowed("delete", "nodes", None)
+    driver_calls = {call.rbac() for call in cluster.calls}
+    assert driver_calls == {("list", "pods", "benchmark-workloads"), ("list", "nodes", None)}
+    assert {("create", "configmaps", "benchmarking"), ("deletecollection", "pods", "benchmarking")} <= runner_calls
+    assert sorted(call for call in runner_calls if not allowed(RUNNER, *call)) == []
+    assert sorted(call for call in driver_calls if not allowed(DRIVER, *call)) == []
+    # And no more: the load generators cannot start pods, the runner cannot read the cluster's nodes.
+    assert not allowed(DRIVER, "create", "pods", "benchmarking")
+    assert not allowed(RUNNER, "list", "nodes", None)
+    assert not allowed(RUNNER, "list", "secrets", "benchmarking")
+    assert not allowed(RUNNER, "create", "pods", "benchmark-workloads")
+    assert not allowed(DRIVER, "delete", "nodes", None)
+
+
+def test_pods_run_as_the_accounts_rbac_yaml_grants():
+    suite = load_suites(DEPLOY / "suites.cluster.yaml")["coding-session-cluster"]
+    pods = [manifest for manifest in trial_manifests(suite, "coding-session-cluster-20261130t101500z", "x")
+            if manifest["kind"] == "Pod"]
+    assert {pod["spec"]["serviceAccountName"] for pod in pods} == {DRIVER[1]}
+    accounts = {(item["metadata"]["namespace"], item["metadata"]["name"]) for item in documents("rbac.yaml")
+                if item["kind"] == "ServiceAccount"}
+    assert accounts == {RUNNER, DRIVER}
 
 
 def test_the_cluster_suite_loads_and_its_manifests_are_valid():
@@ -97,7 +118,7 @@ def test_helm_values_configure_a_launcher_dagster_accepts():
     assert {"name": "SUBSTRATE_BENCH_DEPLOYMENT", "value": "cluster"} in location["env"]
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
     launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
-    assert launcher["runK8sConfig"]["podSpecConfig"]["serviceAccountName"] == SERVICE_ACCOUNT[1]
+    assert launcher["runK8sConfig"]["podSpecConfig"]["serviceAccountName"] == RUNNER[1]
     # The chart renders these values into dagster.yaml's run_launcher config (snake-case keys, plus the
     # instance ConfigMap it creates); Dagster's own schema must accept the result.
     config = {snake(key): value for key, value in launcher.items()}
@@ -107,6 +128,20 @@ def test_helm_values_configure_a_launcher_dagster_accepts():
     instance = process_config(dagster_instance_config_schema(), values["additionalInstanceConfig"])
     assert instance.success, [error.message for error in instance.errors]
     assert values["additionalInstanceConfig"]["concurrency"]["pools"]["default_limit"] == 1
+
+
+def test_run_pods_run_as_benchmark_runner():
+    """With includeConfigInLaunchedRuns, the code location's service account is merged over the launcher's
+    runK8sConfig, and the later one wins: both must name benchmark-runner."""
+    values = yaml.safe_load((DEPLOY / "dagster-values.yaml").read_text())
+    user_deployments = values["dagster-user-deployments"]
+    assert user_deployments["serviceAccount"] == {"create": False, "name": RUNNER[1]}
+    launcher = values["runLauncher"]["config"]["k8sRunLauncher"]["runK8sConfig"]
+    from_launcher = K8sContainerContext(run_k8s_config=UserDefinedDagsterK8sConfig.from_dict(
+        {snake(key): value for key, value in launcher.items()}))
+    from_location = K8sContainerContext(service_account_name=user_deployments["serviceAccount"]["name"])
+    merged = from_launcher.merge(from_location)
+    assert merged.run_k8s_config.pod_spec_config["service_account_name"] == RUNNER[1]
 
 
 def test_dockerfile_copies_what_the_image_runs():

@@ -35,8 +35,9 @@ def _hashes(script_library: ScriptLibraryResource) -> dict[str, str]:
     default_status=dg.DefaultSensorStatus.RUNNING,
     jobs=[validate_script_job, run_trial_job],
     description="Hashes scripts/*.yaml. For each script that is new or changed (and valid), adds a trial partition "
-    "for every suite that uses it and requests its run (run_key = trial + script sha). The first tick records the "
-    "current scripts as the baseline. An invalid script starts nothing; the skip reason says why.",
+    "for every suite that uses it (in a cluster deployment, every kubernetes suite) and requests its run "
+    "(run_key = trial + script sha). The first tick records the current scripts as the baseline. An invalid script "
+    "starts nothing; the skip reason says why.",
 )
 def script_change_sensor(context: dg.SensorEvaluationContext, script_library: ScriptLibraryResource,
                          suites: SuitesResource, run_store: RunStoreResource) -> dg.SensorResult | dg.SkipReason:
@@ -48,6 +49,8 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
     try:
         by_script: dict[str, list[str]] = {}
         for suite in load_suites(Path(suites.path)).values():
+            if suite.backend == "local" and not warehouse_enabled():
+                continue  # a cluster deployment has no embedded runtime to run it on
             by_script.setdefault(suite.script, []).append(suite.name)
     except SuiteError as error:
         return dg.SkipReason(f"suites.yaml is invalid, nothing started:\n{error}")

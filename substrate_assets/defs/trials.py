@@ -15,6 +15,8 @@ from substrate_assets.driver.kubernetes_pods import (
     driver_pod_meta,
     driver_pod_spec,
     kubernetes_api,
+    own_pod_reference,
+    owned_by,
     pod_wait_timeout_s,
     settings_of,
     support_objects,
@@ -52,6 +54,9 @@ def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.Pip
         raise dg.Failure(f"trial partition {trial_id!r}: {error}") from None
     store = run_store.store()
     key = TrialKey.from_trial_id(trial_id, suite.tag)
+    if suite.backend == "local" and not warehouse_enabled():
+        raise dg.Failure(f"trial {trial_id}: suite {suite.name} runs on the local backend, which a cluster "
+                         "deployment cannot run; give it backend: kubernetes, or run it from a workstation")
     if store.trial_dir(key).exists():
         raise dg.Failure(f"trial {trial_id} already ran ({store.trial_dir(key)}) and results are never rewritten; "
                          f"reload it with `substrate-bench materialize {trial_id}`")
@@ -80,16 +85,20 @@ def _run_on_kubernetes(context: dg.AssetExecutionContext, client: PipesK8sClient
     filesystem, base = fsspec.core.url_to_fs(settings.store)
     if filesystem.exists(f"{base.rstrip('/')}/{key.relative_path}"):
         raise dg.Failure(f"trial {key.trial_id} already exists in {settings.store}; results are never rewritten")
-    objects = support_objects(suite, key.trial_id, script_text)
+    owner = own_pod_reference(api, settings.namespace)
+    objects = owned_by(support_objects(suite, key.trial_id, script_text), owner)
     context.log.info(f"submitting {len(objects)} objects to namespace {settings.namespace} for trial {key.trial_id}")
+    pod_meta = driver_pod_meta(key.trial_id)
+    if owner is not None:
+        pod_meta["ownerReferences"] = [owner]
     try:
         create_objects(api, objects)
-        invocation = client.run(context=context, extras=extras, namespace=settings.namespace,
-                                base_pod_meta=driver_pod_meta(key.trial_id),
+        invocation = client.run(context=context, extras=extras, namespace=settings.namespace, base_pod_meta=pod_meta,
                                 base_pod_spec=driver_pod_spec(suite, key.trial_id),
                                 pod_wait_timeout=pod_wait_timeout_s(suite))
     finally:
-        delete_trial_objects(api, settings.namespace, key.trial_id)
+        for problem in delete_trial_objects(api, settings.namespace, key.trial_id):
+            context.log.warning(f"{problem}; remove it by hand (label substrate-bench/trial)")
     if warehouse_enabled():  # on a workstation the raw assets load the trial next, from the local store
         mirrored = fetch_trial(settings.store, key, store)
         context.log.info(f"trial {key.trial_id} mirrored from {mirrored.source} to {mirrored.trial_dir}")

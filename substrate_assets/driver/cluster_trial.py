@@ -36,6 +36,10 @@ from substrate_assets.results.summary import RequestSummary
 from substrate_assets.suites import Suite
 from substrate_assets.workload import load_script_file
 
+# How long the driver waits for its workers' last request-log parts after Locust exits: their teardown
+# (DeleteActor, a 60 s deadline) runs after the master has quit.
+WORKER_REPORT_WAIT_S = 120.0
+
 
 def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
                       on_progress: Callable[[Progress], None] | None = None, master_bind_host: str = "0.0.0.0",
@@ -57,7 +61,8 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
              f"backend kubernetes, {workers} Locust worker pods"]
     extra = ["--control-tls"] if settings.control_tls else []
     if workers:
-        extra += ["--master", "--expect-workers", str(workers), "--master-bind-host", master_bind_host,
+        extra += ["--master", "--expect-workers", str(workers), "--expect-workers-max-wait",
+                  str(settings.workers_wait_s), "--master-bind-host", master_bind_host,
                   "--master-bind-port", str(MASTER_PORT)]
     command = locust_command(suite, loaded.path, work, settings.control_endpoint, settings.router_url, extra)
     notes.append("locust: " + " ".join(command))
@@ -73,8 +78,16 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
         exit_code, interrupted = drive_locust(command, work, suite, clock, report)
         report("finalizing", clock)
         ended = datetime.now(UTC)
-        uploaded = request_log_url(settings, key.trial_id)
-        remote = [take_uploaded_parts(uploaded, work / "remote-requests")] if workers else []
+        remote = []
+        if workers:
+            taken = take_uploaded_parts(request_log_url(settings, key.trial_id), work / "remote-requests",
+                                        writers=workers, wait_s=WORKER_REPORT_WAIT_S)
+            remote.append(taken.directory)
+            notes.append(f"request log: {taken.writers_done} of {workers} Locust workers sent all their parts "
+                         f"({taken.rows_reported} requests)")
+            if taken.writers_done < workers:
+                notes.append(f"request log: {workers - taken.writers_done} workers did not report within "
+                             f"{WORKER_REPORT_WAIT_S:.0f} s; their requests after their last part are missing")
         record = TrialRecord(key, suite, loaded, "kubernetes", command, exit_code, started, ended, interrupted, facts,
                              {"namespace": settings.namespace, "image": settings.image, "locust_workers": workers,
                               "control_endpoint": settings.control_endpoint, "router_url": settings.router_url},

@@ -14,10 +14,13 @@ Every object carries the labels ``app.kubernetes.io/name=substrate-bench`` and
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from typing import Any
 
 from substrate_assets.suites import KubernetesSettings, Suite
+
+log = logging.getLogger(__name__)
 
 APP_LABEL = {"app.kubernetes.io/name": "substrate-bench"}
 TRIAL_LABEL = "substrate-bench/trial"
@@ -37,8 +40,17 @@ def object_name(trial_id: str, role: str) -> str:
     return f"{stem}-{digest}"
 
 
+def trial_label(trial_id: str) -> str:
+    """The trial id as a label value: itself when it fits in 63 characters, else a prefix and a digest (a
+    plain cut could end in '-' or drop the timestamp and so match another trial)."""
+    if len(trial_id) <= 63:
+        return trial_id
+    digest = hashlib.sha256(trial_id.encode()).hexdigest()[:8]
+    return f"{trial_id[: 63 - 9].rstrip('-_.')}-{digest}"
+
+
 def labels(trial_id: str, role: str) -> dict[str, str]:
-    return {**APP_LABEL, TRIAL_LABEL: trial_id[:63], ROLE_LABEL: role}
+    return {**APP_LABEL, TRIAL_LABEL: trial_label(trial_id), ROLE_LABEL: role}
 
 
 def settings_of(suite: Suite) -> KubernetesSettings:
@@ -77,6 +89,17 @@ def master_host(trial_id: str, settings: KubernetesSettings) -> str:
     return f"{object_name(trial_id, 'master')}.{settings.namespace}.svc.cluster.local"
 
 
+def _placement(suite: Suite) -> dict[str, Any]:
+    """Where a trial's pods may run and for how long: off the nodes under test if the suite says so, and
+    never past the pod wait timeout, even if whoever launched them is gone."""
+    settings = settings_of(suite)
+    placement: dict[str, Any] = {"activeDeadlineSeconds": pod_wait_timeout_s(suite),
+                                 "tolerations": [dict(toleration) for toleration in settings.tolerations]}
+    if settings.node_selector:
+        placement["nodeSelector"] = dict(settings.node_selector)
+    return placement
+
+
 def driver_pod_spec(suite: Suite, trial_id: str) -> dict[str, Any]:
     """The driver pod's spec (``base_pod_spec`` for PipesK8sClient)."""
     settings = settings_of(suite)
@@ -97,7 +120,7 @@ def driver_pod_spec(suite: Suite, trial_id: str) -> dict[str, Any]:
     return {
         "serviceAccountName": settings.service_account,
         "restartPolicy": "Never",
-        "tolerations": [dict(toleration) for toleration in settings.tolerations],
+        **_placement(suite),
         "volumes": [volume],
         "containers": [container],
     }
@@ -112,7 +135,7 @@ def master_service(trial_id: str, settings: KubernetesSettings) -> dict[str, Any
     return {"apiVersion": "v1", "kind": "Service",
             "metadata": {"name": object_name(trial_id, "master"), "namespace": settings.namespace,
                          "labels": labels(trial_id, "master")},
-            "spec": {"clusterIP": "None", "selector": {TRIAL_LABEL: trial_id[:63], ROLE_LABEL: "master"},
+            "spec": {"clusterIP": "None", "selector": {TRIAL_LABEL: trial_label(trial_id), ROLE_LABEL: "master"},
                      "ports": [{"name": "locust-master", "port": MASTER_PORT, "targetPort": MASTER_PORT}]}}
 
 
@@ -142,8 +165,9 @@ def worker_pod(suite: Suite, trial_id: str, index: int) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": object_name(trial_id, f"worker-{index}"), "namespace": settings.namespace,
                          "labels": labels(trial_id, "worker")},
-            "spec": {"serviceAccountName": settings.service_account, "restartPolicy": "Never",
-                     "tolerations": [dict(toleration) for toleration in settings.tolerations],
+            # Workers need no API access; OnFailure brings back one that gave up waiting for its master.
+            "spec": {"serviceAccountName": settings.service_account, "automountServiceAccountToken": False,
+                     "restartPolicy": "OnFailure", **_placement(suite),
                      "volumes": [volume],
                      "containers": [{"name": "worker", "image": settings.image,
                                      "imagePullPolicy": settings.image_pull_policy,
@@ -208,16 +232,59 @@ def create_objects(api: Any, objects: list[dict[str, Any]]) -> None:
         create[manifest["kind"]](manifest["metadata"]["namespace"], manifest)
 
 
-def delete_trial_objects(api: Any, namespace: str, trial_id: str) -> None:
-    """Remove a trial's worker pods, master Service and script ConfigMap (by name and label)."""
+def delete_trial_objects(api: Any, namespace: str, trial_id: str) -> list[str]:
+    """Remove a trial's worker pods, master Service and script ConfigMap (by label and name), trying each; what
+    could not be removed, one line each (an object already gone is not a problem)."""
     from kubernetes.client.exceptions import ApiException
 
-    selector = f"{TRIAL_LABEL}={trial_id[:63]},{ROLE_LABEL}=worker"
-    for delete in (lambda: api.delete_collection_namespaced_pod(namespace, label_selector=selector),
-                   lambda: api.delete_namespaced_service(object_name(trial_id, "master"), namespace),
-                   lambda: api.delete_namespaced_config_map(object_name(trial_id, "script"), namespace)):
+    selector = f"{TRIAL_LABEL}={trial_label(trial_id)},{ROLE_LABEL}=worker"
+    deletions = {
+        "worker pods": lambda: api.delete_collection_namespaced_pod(namespace, label_selector=selector),
+        f"Service {object_name(trial_id, 'master')}":
+            lambda: api.delete_namespaced_service(object_name(trial_id, "master"), namespace),
+        f"ConfigMap {object_name(trial_id, 'script')}":
+            lambda: api.delete_namespaced_config_map(object_name(trial_id, "script"), namespace),
+    }
+    problems = []
+    for what, delete in deletions.items():
         try:
             delete()
         except ApiException as error:
-            if error.status != 404:  # already gone is fine; anything else is worth knowing
-                raise
+            if error.status != 404:
+                problems.append(f"trial {trial_id}: could not delete {what} in {namespace}: "
+                                f"{error.status} {error.reason}")
+        except Exception as error:  # the API unreachable: keep trying the others, then say so
+            problems.append(f"trial {trial_id}: could not delete {what} in {namespace}: {error}")
+    return problems
+
+
+SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def own_pod_reference(api: Any, namespace: str,
+                      namespace_file: str = SERVICE_ACCOUNT_NAMESPACE) -> dict[str, Any] | None:
+    """An ownerReference to the pod this process runs in (a Dagster run pod), so that what it creates in
+    ``namespace`` is garbage-collected with it even if it dies before cleaning up; None outside a pod, in
+    another namespace (owners must share it), or if unreadable."""
+    import os
+
+    name = os.environ.get("HOSTNAME")
+    if not os.environ.get("KUBERNETES_SERVICE_HOST") or not name or not os.path.exists(namespace_file):
+        return None
+    try:
+        with open(namespace_file) as handle:
+            own_namespace = handle.read().strip()
+        if own_namespace != namespace:
+            return None
+        pod = api.read_namespaced_pod(name, own_namespace)
+    except Exception as error:  # a missing owner costs only the garbage collection
+        log.warning("cannot read this pod (%s): trial objects will not be owned by it", error)
+        return None
+    return {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid}
+
+
+def owned_by(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """``objects`` with ``owner`` as their ownerReference (the owner must be in their namespace)."""
+    if owner is None:
+        return objects
+    return [{**manifest, "metadata": {**manifest["metadata"], "ownerReferences": [owner]}} for manifest in objects]

@@ -123,12 +123,17 @@ def _log_request(request_type: str, name: str, response_time: float, response_le
 
 
 @events.test_stop.add_listener
-@events.quitting.add_listener
-def _final_flush(environment: Environment, **_: Any) -> None:
-    # On a distributed worker, test_stop fires once its users are torn down and before it tells the master it
-    # stopped, so its last requests are uploaded before the master merges; quitting catches anything later.
+def _flush_at_stop(environment: Environment, **_: Any) -> None:
     if _shared is not None and _shared.request_log is not None:
         _shared.request_log.flush()
+
+
+@events.quitting.add_listener
+def _finish_at_exit(environment: Environment, **_: Any) -> None:
+    # A headless master quits without waiting for its workers' teardown (DeleteActor may take up to its 60 s
+    # deadline), so each worker's last part is sent here, followed by the done marker the master waits for.
+    if _shared is not None and _shared.request_log is not None:
+        _shared.request_log.finish()
 
 
 class AgentSessionUser(User):

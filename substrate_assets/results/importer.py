@@ -10,6 +10,7 @@ run already in the store is left as it is.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -19,10 +20,16 @@ import fsspec
 
 from substrate_assets.results.layout import RunStore, TrialKey
 
+log = logging.getLogger(__name__)
+
 RUN_GLOB = "runs/*/run_date=*/run_ts=*/run_tag=*"
 # Present in a trial directory of an object store while its upload is under way (object stores have no
 # atomic rename): readers skip such a directory.
 UPLOADING = ".uploading"
+
+
+class UploadInProgress(FileNotFoundError):
+    """The run directory is still being uploaded (its ``.uploading`` marker is there)."""
 
 
 @dataclass(frozen=True)
@@ -41,9 +48,10 @@ def find_runs(root: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
     """The filesystem of ``root`` and every run directory under it, oldest first."""
     filesystem, base = fsspec.core.url_to_fs(root)
     base = base.rstrip("/")
+    candidates = filesystem.glob(f"{base}/{RUN_GLOB}")
+    # Markers are listed after the runs: an upload that starts in between is caught by import_run.
     uploading = {path.rsplit("/", 1)[0] for path in filesystem.glob(f"{base}/{RUN_GLOB}/{UPLOADING}")}
-    found = [path for path in filesystem.glob(f"{base}/{RUN_GLOB}")
-             if path not in uploading and filesystem.isdir(path)]
+    found = [path for path in candidates if path not in uploading and filesystem.isdir(path)]
     return filesystem, sorted(found, key=lambda path: (TrialKey.parse(path).run_ts, path))
 
 
@@ -57,8 +65,12 @@ def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunSto
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        for path in filesystem.ls(source, detail=False):
-            if Path(path).name != UPLOADING and filesystem.isfile(path):
+        listing = filesystem.ls(source, detail=False)
+        if any(Path(path).name == UPLOADING for path in listing):
+            raise UploadInProgress(f"{source} is still being uploaded (it holds {UPLOADING}); if no upload is "
+                                   f"running, it was cut short: delete it or its {UPLOADING} object")
+        for path in listing:
+            if filesystem.isfile(path):
                 filesystem.get_file(path, str(staging / Path(path).name))
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(staging, target)
@@ -68,17 +80,24 @@ def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunSto
 
 
 def import_runs(root: str, store: RunStore) -> list[ImportedRun]:
+    """Every whole run under ``root`` (runs still being uploaded are left for next time)."""
     filesystem, runs = find_runs(root)
-    return [import_run(filesystem, source, store) for source in runs]
+    imported = []
+    for source in runs:
+        try:
+            imported.append(import_run(filesystem, source, store))
+        except UploadInProgress as error:
+            log.warning("skipped: %s", error)
+    return imported
 
 
 def fetch_trial(store_url: str, key: TrialKey, store: RunStore) -> ImportedRun:
     """Mirror one trial of an object-store run store into the local store."""
     filesystem, base = fsspec.core.url_to_fs(store_url)
     source = f"{base.rstrip('/')}/{key.relative_path}"
-    if not filesystem.exists(f"{source}/trial.json") or filesystem.exists(f"{source}/{UPLOADING}"):
+    if not filesystem.exists(f"{source}/trial.json"):
         raise FileNotFoundError(f"trial {key.trial_id} is not in {store_url}: {key.relative_path} has no "
-                                f"trial.json or is still being uploaded")
+                                f"trial.json")
     return import_run(filesystem, source, store)
 
 
@@ -92,7 +111,9 @@ def upload_trial(directory: Path, store_url: str, key: TrialKey) -> str:
     filesystem, base = fsspec.core.url_to_fs(store_url)
     target = f"{base.rstrip('/')}/{key.relative_path}"
     if filesystem.exists(target):
-        raise FileExistsError(f"trial {key.trial_id} already exists in {store_url}; results are never rewritten")
+        partial = " (an upload cut short: it holds .uploading)" if filesystem.exists(f"{target}/{UPLOADING}") else ""
+        raise FileExistsError(f"trial {key.trial_id} already exists in {store_url}{partial}; results are never "
+                              "rewritten")
     files = sorted(path for path in directory.iterdir() if path.is_file())
     filesystem.makedirs(target, exist_ok=True)
     filesystem.pipe_file(f"{target}/{UPLOADING}", f"{key.trial_id}\n".encode())

@@ -7,6 +7,8 @@ to its last flush. :func:`merge_parts` joins the parts into one file.
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import secrets
 import threading
@@ -21,6 +23,7 @@ from substrate_assets.results.atomic import atomic_path
 from substrate_assets.results.readers import REQUESTS_SCHEMA
 
 FLUSH_INTERVAL_S = 2.0
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,10 @@ class RequestLogWriter:
     ``<writer>`` is random per writer: Locust workers in different pods often share a PID, and their
     parts meet in one place.
 
-    With ``upload_to`` (an fsspec URL), each part is also copied there as soon as it is written: a
-    distributed Locust worker's requests reach the store that its master merges from.
+    With ``upload_to`` (an fsspec URL), each part is also copied there as soon as it is written (a part
+    whose upload fails is tried again at the next flush), and :meth:`finish` uploads a
+    ``done-<pid>-<writer>.json`` marker after the last part: a distributed Locust worker's requests reach
+    the store its master merges from, and the master knows when they are all there.
     """
 
     def __init__(self, directory: Path, upload_to: str | None = None) -> None:
@@ -56,9 +61,14 @@ class RequestLogWriter:
         self._rows: list[RequestRecord] = []
         self._lock = threading.Lock()
         self._parts = 0
-        self._writer = secrets.token_hex(4)
+        self._writer = f"{os.getpid()}-{secrets.token_hex(4)}"
+        self._unsent: list[Path] = []
+        self._sent: list[str] = []
         self.written = 0
         self.last_flush = time.monotonic()
+        if self.upload_to is not None:
+            filesystem, base = fsspec.core.url_to_fs(self.upload_to)
+            filesystem.makedirs(base, exist_ok=True)
 
     def append(self, record: RequestRecord) -> None:
         with self._lock:
@@ -70,18 +80,53 @@ class RequestLogWriter:
             self._parts += 1
             number = self._parts
         self.last_flush = time.monotonic()
-        if not rows:
-            return None
-        frame = pl.DataFrame([row.__dict__ for row in rows], schema=REQUESTS_SCHEMA, orient="row")
-        path = self.directory / f"part-{os.getpid()}-{self._writer}-{number:06d}.parquet"
-        with atomic_path(path) as partial:
-            frame.write_parquet(partial)
-        if self.upload_to is not None:
-            filesystem, base = fsspec.core.url_to_fs(self.upload_to)
-            filesystem.makedirs(base, exist_ok=True)
-            filesystem.put_file(str(path), f"{base}/{path.name}")  # one object per part: whole or absent
-        self.written += len(rows)
+        path = None
+        if rows:
+            frame = pl.DataFrame([row.__dict__ for row in rows], schema=REQUESTS_SCHEMA, orient="row")
+            path = self.directory / f"part-{self._writer}-{number:06d}.parquet"
+            with atomic_path(path) as partial:
+                frame.write_parquet(partial)
+            self.written += len(rows)
+            if self.upload_to is not None:
+                self._unsent.append(path)
+        self._upload()
         return path
+
+    def _upload(self) -> bool:
+        """Send every part not sent yet (one object per part: whole or absent); False if some could not be."""
+        if self.upload_to is None:
+            return True
+        filesystem, base = fsspec.core.url_to_fs(self.upload_to)
+        while self._unsent:
+            path = self._unsent[0]
+            try:
+                filesystem.put_file(str(path), f"{base}/{path.name}")
+            except Exception as error:  # a store hiccup must not end the worker's logging
+                log.warning("request log: uploading %s to %s failed (%s); trying again at the next flush",
+                            path.name, self.upload_to, error)
+                return False
+            self._sent.append(self._unsent.pop(0).name)
+        return True
+
+    def finish(self, attempts: int = 5, pause_s: float = 2.0) -> bool:
+        """The last flush; with ``upload_to``, every part sent and then the ``done`` marker. False if the
+        store kept refusing."""
+        self.flush()
+        if self.upload_to is None:
+            return True
+        for attempt in range(attempts):
+            if self._upload():
+                filesystem, base = fsspec.core.url_to_fs(self.upload_to)
+                marker = {"writer": self._writer, "parts": self._sent, "rows": self.written}
+                try:
+                    filesystem.pipe_file(f"{base}/done-{self._writer}.json", json.dumps(marker).encode())
+                    return True
+                except Exception as error:  # reported below, after the last attempt
+                    log.warning("request log: writing the done marker to %s failed (%s)", self.upload_to, error)
+            if attempt + 1 < attempts:
+                time.sleep(pause_s)
+        log.error("request log: %d parts never reached %s", len(self._unsent), self.upload_to)
+        return False
 
 
 def merge_parts(directories: Path | list[Path], output: Path) -> int:
@@ -98,14 +143,31 @@ def merge_parts(directories: Path | list[Path], output: Path) -> int:
     return frame.height
 
 
-def take_uploaded_parts(url: str, into: Path) -> Path:
+@dataclass(frozen=True)
+class TakenParts:
+    directory: Path
+    writers_done: int
+    rows_reported: int
+
+
+def take_uploaded_parts(url: str, into: Path, *, writers: int = 0, wait_s: float = 0.0,
+                        poll_s: float = 1.0) -> TakenParts:
     """Copy the parts that ``RequestLogWriter(upload_to=url)`` writers uploaded into ``into``, then remove them
-    from ``url``; ``into`` is ready for :func:`merge_parts`."""
+    from ``url``. Waits up to ``wait_s`` for ``writers`` done markers first: a Locust master exits before its
+    workers have torn their sessions down and sent their last parts."""
     filesystem, base = fsspec.core.url_to_fs(url)
     base = base.rstrip("/")
+    deadline = time.monotonic() + wait_s
+    while True:
+        filesystem.invalidate_cache()
+        markers = filesystem.glob(f"{base}/done-*.json")
+        if len(markers) >= writers or time.monotonic() >= deadline:
+            break
+        time.sleep(poll_s)
+    rows = sum(json.loads(filesystem.cat_file(marker))["rows"] for marker in markers)
     into.mkdir(parents=True, exist_ok=True)
     for path in filesystem.glob(f"{base}/part-*.parquet"):
         filesystem.get_file(path, str(into / Path(path).name))
     if filesystem.exists(base):
         filesystem.rm(base, recursive=True)
-    return into
+    return TakenParts(into, len(markers), rows)

@@ -90,3 +90,19 @@ def test_a_new_script_counts_as_changed(tmp_path):
     (tmp_path / "scripts" / "extra.yaml").write_text(text)
     result = tick(tmp_path, baseline)
     assert [r.partition_key for r in result.run_requests] == ["extra"]  # no suite uses it yet
+
+
+def test_a_cluster_deployment_starts_only_kubernetes_suites(tmp_path, monkeypatch):
+    setup(tmp_path)
+    with (tmp_path / "suites.yaml").open("a") as suites:
+        suites.write("  - {name: smoke-pods, script: quick-session, users: 4, backend: kubernetes, "
+                     "kubernetes: {image: r/substrate-bench:1, store: gs://b/p}}\n")
+    baseline = tick(tmp_path, None).cursor
+    path = tmp_path / "scripts" / "quick-session.yaml"
+    path.write_text(path.read_text().replace("think: 700ms", "think: 900ms"))
+    monkeypatch.setenv("SUBSTRATE_BENCH_DEPLOYMENT", "cluster")
+    trials = [r for r in tick(tmp_path, baseline).run_requests if r.job_name == run_trial_job.name]
+    assert [r.partition_key.rsplit("-", 1)[0] for r in trials] == ["smoke-pods"]
+    monkeypatch.setenv("SUBSTRATE_BENCH_DEPLOYMENT", "workstation")
+    trials = [r for r in tick(tmp_path, baseline).run_requests if r.job_name == run_trial_job.name]
+    assert sorted(r.partition_key.rsplit("-", 1)[0] for r in trials) == ["smoke-a", "smoke-b", "smoke-pods"]

@@ -26,7 +26,7 @@ def suite_for(runtime: EmbeddedRuntime, store: str, workers: int) -> Suite:
                  backend="kubernetes", kubernetes={"image": "registry.example/substrate-bench:test", "store": store,
                                                    "control_endpoint": runtime.control_address,
                                                    "router_url": runtime.router_url, "locust_workers": workers,
-                                                   "cluster_facts": False})
+                                                   "cluster_facts": False, "control_tls": False})
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -58,6 +58,9 @@ def test_a_cluster_trial_lands_in_the_object_store(tmp_path, workers):
     manifest = read_json(local.trial_dir / "trial.json")
     assert manifest["backend"] == "kubernetes" and manifest["runtime"]["locust_workers"] == workers
     assert set(manifest["cluster_facts"].values()) == {None}  # discovery switched off: every key null
+    logs = (local.trial_dir / "logs.txt").read_text()
+    if workers:  # every worker's last part, sent after the master quit, made it into the trial
+        assert f"request log: {workers} of {workers} Locust workers sent all their parts" in logs
     requests = read_requests(local.trial_dir / "requests.parquet")
     assert requests.filter(pl.col("name") == "WakeFirstTouch").height == result.summary.wake_n
     assert sorted(requests.filter(pl.col("name") == "CreateActor")["session_id"].to_list()) == \

@@ -16,8 +16,11 @@ from substrate_assets.driver.kubernetes_pods import (
     driver_pod_spec,
     kubernetes_api,
     object_name,
+    own_pod_reference,
+    owned_by,
     pod_wait_timeout_s,
     support_objects,
+    trial_label,
     trial_manifests,
     worker_command,
 )
@@ -93,7 +96,8 @@ def test_the_driver_pod_is_what_pipes_k8s_client_submits():
     assert pod["metadata"]["labels"]["substrate-bench/role"] == "master"
     env = {item["name"] for item in pod["spec"]["containers"][0]["env"]}
     assert {"DAGSTER_PIPES_CONTEXT", "DAGSTER_PIPES_MESSAGES", "SUBSTRATE_BENCH_ROOT"} <= env
-    assert pod["spec"]["serviceAccountName"] == "benchmark-runner"
+    assert pod["spec"]["serviceAccountName"] == "benchmark-driver"
+    assert pod["spec"]["activeDeadlineSeconds"] == 30 * 60 + 1800  # the load stops even if nobody is left to stop it
 
 
 def test_workers_find_the_master_through_its_service():
@@ -105,6 +109,8 @@ def test_workers_find_the_master_through_its_service():
     master_labels = driver_pod(suite, TRIAL)["metadata"]["labels"]
     assert all(master_labels[key] == value for key, value in service["spec"]["selector"].items())
     assert [worker["metadata"]["labels"]["substrate-bench/role"] for worker in workers] == ["worker", "worker"]
+    assert workers[0]["spec"]["automountServiceAccountToken"] is False
+    assert workers[0]["spec"]["restartPolicy"] == "OnFailure"
     command = workers[0]["spec"]["containers"][0]["command"]
     assert command[:3] == ["locust", "-f", "/app/substrate_assets/driver/locustfile.py"]
     assert command[command.index("--master-host") + 1] == f"{service['metadata']['name']}.benchmarking.svc.cluster.local"
@@ -118,12 +124,25 @@ def test_pod_wait_timeout_is_explicit():
     assert pod_wait_timeout_s(cluster_suite(pod_wait_timeout_s=900)) == 900
 
 
-def test_names_stay_valid_and_distinct_for_long_trial_ids():
+def test_names_and_labels_stay_valid_and_distinct_for_long_trial_ids():
     trial = "a-very-long-suite-name-that-goes-on-and-on-for-a-while-20261130t101500z"
     names = {object_name(trial, role) for role in ("script", "master", "worker-0", "worker-1")}
     assert len(names) == 4
     assert all(len(name) <= 63 and RFC1123.fullmatch(name) for name in names)
     assert object_name(trial, "script") == object_name(trial, "script")
+    # Cut at 63 characters, two trials of a long suite one second apart would share a label.
+    later = trial.replace("101500z", "101501z")
+    assert trial_label(trial) != trial_label(later)
+    assert all(len(label) <= 63 and RFC1123.fullmatch(label) for label in (trial_label(trial), trial_label(later)))
+    assert trial_label(TRIAL) == TRIAL
+    suite = cluster_suite(locust_workers=1)
+    for manifest in trial_manifests(suite, "x" * 50 + "-" * 13 + "20261130t101500z", SCRIPT):
+        valid(manifest)
+
+
+def test_node_selector_keeps_the_load_off_the_nodes_under_test():
+    spec = driver_pod_spec(cluster_suite(node_selector={"pool": "load"}), TRIAL)
+    assert spec["nodeSelector"] == {"pool": "load"}
 
 
 @pytest.fixture
@@ -153,13 +172,33 @@ def test_objects_are_created_and_removed_through_the_client(cluster):
     assert deletes[0].query["labelSelector"] == [f"substrate-bench/trial={TRIAL},substrate-bench/role=worker"]
 
 
-def test_a_refused_call_is_reported(cluster):
+def test_a_refused_call_is_reported_and_the_other_deletions_still_tried(cluster):
     from kubernetes.client.exceptions import ApiException
 
     api = kubernetes_api(kubeconfig=cluster.kubeconfig)
     cluster.refused = {"DELETE": 403, "POST": 403}
-    with pytest.raises(ApiException) as raised:
-        delete_trial_objects(api, "benchmarking", TRIAL)
-    assert raised.value.status == 403
+    problems = delete_trial_objects(api, "benchmarking", TRIAL)
+    assert len(problems) == 3 and all(problem.startswith(f"trial {TRIAL}: could not delete") for problem in problems)
+    assert "403" in problems[0] and len([call for call in cluster.calls if call.method == "DELETE"]) == 3
     with pytest.raises(ApiException):
         create_objects(api, support_objects(cluster_suite(), TRIAL, SCRIPT))
+
+
+def test_objects_are_owned_by_the_run_pod_that_made_them(cluster, tmp_path, monkeypatch):
+    pod = tmp_path / "run-pod.json"
+    pod.write_text('{"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "dagster-run-abc", "namespace": '
+                   '"benchmarking", "uid": "0b6f1c2e-5d4a-4e8b-9c1d-2f3a4b5c6d7e"}}')
+    cluster.routes = {"/api/v1/namespaces/benchmarking/pods/dagster-run-abc": (200, str(pod))}
+    namespace_file = tmp_path / "namespace"
+    namespace_file.write_text("benchmarking\n")
+    api = kubernetes_api(kubeconfig=cluster.kubeconfig)
+    assert own_pod_reference(api, "benchmarking", str(namespace_file)) is None  # not in a pod
+    monkeypatch.setenv("HOSTNAME", "dagster-run-abc")
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    owner = own_pod_reference(api, "benchmarking", str(namespace_file))
+    assert owner == {"apiVersion": "v1", "kind": "Pod", "name": "dagster-run-abc",
+                     "uid": "0b6f1c2e-5d4a-4e8b-9c1d-2f3a4b5c6d7e"}
+    assert own_pod_reference(api, "elsewhere", str(namespace_file)) is None  # owners share the namespace
+    for manifest in owned_by(support_objects(cluster_suite(locust_workers=1), TRIAL, SCRIPT), owner):
+        assert manifest["metadata"]["ownerReferences"] == [owner]
+        valid(manifest)

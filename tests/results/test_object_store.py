@@ -5,6 +5,7 @@ request-log parts handed from workers to the master — through s3fs against mot
 import filecmp
 import json
 import os
+import time
 from pathlib import Path
 
 import fsspec
@@ -12,7 +13,15 @@ import pytest
 from moto.server import ThreadedMotoServer
 from s3fs import S3FileSystem
 
-from substrate_assets.results.importer import UPLOADING, fetch_trial, find_runs, import_runs, upload_trial
+from substrate_assets.results.importer import (
+    UPLOADING,
+    UploadInProgress,
+    fetch_trial,
+    find_runs,
+    import_run,
+    import_runs,
+    upload_trial,
+)
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts, take_uploaded_parts
 
@@ -78,6 +87,13 @@ def test_a_half_uploaded_trial_is_not_taken_for_a_whole_one(s3, tmp_path):
     assert find_runs(f"{BUCKET}/store")[1] == []
     with pytest.raises(FileNotFoundError, match="still being uploaded"):
         fetch_trial(f"{BUCKET}/store", KEY, RunStore(tmp_path / "mirror"))
+    filesystem, [] = find_runs(f"{BUCKET}/store")
+    # An upload that starts after the runs were listed is caught when the run is copied.
+    with pytest.raises(UploadInProgress):
+        import_run(filesystem, target, RunStore(tmp_path / "mirror"))
+    assert not RunStore(tmp_path / "mirror").trial_dir(KEY).exists()
+    with pytest.raises(FileExistsError, match="cut short"):
+        upload_trial(native_trial(tmp_path / "again"), f"{BUCKET}/store", KEY)
 
 
 def test_upstream_runs_import_from_s3_as_from_disk(s3, tmp_path):
@@ -91,16 +107,51 @@ def test_upstream_runs_import_from_s3_as_from_disk(s3, tmp_path):
     assert all(not run.copied for run in import_runs(f"{BUCKET}/upstream", RunStore(tmp_path / "a")))
 
 
+def write_requests(writer: RequestLogWriter, worker: int, count: int = 3) -> None:
+    for index in range(count):
+        writer.append(RequestRecord(ts=1795132800.0 + index, request_type="HTTP", name="WakeFirstTouch",
+                                    latency_ms=80.0 + worker, response_time_ms=80, response_length=10,
+                                    success=True, session_id=f"w{worker}"))
+
+
 def test_workers_request_log_parts_reach_the_master(s3, tmp_path):
     staging = f"{BUCKET}/store/.staging/{KEY.trial_id}"
     for worker in range(2):
         writer = RequestLogWriter(tmp_path / f"worker-{worker}", upload_to=staging)
-        for index in range(3):
-            writer.append(RequestRecord(ts=1795132800.0 + index, request_type="HTTP", name="WakeFirstTouch",
-                                        latency_ms=80.0 + worker, response_time_ms=80, response_length=10,
-                                        success=True, session_id=f"w{worker}"))
+        write_requests(writer, worker)
         writer.flush()
-    parts = take_uploaded_parts(staging, tmp_path / "master")
-    assert len(list(parts.glob("part-*.parquet"))) == 2
+        write_requests(writer, worker, 2)  # the teardown's rows, after the master has quit
+        assert writer.finish()
+    taken = take_uploaded_parts(staging, tmp_path / "master", writers=2, wait_s=5)
+    assert (taken.writers_done, taken.rows_reported) == (2, 10)
+    assert len(list(taken.directory.glob("part-*.parquet"))) == 4
     assert not s3.exists(staging.removeprefix("s3://"))  # taken in, not left behind
-    assert merge_parts(parts, tmp_path / "requests.parquet") == 6
+    assert merge_parts(taken.directory, tmp_path / "requests.parquet") == 10
+
+
+def test_the_master_waits_for_late_workers_and_says_who_is_missing(s3, tmp_path):
+    staging = f"{BUCKET}/store/.staging/late"
+    writer = RequestLogWriter(tmp_path / "worker", upload_to=staging)
+    write_requests(writer, 0)
+    writer.flush()  # a part, but no done marker: this worker never finished
+    started = time.monotonic()
+    taken = take_uploaded_parts(staging, tmp_path / "master", writers=1, wait_s=1.5, poll_s=0.25)
+    assert time.monotonic() - started >= 1.5
+    assert (taken.writers_done, taken.rows_reported) == (0, 0)
+    assert len(list(taken.directory.glob("part-*.parquet"))) == 1  # what did arrive is kept
+
+
+def test_a_part_the_store_refused_is_sent_at_the_next_flush(s3, tmp_path, caplog):
+    staging = "s3://flaky-bucket/stage"
+    writer = RequestLogWriter(tmp_path / "worker", upload_to=staging)
+    s3.rm("flaky-bucket", recursive=True)  # the store refuses (NoSuchBucket) for a while
+    s3.invalidate_cache()
+    write_requests(writer, 0)
+    writer.flush()  # logged, kept, not raised: the worker's flushing goes on
+    assert "trying again at the next flush" in caplog.text
+    s3.mkdir("flaky-bucket")
+    write_requests(writer, 0, 1)
+    assert writer.finish()
+    taken = take_uploaded_parts(staging, tmp_path / "master", writers=1)
+    assert taken.rows_reported == 4 and merge_parts(taken.directory, tmp_path / "requests.parquet") == 4
+    assert len(list(taken.directory.glob("part-*.parquet"))) == 2

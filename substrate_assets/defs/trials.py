@@ -3,7 +3,6 @@
 import sys
 
 import dagster as dg
-import fsspec
 from dagster_k8s import PipesK8sClient
 
 from substrate_assets.defs.partitions import trial_partitions
@@ -22,7 +21,7 @@ from substrate_assets.driver.kubernetes_pods import (
     support_objects,
 )
 from substrate_assets.project import project_root, warehouse_enabled
-from substrate_assets.results.importer import fetch_trial
+from substrate_assets.results.importer import already_stored, fetch_trial
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.suites import Suite, SuiteError
 from substrate_assets.workload import ScriptError
@@ -82,9 +81,9 @@ def _run_on_kubernetes(context: dg.AssetExecutionContext, client: PipesK8sClient
     Service and worker pods) around it; then the trial is mirrored from the object store for loading."""
     settings = settings_of(suite)
     api = kubernetes_api()
-    filesystem, base = fsspec.core.url_to_fs(settings.store)
-    if filesystem.exists(f"{base.rstrip('/')}/{key.relative_path}"):
-        raise dg.Failure(f"trial {key.trial_id} already exists in {settings.store}; results are never rewritten")
+    refusal = already_stored(settings.store, key)
+    if refusal is not None:
+        raise dg.Failure(refusal)
     owner = own_pod_reference(api, settings.namespace)
     objects = owned_by(support_objects(suite, key.trial_id, script_text), owner)
     context.log.info(f"submitting {len(objects)} objects to namespace {settings.namespace} for trial {key.trial_id}")

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from substrate_assets.driver.kubernetes_pods import MASTER_PORT, request_log_url, settings_of
 from substrate_assets.driver.outputs import (
@@ -24,6 +23,7 @@ from substrate_assets.driver.outputs import (
     TrialRecord,
     collect_locust_outputs,
     locust_command,
+    progress_reporter,
     write_trial_files,
 )
 from substrate_assets.driver.trial import TrialResult, drive_locust, server_summary
@@ -59,20 +59,17 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
     workers = settings.locust_workers
     notes = [f"trial {key.trial_id}: suite {suite.name}, script {loaded.script.name} (sha256 {loaded.sha256[:12]}), "
              f"backend kubernetes, {workers} Locust worker pods"]
-    extra = ["--control-tls"] if settings.control_tls else []
+    extra = []
     if workers:
         extra += ["--master", "--expect-workers", str(workers), "--expect-workers-max-wait",
                   str(settings.workers_wait_s), "--master-bind-host", master_bind_host,
                   "--master-bind-port", str(MASTER_PORT)]
-    command = locust_command(suite, loaded.path, work, settings.control_endpoint, settings.router_url, extra)
+    command = locust_command(suite, loaded.path, work, settings.control_endpoint, settings.router_url, extra,
+                             control_tls=settings.control_tls)
     notes.append("locust: " + " ".join(command))
     facts = (discovery or Discovery(enabled=settings.cluster_facts)).facts()
     clock = time.monotonic()
-
-    def report(phase: str, at: float, **figures: Any) -> None:
-        if on_progress is not None:
-            on_progress(Progress(phase, time.monotonic() - at, suite.duration_s, **figures))
-
+    report = progress_reporter(on_progress, suite.duration_s)
     try:
         report("starting", clock)
         exit_code, interrupted = drive_locust(command, work, suite, clock, report)

@@ -18,6 +18,7 @@ import logging
 import re
 from typing import Any
 
+from substrate_assets.driver.outputs import session_options
 from substrate_assets.suites import KubernetesSettings, Suite
 
 log = logging.getLogger(__name__)
@@ -145,13 +146,9 @@ def worker_command(suite: Suite, trial_id: str, *, locustfile: str = LOCUSTFILE,
     settings = settings_of(suite)
     return ["locust", "-f", locustfile, "--worker", "--master-host", master or master_host(trial_id, settings),
             "--master-port", str(MASTER_PORT), "--loglevel", "INFO",
-            "--agentsession-script-file", script_file,
-            "--agentsession-think-scale", f"{suite.think_scale:g}",
-            "--lifecycle-mode", suite.lifecycle_mode, "--resume-mode", suite.resume_mode,
-            "--control-endpoint", settings.control_endpoint, "--router-url", settings.router_url,
-            "--atespace", "benchmark", "--request-log-dir", request_log_dir,
-            "--request-log-upload", request_log_url(settings, trial_id),
-            *(["--control-tls"] if settings.control_tls else [])]
+            *session_options(suite, script_file, settings.control_endpoint, settings.router_url, request_log_dir,
+                             settings.control_tls),
+            "--request-log-upload", request_log_url(settings, trial_id)]
 
 
 def request_log_url(settings: KubernetesSettings, trial_id: str) -> str:

@@ -8,6 +8,8 @@ import os
 import platform
 import socket
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
@@ -40,19 +42,35 @@ class Progress:
     running_actors: int | None = None
 
 
+def session_options(suite: Suite, script_file: str, control_endpoint: str, router_url: str, request_log_dir: str,
+                    control_tls: bool = False) -> list[str]:
+    """The locustfile's options for ``suite``'s sessions: the same for a lone Locust, a master and its workers."""
+    return ["--agentsession-script-file", script_file, "--agentsession-think-scale", f"{suite.think_scale:g}",
+            "--lifecycle-mode", suite.lifecycle_mode, "--resume-mode", suite.resume_mode,
+            "--control-endpoint", control_endpoint, "--router-url", router_url, "--atespace", ATESPACE,
+            "--request-log-dir", request_log_dir, *(["--control-tls"] if control_tls else [])]
+
+
 def locust_command(suite: Suite, script_file: Path, work: Path, control_endpoint: str, router_url: str,
-                   extra: list[str] | None = None) -> list[str]:
+                   extra: list[str] | None = None, control_tls: bool = False) -> list[str]:
     """Locust headless with AgentSessionUser, writing its CSVs and the request log into ``work``."""
     return [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
         "-u", str(suite.users), "-r", f"{suite.spawn_rate:g}", "-t", f"{suite.duration_s}s",
         "--csv", str(work / "locust"), "--loglevel", "INFO",
-        "--agentsession-script-file", str(script_file),
-        "--agentsession-think-scale", f"{suite.think_scale:g}",
-        "--lifecycle-mode", suite.lifecycle_mode, "--resume-mode", suite.resume_mode,
-        "--control-endpoint", control_endpoint, "--router-url", router_url,
-        "--atespace", ATESPACE, "--request-log-dir", str(work / "requests"), *(extra or []),
+        *session_options(suite, str(script_file), control_endpoint, router_url, str(work / "requests"), control_tls),
+        *(extra or []),
     ]
+
+
+def progress_reporter(on_progress: Callable[[Progress], None] | None, duration_s: int) -> Callable[..., None]:
+    """``report(phase, clock, **figures)``: a Progress since ``clock`` (monotonic) to ``on_progress``, if any."""
+
+    def report(phase: str, clock: float, **figures: Any) -> None:
+        if on_progress is not None:
+            on_progress(Progress(phase, time.monotonic() - clock, duration_s, **figures))
+
+    return report
 
 
 def versions() -> dict[str, str | None]:

@@ -29,6 +29,7 @@ from substrate_assets.driver.outputs import (
     TrialRecord,
     collect_locust_outputs,
     locust_command,
+    progress_reporter,
     write_trial_files,
 )
 from substrate_assets.driver.samples import Sampler
@@ -140,11 +141,7 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
                         f"(sha256 {loaded.sha256[:12]}), backend local"]
     config = RuntimeConfig(workers=suite.workers, actors_per_worker=suite.actors_per_worker,
                            actor_memory=suite.actor_memory_bytes, **(runtime_overrides or {}))
-
-    def report(phase: str, clock: float, **figures: Any) -> None:
-        if on_progress is not None:
-            on_progress(Progress(phase, time.monotonic() - clock, suite.duration_s, **figures))
-
+    report = progress_reporter(on_progress, suite.duration_s)
     facts = local_cluster_facts(config.workers, config.actors_per_worker)
     sampler = Sampler()
     clock = time.monotonic()

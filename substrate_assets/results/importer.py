@@ -101,6 +101,16 @@ def fetch_trial(store_url: str, key: TrialKey, store: RunStore) -> ImportedRun:
     return import_run(filesystem, source, store)
 
 
+def already_stored(store_url: str, key: TrialKey) -> str | None:
+    """Why a trial cannot be written to ``store_url`` (it is there, whole or cut short), or None."""
+    filesystem, base = fsspec.core.url_to_fs(store_url)
+    target = f"{base.rstrip('/')}/{key.relative_path}"
+    if not filesystem.exists(target):
+        return None
+    partial = " (an upload cut short: it holds .uploading)" if filesystem.exists(f"{target}/{UPLOADING}") else ""
+    return f"trial {key.trial_id} already exists in {store_url}{partial}; results are never rewritten"
+
+
 def upload_trial(directory: Path, store_url: str, key: TrialKey) -> str:
     """Write a finished trial directory to an object-store run store.
 
@@ -108,12 +118,11 @@ def upload_trial(directory: Path, store_url: str, key: TrialKey) -> str:
     marker is removed: a reader skips a directory with the marker or without ``trial.json``, so it
     never takes a half-uploaded trial for a whole one. An existing trial is never overwritten.
     """
+    refusal = already_stored(store_url, key)
+    if refusal is not None:
+        raise FileExistsError(refusal)
     filesystem, base = fsspec.core.url_to_fs(store_url)
     target = f"{base.rstrip('/')}/{key.relative_path}"
-    if filesystem.exists(target):
-        partial = " (an upload cut short: it holds .uploading)" if filesystem.exists(f"{target}/{UPLOADING}") else ""
-        raise FileExistsError(f"trial {key.trial_id} already exists in {store_url}{partial}; results are never "
-                              "rewritten")
     files = sorted(path for path in directory.iterdir() if path.is_file())
     filesystem.makedirs(target, exist_ok=True)
     filesystem.pipe_file(f"{target}/{UPLOADING}", f"{key.trial_id}\n".encode())

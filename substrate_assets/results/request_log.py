@@ -66,8 +66,9 @@ class RequestLogWriter:
         self._sent: list[str] = []
         self.written = 0
         self.last_flush = time.monotonic()
-        if self.upload_to is not None:
-            filesystem, base = fsspec.core.url_to_fs(self.upload_to)
+        self._store = fsspec.core.url_to_fs(self.upload_to) if self.upload_to is not None else None
+        if self._store is not None:
+            filesystem, base = self._store
             filesystem.makedirs(base, exist_ok=True)
 
     def append(self, record: RequestRecord) -> None:
@@ -87,16 +88,16 @@ class RequestLogWriter:
             with atomic_path(path) as partial:
                 frame.write_parquet(partial)
             self.written += len(rows)
-            if self.upload_to is not None:
+            if self._store is not None:
                 self._unsent.append(path)
         self._upload()
         return path
 
     def _upload(self) -> bool:
         """Send every part not sent yet (one object per part: whole or absent); False if some could not be."""
-        if self.upload_to is None:
+        if self._store is None:
             return True
-        filesystem, base = fsspec.core.url_to_fs(self.upload_to)
+        filesystem, base = self._store
         while self._unsent:
             path = self._unsent[0]
             try:
@@ -112,11 +113,11 @@ class RequestLogWriter:
         """The last flush; with ``upload_to``, every part sent and then the ``done`` marker. False if the
         store kept refusing."""
         self.flush()
-        if self.upload_to is None:
+        if self._store is None:
             return True
+        filesystem, base = self._store
         for attempt in range(attempts):
             if self._upload():
-                filesystem, base = fsspec.core.url_to_fs(self.upload_to)
                 marker = {"writer": self._writer, "parts": self._sent, "rows": self.written}
                 try:
                     filesystem.pipe_file(f"{base}/done-{self._writer}.json", json.dumps(marker).encode())

@@ -3,14 +3,7 @@
 -- Locust's own percentiles.
 SELECT
     trial_id,
-    CAST(
-        CASE
-            WHEN latency_ms < 100 THEN round_even(latency_ms, 0)
-            WHEN latency_ms < 1000 THEN round_even(latency_ms, -1)
-            WHEN latency_ms < 10000 THEN round_even(latency_ms, -2)
-            ELSE round_even(latency_ms, -3)
-        END AS BIGINT
-    ) AS bucket_ms,
+    locust_bucket(latency_ms) AS bucket_ms,
     count(*) AS count
 FROM request_samples
 WHERE name = 'WakeFirstTouch' AND success

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from substrate_assets.analysis.percentiles import summarize
+from substrate_assets.analysis.statistics import summarize
 from substrate_assets.results.readers import read_requests
 
 

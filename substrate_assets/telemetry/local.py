@@ -14,7 +14,8 @@ from typing import Any
 
 import polars as pl
 
-from substrate_assets.telemetry.summary import PSI_RESOURCES, percentile_stats
+from substrate_assets.analysis.statistics import percentile_stats
+from substrate_assets.telemetry.summary import PSI_RESOURCES
 
 MiB = 1 << 20
 

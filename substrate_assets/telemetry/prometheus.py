@@ -24,7 +24,8 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from substrate_assets.telemetry.summary import PSI_RESOURCES, percentile_stats
+from substrate_assets.analysis.statistics import percentile_stats
+from substrate_assets.telemetry.summary import PSI_RESOURCES
 
 log = logging.getLogger(__name__)
 

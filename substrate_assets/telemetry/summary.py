@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
 from typing import Any
 
-STATS = ("min", "p50", "p90", "p95", "p99", "max", "avg")
+from substrate_assets.analysis.statistics import percentile_stats
+
 PSI_RESOURCES = (("cpu", "cpu"), ("mem", "memory"), ("io", "io"))  # (key, /proc/pressure file)
 SNAPSHOT_KEYS = ("size_p50_mb", "size_p90_mb", "size_p95_mb", "size_p99_mb", "size_avg_mb", "checkpoints_in_window",
                  "checkpoints_cumulative", "restore_p50_s", "restore_p90_s", "restore_p95_s", "restore_p99_s",
@@ -28,23 +28,6 @@ def _flat_keys() -> tuple[str, ...]:
 
 
 FLAT_KEYS = _flat_keys()
-
-
-def percentile_stats(values: Iterable[float | None]) -> dict[str, float | None]:
-    """min, p50, p90, p95, p99, max, avg at 4 dp, floor-index; NaN and ±Inf dropped; empty → all null."""
-    ordered = sorted(v for v in values if v is not None and math.isfinite(v))
-    if not ordered:
-        return dict.fromkeys(STATS)
-    n = len(ordered)
-    return {
-        "min": round(ordered[0], 4),
-        "p50": round(ordered[min(n * 50 // 100, n - 1)], 4),
-        "p90": round(ordered[min(n * 90 // 100, n - 1)], 4),
-        "p95": round(ordered[min(n * 95 // 100, n - 1)], 4),
-        "p99": round(ordered[min(n * 99 // 100, n - 1)], 4),
-        "max": round(ordered[-1], 4),
-        "avg": round(sum(ordered) / n, 4),
-    }
 
 
 def _text(value: Any) -> str | None:

@@ -1,11 +1,12 @@
 """Connections to the warehouse file, with the functions every model may call.
 
-- ``py_round(x, digits)``: Python's ``round``, which the reference's figures use
-  (half-to-even on the exact binary value; DuckDB's own ``round`` rounds half
-  away from zero, so ``round(0.125, 2)`` would differ).
-- ``floor_index(values, permille)``: the reference percentile,
-  ``sorted[min(floor(n * permille / 1000), n - 1)]``, in integer arithmetic;
-  null for an empty list.
+They are :mod:`substrate_assets.analysis.statistics` in SQL, and a property test keeps each equal to its
+Python original:
+
+- ``py_round(x, digits)``: the reference's rounding (Python's ``round``; DuckDB's own ``round`` goes half away
+  from zero, so ``round(0.125, 2)`` would differ). A Python function, so it *is* the original.
+- ``floor_index(values, permille)``: the floor-index percentile, in integer arithmetic; null for an empty list.
+- ``locust_bucket(ms)``: the response time Locust files ``ms`` under in its histogram.
 """
 
 from __future__ import annotations
@@ -17,22 +18,28 @@ from pathlib import Path
 
 import duckdb
 
-FLOOR_INDEX = """
+from substrate_assets.analysis.statistics import reference_round
+
+MACROS = ("""
 CREATE OR REPLACE TEMP MACRO floor_index(vals, permille) AS
     CASE WHEN vals IS NULL OR len(vals) = 0 THEN NULL
          ELSE list_sort(vals)[least((len(vals) * permille) // 1000, len(vals) - 1) + 1] END
-"""
-
-
-def _py_round(value: float, digits: int) -> float:
-    return round(value, digits)
+""", """
+CREATE OR REPLACE TEMP MACRO locust_bucket(ms) AS
+    CAST(CASE WHEN ms < 100 THEN round_even(ms, 0)
+              WHEN ms < 1000 THEN round_even(ms, -1)
+              WHEN ms < 10000 THEN round_even(ms, -2)
+              ELSE round_even(ms, -3) END AS BIGINT)
+""")
 
 
 def prepare(connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Register the warehouse's functions on ``connection`` (idempotent)."""
     with contextlib.suppress(duckdb.CatalogException):  # already registered on this connection
-        connection.create_function("py_round", _py_round, ["DOUBLE", "INTEGER"], "DOUBLE", side_effects=False)
-    connection.execute(FLOOR_INDEX)
+        connection.create_function("py_round", reference_round, ["DOUBLE", "INTEGER"], "DOUBLE",
+                                   side_effects=False)
+    for macro in MACROS:
+        connection.execute(macro)
     return connection
 
 

@@ -24,10 +24,11 @@ sys.path.insert(0, str(ROOT))
 
 from substrate_assets.results.layout import RunStore, TrialKey  # noqa: E402
 from substrate_assets.results.readers import REQUESTS_SCHEMA  # noqa: E402
-from substrate_assets.telemetry.summary import FLAT_KEYS  # noqa: E402
+from substrate_assets.results.server_summary import FLAT_KEYS  # noqa: E402
+from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
 from substrate_assets.warehouse.connection import connect  # noqa: E402
 from substrate_assets.warehouse.models import build_all, discover  # noqa: E402
-from substrate_assets.warehouse.raw import TrialFiles, load_trials  # noqa: E402
+from substrate_assets.warehouse.raw import load_trials  # noqa: E402
 from substrate_assets.warehouse.rebuild import rebuild  # noqa: E402
 
 HEADER = ("Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,"
@@ -97,7 +98,7 @@ def main() -> None:
             write_trial(extra, 10_000 + size, args.samples, rng)
             started = time.perf_counter()
             with connect(warehouse) as connection:
-                load_trials(connection, [TrialFiles(extra.trial_dirs()[0])])
+                load_trials(connection, [TrialDirectory(extra.trial_dirs()[0])])
                 build_all(connection, discover(ROOT / "dbt_like_sql"))
             incremental = time.perf_counter() - started
             print(f"{size:>7} {result.raw_rows['request_samples']:>16} {seconds:>10.2f} "

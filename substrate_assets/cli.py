@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from substrate_assets.project import scripts_directory
+from substrate_assets.results.trial_directory import SERVER_SUMMARY_JSON, STATS_HISTORY_CSV
 from substrate_assets.workload import ScriptError, ScriptFile, ScriptLibrary, load_script_file, summarize
 from substrate_assets.workload.duration import format_duration
 from substrate_assets.workload.library import SCRIPT_SUFFIXES, display_path
@@ -176,7 +177,6 @@ def _trial_suite(suite_name: str, changes: dict[str, Any], backend: str | None,
 def _print_manifests(suite: Any) -> None:
     """The objects a kubernetes trial of ``suite`` would submit, as a multi-document YAML stream."""
     from substrate_assets.driver.kubernetes_pods import trial_manifests
-    from substrate_assets.driver.trial import propose_trial_key
     from substrate_assets.project import store_directory
     from substrate_assets.results.layout import RunStore
 
@@ -186,7 +186,7 @@ def _print_manifests(suite: Any) -> None:
         for problem in error.problems:
             click.echo(str(problem), err=True)
         sys.exit(1)
-    key = propose_trial_key(RunStore(store_directory()), suite)
+    key = RunStore(store_directory()).propose_key(suite.name, suite.tag)
     click.echo(f"# trial {key.trial_id}: what `substrate-bench run {suite.name}` would submit to namespace "
                f"{suite.kubernetes.namespace} (the driver pod through Dagster's PipesK8sClient)")
     click.echo(yaml.dump_all(trial_manifests(suite, key.trial_id, script.text), Dumper=_ManifestDumper,
@@ -445,10 +445,10 @@ def ui(port: int) -> None:
 @click.option("--start", "start_ts", type=int, required=True, help="Run start, Unix seconds.")
 @click.option("--end", "end_ts", type=int, required=True, help="Run end, Unix seconds.")
 @click.option("--stats-history", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="The run's stats_history.csv (its user counts give the steady-state window).")
+              help=f"The run's {STATS_HISTORY_CSV} (its user counts give the steady-state window).")
 @click.option("--lag-s", type=click.IntRange(min=0), default=70, show_default=True,
               help="atelet export lag: snapshot reads are taken lag/2 late; waits until end + lag.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write server_summary.json here.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help=f"Also write {SERVER_SUMMARY_JSON} here.")
 @click.option("--test-name", default="", help="metadata.test_name")
 @click.option("--tag", default="", help="metadata.tag")
 def telemetry(prometheus_url: str, start_ts: int, end_ts: int, stats_history: Path, lag_s: int, out: Path | None,
@@ -458,8 +458,8 @@ def telemetry(prometheus_url: str, start_ts: int, end_ts: int, stats_history: Pa
     from datetime import UTC, datetime
 
     from substrate_assets.results.atomic import write_json
+    from substrate_assets.results.server_summary import flatten
     from substrate_assets.telemetry.prometheus import harvest_server_summary
-    from substrate_assets.telemetry.summary import flatten
     from substrate_assets.telemetry.window import window_from_history
 
     steady = window_from_history(stats_history, start_ts, end_ts)

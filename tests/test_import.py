@@ -14,9 +14,10 @@ import pytest
 from substrate_assets.results.importer import import_runs
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.readers import read_stats_jsonl
+from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import build_all, discover
-from substrate_assets.warehouse.raw import TrialFiles, load_trials
+from substrate_assets.warehouse.raw import load_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM = ROOT / "tests" / "data" / "upstream_runs"
@@ -57,7 +58,7 @@ def loaded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("import")
     runs = import_runs(str(UPSTREAM), RunStore(tmp / "store"))
     with connect(tmp / "w.duckdb") as connection:
-        load_trials(connection, [TrialFiles(run.trial_dir) for run in runs])
+        load_trials(connection, [TrialDirectory(run.trial_dir) for run in runs])
         build_all(connection, discover(ROOT / "dbt_like_sql"))
         yield connection, {run.trial_id: run for run in runs}
 

@@ -13,13 +13,13 @@ from substrate_assets.defs.models import mart_assets
 from substrate_assets.defs.raw import raw_assets
 from substrate_assets.defs.scripts import SCRIPT_IS_VALID, workload_script
 from substrate_assets.defs.trials import trial_run
-from substrate_assets.driver.trial import propose_trial_key
 from substrate_assets.results.importer import ImportedRun, import_runs
 from substrate_assets.results.layout import RunStore
+from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.suites import Suite
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import build_all, discover, models_directory
-from substrate_assets.warehouse.raw import RAW_TABLES, TrialFiles, load_trials
+from substrate_assets.warehouse.raw import RAW_TABLES, load_trials
 
 INFO_LOGS = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 
@@ -67,7 +67,7 @@ def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance) -> Jo
     """Register a new trial partition, then materialize the whole graph for it."""
     runs = [validate_script(suite, instance)]
     taken = set(instance.get_dynamic_partitions("trial"))
-    key = propose_trial_key(store, suite, taken)
+    key = store.propose_key(suite.name, suite.tag, taken)
     instance.add_dynamic_partitions("trial", [key.trial_id])
     result = _materialize([trial_run, *raw_assets, *mart_assets], instance, key.trial_id,
                           f"trial {key.trial_id}")
@@ -102,7 +102,7 @@ def import_upstream(root: str, store: RunStore, warehouse: Path, instance: dg.Da
     trial_ids = [run.trial_id for run in runs]
     instance.add_dynamic_partitions("trial", trial_ids)
     with connect(warehouse) as connection:
-        trials = [TrialFiles(run.trial_dir) for run in runs]
+        trials = [TrialDirectory(run.trial_dir) for run in runs]
         counts = load_trials(connection, trials)
         built = build_all(connection, discover(models_directory()))
     for run in runs:

@@ -9,34 +9,17 @@ figures come back as the materialization's metadata and the ``trial_completed`` 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
-from dagster_pipes import PipesContext, open_dagster_pipes
+from dagster_pipes import open_dagster_pipes
 
 from substrate_assets.driver.cluster_trial import run_cluster_trial
 from substrate_assets.driver.kubernetes_pods import SCRIPT_FILE
-from substrate_assets.driver.trial import Progress, run_local_trial
+from substrate_assets.driver.progress import log_lines
+from substrate_assets.driver.trial import run_local_trial
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.suites import Suite
 from substrate_assets.workload import ScriptLibrary
-
-PROGRESS_EVERY_S = 10.0
-
-
-def _progress_logger(pipes: PipesContext) -> object:
-    last = [-PROGRESS_EVERY_S]
-
-    def log(progress: Progress) -> None:
-        now = time.monotonic()
-        if progress.phase != "running" or now - last[0] >= PROGRESS_EVERY_S:
-            last[0] = now
-            remaining = max(progress.duration_s - progress.elapsed_s, 0)
-            pipes.log.info(f"{progress.phase}: {progress.elapsed_s:.0f}s elapsed, {remaining:.0f}s left; users "
-                           f"{progress.users}, requests {progress.requests}, failures {progress.failures}, "
-                           f"running actors {progress.running_actors}")
-
-    return log
 
 
 def main() -> None:
@@ -47,11 +30,11 @@ def main() -> None:
         pipes.log.info(f"trial {trial_id}: suite {suite.name} ({suite.users} users, {suite.duration}, think scale "
                        f"{suite.think_scale:g}) on the {suite.backend} backend")
         if suite.backend == "kubernetes":
-            result = run_cluster_trial(suite, key, Path(SCRIPT_FILE), on_progress=_progress_logger(pipes))
+            result = run_cluster_trial(suite, key, Path(SCRIPT_FILE), on_progress=log_lines(pipes.log.info))
         else:
             result = run_local_trial(suite, RunStore(Path(pipes.get_extra("store"))),
                                      ScriptLibrary(Path(pipes.get_extra("scripts"))),
-                                     on_progress=_progress_logger(pipes), key=key)
+                                     on_progress=log_lines(pipes.log.info), key=key)
         summary = result.summary
         pipes.log.info(f"trial {trial_id} written to {result.trial_dir}: WakeFirstTouch p50 {summary.wake_p50_ms} "
                        f"ms, p99 {summary.wake_p99_ms} ms, {summary.steps_completed} steps, {summary.failures} "

@@ -6,8 +6,9 @@ from substrate_assets.defs.metadata import table_metadata
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import RunStoreResource, WarehouseResource
 from substrate_assets.defs.trials import trial_run
+from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.models import describe_table
-from substrate_assets.warehouse.raw import RAW_TABLES, RawTable, TrialFiles, load_table
+from substrate_assets.warehouse.raw import RAW_TABLES, RawTable, load_table
 
 
 def _raw_asset(table: RawTable) -> dg.AssetsDefinition:
@@ -29,7 +30,7 @@ def _raw_asset(table: RawTable) -> dg.AssetsDefinition:
         except FileNotFoundError as error:
             raise dg.Failure(str(error)) from None
         with warehouse.connect() as connection:
-            frame = load_table(connection, table.name, TrialFiles(directory))
+            frame = load_table(connection, table.name, TrialDirectory(directory))
             built = describe_table(connection, table.name, preview_rows=0)
         preview = frame.head(10)
         return dg.MaterializeResult(metadata={

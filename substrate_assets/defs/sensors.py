@@ -2,7 +2,6 @@
 
 import hashlib
 import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -13,8 +12,7 @@ from substrate_assets.defs.resources import RunStoreResource, ScriptLibraryResou
 from substrate_assets.defs.scripts import workload_script
 from substrate_assets.defs.trials import trial_run
 from substrate_assets.project import warehouse_enabled
-from substrate_assets.results.layout import TrialKey
-from substrate_assets.suites import SuiteError, load_suites
+from substrate_assets.suites import Suite, SuiteError, load_suites
 from substrate_assets.workload import ScriptError
 
 TRIAL_ASSETS = [trial_run, *(raw_assets if warehouse_enabled() else [])]
@@ -47,11 +45,11 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
             f"recorded {len(current)} scripts as the baseline; edits from now on start trials"))
     known: dict[str, str] = json.loads(context.cursor)
     try:
-        by_script: dict[str, list[str]] = {}
+        by_script: dict[str, list[Suite]] = {}
         for suite in load_suites(Path(suites.path)).values():
             if suite.backend == "local" and not warehouse_enabled():
                 continue  # a cluster deployment has no embedded runtime to run it on
-            by_script.setdefault(suite.script, []).append(suite.name)
+            by_script.setdefault(suite.script, []).append(suite)
     except SuiteError as error:
         return dg.SkipReason(f"suites.yaml is invalid, nothing started:\n{error}")
 
@@ -60,8 +58,8 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
     runs: list[dg.RunRequest] = []
     scripts_added: list[str] = []
     trials_added: list[str] = []
-    stamp = datetime.now(UTC).strftime("%Y%m%dt%H%M%Sz")
     store = run_store.store()
+    taken = set(context.instance.get_dynamic_partitions(trial_partitions.name))
     for name, sha in sorted(current.items()):
         if known.get(name) == sha:
             continue
@@ -74,11 +72,9 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
         scripts_added.append(name)
         runs.append(dg.RunRequest(partition_key=name, job_name=validate_script_job.name, run_key=f"{name}:{sha}",
                                   tags={"substrate/script_sha256": sha}))
-        for suite_name in sorted(by_script.get(name, [])):
-            trial_id = f"{suite_name}-{stamp}"
-            if any(path.name.startswith(f"run_ts={TrialKey.from_trial_id(trial_id, '').run_ts}")
-                   for path in (store.root / "runs" / suite_name).glob("run_date=*/run_ts=*")):
-                continue  # a trial of this suite already started this second
+        for suite in sorted(by_script.get(name, []), key=lambda suite: suite.name):
+            trial_id = store.propose_key(suite.name, suite.tag, taken).trial_id
+            taken.add(trial_id)
             trials_added.append(trial_id)
             runs.append(dg.RunRequest(partition_key=trial_id, job_name=run_trial_job.name, run_key=f"{trial_id}:{sha}",
                                       tags={"substrate/script": name, "substrate/script_sha256": sha}))

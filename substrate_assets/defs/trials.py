@@ -22,7 +22,7 @@ from substrate_assets.driver.kubernetes_pods import (
 )
 from substrate_assets.project import project_root, warehouse_enabled
 from substrate_assets.results.importer import already_stored, fetch_trial
-from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
 from substrate_assets.suites import Suite, SuiteError
 from substrate_assets.workload import ScriptError
 
@@ -56,9 +56,10 @@ def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.Pip
     if suite.backend == "local" and not warehouse_enabled():
         raise dg.Failure(f"trial {trial_id}: suite {suite.name} runs on the local backend, which a cluster "
                          "deployment cannot run; give it backend: kubernetes, or run it from a workstation")
-    if store.trial_dir(key).exists():
-        raise dg.Failure(f"trial {trial_id} already ran ({store.trial_dir(key)}) and results are never rewritten; "
-                         f"reload it with `substrate-bench materialize {trial_id}`")
+    try:
+        store.refuse_existing(key)
+    except TrialExists as error:
+        raise dg.Failure(f"{error}; reload it with `substrate-bench materialize {trial_id}`") from None
     try:
         script = script_library.library().load(suite.script)
     except (ScriptError, FileNotFoundError) as error:

@@ -18,21 +18,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from substrate_assets.driver.kubernetes_pods import MASTER_PORT, request_log_url, settings_of
-from substrate_assets.driver.outputs import (
-    Progress,
-    TrialRecord,
-    collect_locust_outputs,
-    locust_command,
-    progress_reporter,
-    write_trial_files,
-)
+from substrate_assets.driver.outputs import TrialRecord, collect_locust_outputs, locust_command, write_trial_files
+from substrate_assets.driver.progress import Progress, progress_reporter
 from substrate_assets.driver.trial import TrialResult, drive_locust, server_summary
 from substrate_assets.facts.kubernetes import Discovery
-from substrate_assets.results import layout
 from substrate_assets.results.importer import upload_trial
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.request_log import take_uploaded_parts
 from substrate_assets.results.summary import RequestSummary
+from substrate_assets.results.trial_directory import REQUESTS_PARQUET, WORK
 from substrate_assets.suites import Suite
 from substrate_assets.workload import load_script_file
 
@@ -54,7 +48,7 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
     started = datetime.fromtimestamp(key.run_ts, UTC)
     root = Path(tempfile.mkdtemp(prefix="substrate-trial-"))
     staging = root / key.trial_id
-    work = staging / ".work"
+    work = staging / WORK
     work.mkdir(parents=True)
     workers = settings.locust_workers
     notes = [f"trial {key.trial_id}: suite {suite.name}, script {loaded.script.name} (sha256 {loaded.sha256[:12]}), "
@@ -90,10 +84,10 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
                               "control_endpoint": settings.control_endpoint, "router_url": settings.router_url},
                              notes)
         collect_locust_outputs(staging, work, notes, *remote)
-        write_trial_files(staging, work, record, server_summary(staging, record, local_events=False))
+        completed = write_trial_files(staging, work, record, server_summary(staging, record, local_events=False))
         shutil.rmtree(work)
         location = upload_trial(staging, settings.store, key)
-        summary = RequestSummary.of_file(staging / layout.REQUESTS_PARQUET)
+        summary = RequestSummary.of_file(staging / REQUESTS_PARQUET)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return TrialResult(key, location, exit_code, record.completed, summary)
+    return TrialResult(key, location, exit_code, completed, summary)

@@ -8,38 +8,39 @@ import os
 import platform
 import socket
 import sys
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from substrate_assets.results import layout
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.request_log import merge_parts
+from substrate_assets.results.server_summary import flatten
 from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
 from substrate_assets.results.status import stats_generated, write_status
+from substrate_assets.results.trial_directory import (
+    LOCUST_CSV_PREFIX,
+    LOCUST_CSVS,
+    LOCUST_LOG,
+    LOGS_TXT,
+    REQUEST_LOG,
+    REQUESTS_PARQUET,
+    SERVER_SUMMARY_JSON,
+    STATS_CSV,
+    STATS_JSONL,
+    STATUS_JSON,
+    TRIAL_JSON,
+    locust_csv,
+    run_completed,
+)
 from substrate_assets.suites import Suite
-from substrate_assets.telemetry.summary import flatten
 from substrate_assets.workload import ScriptFile
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
 ATESPACE = "benchmark"
 _PACKAGES = ("substrate-bench", "locust", "dagster", "grpcio", "protobuf", "duckdb", "polars", "gevent")
-
-
-@dataclass(frozen=True)
-class Progress:
-    phase: str
-    elapsed_s: float
-    duration_s: int
-    users: int | None = None
-    requests: int | None = None
-    failures: int | None = None
-    running_actors: int | None = None
 
 
 def session_options(suite: Suite, script_file: str, control_endpoint: str, router_url: str, request_log_dir: str,
@@ -57,20 +58,10 @@ def locust_command(suite: Suite, script_file: Path, work: Path, control_endpoint
     return [
         sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
         "-u", str(suite.users), "-r", f"{suite.spawn_rate:g}", "-t", f"{suite.duration_s}s",
-        "--csv", str(work / "locust"), "--loglevel", "INFO",
-        *session_options(suite, str(script_file), control_endpoint, router_url, str(work / "requests"), control_tls),
+        "--csv", str(work / LOCUST_CSV_PREFIX), "--loglevel", "INFO",
+        *session_options(suite, str(script_file), control_endpoint, router_url, str(work / REQUEST_LOG), control_tls),
         *(extra or []),
     ]
-
-
-def progress_reporter(on_progress: Callable[[Progress], None] | None, duration_s: int) -> Callable[..., None]:
-    """``report(phase, clock, **figures)``: a Progress since ``clock`` (monotonic) to ``on_progress``, if any."""
-
-    def report(phase: str, clock: float, **figures: Any) -> None:
-        if on_progress is not None:
-            on_progress(Progress(phase, time.monotonic() - clock, duration_s, **figures))
-
-    return report
 
 
 def versions() -> dict[str, str | None]:
@@ -93,14 +84,14 @@ def file_digest(path: Path) -> dict[str, Any]:
 
 def collect_locust_outputs(staging: Path, work: Path, notes: list[str], *request_log_dirs: Path) -> None:
     """Move Locust's CSVs into the trial under their basenames and merge every request-log part."""
-    for kind, basename in layout.LOCUST_CSVS.items():
-        source = work / f"locust_{kind}.csv"
+    for kind, basename in LOCUST_CSVS.items():
+        source = locust_csv(work, kind)
         if source.is_file():
             os.replace(source, staging / basename)
         else:
             notes.append(f"{basename} not produced")
-    rows = merge_parts([work / "requests", *request_log_dirs], staging / layout.REQUESTS_PARQUET)
-    notes.append(f"{layout.REQUESTS_PARQUET}: {rows} requests")
+    rows = merge_parts([work / REQUEST_LOG, *request_log_dirs], staging / REQUESTS_PARQUET)
+    notes.append(f"{REQUESTS_PARQUET}: {rows} requests")
 
 
 @dataclass
@@ -120,26 +111,24 @@ class TrialRecord:
     runtime: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def completed(self) -> bool:
-        return self.exit_code == 0 and not self.interrupted
 
-
-def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_summary: dict[str, Any]) -> None:
-    """server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json."""
+def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_summary: dict[str, Any]) -> bool:
+    """server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json; whether the trial
+    completed."""
     key, suite, started = record.key, record.suite, record.started
-    generated = stats_generated(staging / layout.STATS_CSV)
-    write_json(staging / layout.SERVER_SUMMARY_JSON, server_summary)
+    generated = stats_generated(staging / STATS_CSV)
+    completed = run_completed(record.exit_code, generated, record.interrupted)
+    write_json(staging / SERVER_SUMMARY_JSON, server_summary)
     envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
-    rows = per_request_rows(staging / layout.STATS_CSV, **envelope) if generated else []
+    rows = per_request_rows(staging / STATS_CSV, **envelope) if generated else []
     rows.append({**envelope, "metric": "server_summary", "measurements": flatten(server_summary)})
-    write_stats_jsonl(staging / layout.STATS_JSONL, rows)
-    write_status(staging / layout.STATUS_JSON, record.exit_code, generated)
-    locust_log = (work / "locust.log").read_text(errors="replace") if (work / "locust.log").exists() else ""
-    write_text(staging / layout.LOGS_TXT, "".join(f"{line}\n" for line in record.notes)
+    write_stats_jsonl(staging / STATS_JSONL, rows)
+    write_status(staging / STATUS_JSON, record.exit_code, generated)
+    locust_log = (work / LOCUST_LOG).read_text(errors="replace") if (work / LOCUST_LOG).exists() else ""
+    write_text(staging / LOGS_TXT, "".join(f"{line}\n" for line in record.notes)
                + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
     files = {path.name: file_digest(path) for path in sorted(staging.iterdir()) if path.is_file()}
-    write_json(staging / layout.TRIAL_JSON, {
+    write_json(staging / TRIAL_JSON, {
         "trial_id": key.trial_id,
         "suite": suite.name,
         "tag": key.tag,
@@ -149,7 +138,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "data_timestamp": data_timestamp(started),
         "started_at": started.isoformat().replace("+00:00", "Z"),
         "ended_at": record.ended.isoformat().replace("+00:00", "Z"),
-        "completed": record.completed,
+        "completed": completed,
         "interrupted": record.interrupted,
         "locust_exit_code": record.exit_code,
         "script": {"name": record.script.script.name, "sha256": record.script.sha256, "text": record.script.text,
@@ -166,3 +155,4 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
         "files": files,
     })
+    return bool(completed)

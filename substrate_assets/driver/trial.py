@@ -24,31 +24,33 @@ from typing import Any
 
 import polars as pl
 
-from substrate_assets.driver.outputs import (
-    Progress,
-    TrialRecord,
-    collect_locust_outputs,
-    locust_command,
-    progress_reporter,
-    write_trial_files,
-)
+from substrate_assets.driver.outputs import TrialRecord, collect_locust_outputs, locust_command, write_trial_files
+from substrate_assets.driver.progress import Progress, progress_reporter
 from substrate_assets.driver.samples import Sampler
 from substrate_assets.facts.local import local_cluster_facts
-from substrate_assets.results import layout
 from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.results.server_summary import unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import data_timestamp
 from substrate_assets.results.summary import RequestSummary
+from substrate_assets.results.trial_directory import (
+    LOCUST_LOG,
+    REQUESTS_PARQUET,
+    RUNTIME_EVENTS_PARQUET,
+    RUNTIME_SAMPLES_PARQUET,
+    STATS_HISTORY_CSV,
+    TOTAL_ROW_NAMES,
+    WORK,
+    WORK_SCRIPT,
+    locust_csv,
+)
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.suites import Suite
 from substrate_assets.telemetry.local import local_server_summary
 from substrate_assets.telemetry.prometheus import harvest_server_summary
-from substrate_assets.telemetry.summary import unmeasured_server_summary
 from substrate_assets.telemetry.window import window_from_history
 from substrate_assets.workload import ScriptLibrary
 
 SHUTDOWN_GRACE_S = 120.0
-_WORK = ".work"
-__all__ = ["Progress", "TrialResult", "new_trial_key", "propose_trial_key", "run_local_trial"]
 
 
 @dataclass(frozen=True)
@@ -64,42 +66,6 @@ class TrialResult:
         return self.key.trial_id
 
 
-class TrialExists(FileExistsError):
-    """A trial's results are never rewritten."""
-
-
-def _claim(store: RunStore, key: TrialKey) -> None:
-    if store.trial_dir(key).exists():
-        raise TrialExists(f"trial {key.trial_id} already ran ({store.trial_dir(key)}); results are never rewritten")
-    try:
-        store.staging_dir(key).mkdir(parents=True)
-    except FileExistsError:
-        raise TrialExists(f"trial {key.trial_id} is being assembled in {store.staging_dir(key)} by another run "
-                          "(or was interrupted there)") from None
-
-
-def propose_trial_key(store: RunStore, suite: Suite, taken: set[str] | None = None) -> TrialKey:
-    """A key for a trial of ``suite`` starting now, unused in ``store`` and not among ``taken`` ids."""
-    run_ts = int(time.time())
-    while True:
-        key = TrialKey(suite.name, run_ts, suite.tag)
-        unused = not (store.trial_dir(key).exists() or store.staging_dir(key).exists())
-        if unused and key.trial_id not in (taken or set()):
-            return key
-        run_ts += 1
-
-
-def new_trial_key(store: RunStore, suite: Suite) -> TrialKey:
-    """Claim a key for a trial of ``suite`` starting now (two trials of a suite never share a second)."""
-    while True:
-        key = propose_trial_key(store, suite)
-        try:
-            _claim(store, key)
-            return key
-        except TrialExists:
-            continue
-
-
 def _latest_history(path: Path) -> dict[str, str] | None:
     """The last Aggregated row Locust appended to its stats history, if any."""
     try:
@@ -107,7 +73,7 @@ def _latest_history(path: Path) -> dict[str, str] | None:
             rows = list(csv.DictReader(handle))
     except OSError:
         return None
-    aggregated = [row for row in rows if row.get("Name") in ("Aggregated", "Total", "")]
+    aggregated = [row for row in rows if row.get("Name") in TOTAL_ROW_NAMES]
     return aggregated[-1] if aggregated else None
 
 
@@ -128,13 +94,13 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
     """
     loaded = library.load(suite.script)
     if key is None:
-        key = new_trial_key(store, suite)
+        key = store.claim_new(suite.name, suite.tag)
     else:
-        _claim(store, key)
+        store.claim(key)
     staging = store.staging_dir(key)
-    work = staging / _WORK
+    work = staging / WORK
     work.mkdir()
-    script_file = work / "script.yaml"
+    script_file = work / WORK_SCRIPT
     script_file.write_text(loaded.text)
     started = datetime.fromtimestamp(key.run_ts, UTC)
     notes: list[str] = [f"trial {key.trial_id}: suite {suite.name}, script {loaded.script.name} "
@@ -157,10 +123,10 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
         exit_code, interrupted = drive_locust(command, work, suite, clock, report, sample)
         ended = datetime.now(UTC)
         report("finalizing", clock)
-        runtime.write_events_parquet(staging / layout.RUNTIME_EVENTS_PARQUET)
+        runtime.write_events_parquet(staging / RUNTIME_EVENTS_PARQUET)
         if interrupted:
             notes.append("interrupted: Locust was asked to stop before its run time")
-        sampler.write_parquet(staging / "runtime_samples.parquet")
+        sampler.write_parquet(staging / RUNTIME_SAMPLES_PARQUET)
         runtime_settings = {"workers": config.workers, "actors_per_worker": config.actors_per_worker,
                             "actor_memory_bytes": config.actor_memory, "warm_hosts": config.warm_hosts,
                             "snapshot_fsync": config.snapshot_fsync}
@@ -170,18 +136,19 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
         # Harvested while the runtime still serves /metrics, as a cluster's exporters outlive a trial: once a
         # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
         telemetry = server_summary(staging, record, local_events=True)
-    trial_dir = _finalize(store, staging, work, record, telemetry)
-    summary = RequestSummary.of_file(trial_dir / layout.REQUESTS_PARQUET)
-    return TrialResult(key, trial_dir, exit_code, exit_code == 0 and not interrupted, summary)
+    completed = write_trial_files(staging, work, record, telemetry)
+    trial_dir = _finalize(store, staging, work, key)
+    summary = RequestSummary.of_file(trial_dir / REQUESTS_PARQUET)
+    return TrialResult(key, trial_dir, exit_code, completed, summary)
 
 
 def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, report: Callable[..., None],
                  sample: Callable[[int | None], dict[str, Any]] | None = None) -> tuple[int, bool]:
     """Run Locust to its end (or until interrupted), reporting progress and taking a sample once a second."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    history = work / "locust_stats_history.csv"
+    history = locust_csv(work, "stats_history")
     interrupted = False
-    with (work / "locust.log").open("wb") as output:
+    with (work / LOCUST_LOG).open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=work,
                                    start_new_session=True)
         deadline = clock + suite.duration_s + SHUTDOWN_GRACE_S
@@ -225,21 +192,21 @@ def server_summary(staging: Path, record: TrialRecord, *, local_events: bool) ->
     and the trial's samples, else not measured (nulls)."""
     key, suite = record.key, record.suite
     start_ts, end_ts = key.run_ts, int(record.ended.timestamp())
-    steady = window_from_history(staging / layout.STATS_HISTORY_CSV, start_ts, end_ts)
+    steady = window_from_history(staging / STATS_HISTORY_CSV, start_ts, end_ts)
     common = {"start_ts": start_ts, "end_ts": end_ts, "steady": steady, "test_name": suite.name, "tag": key.tag,
               "data_timestamp": data_timestamp(record.started)}
     if suite.prometheus_url:
         return harvest_server_summary(suite.prometheus_url, lag_s=suite.atelet_lag_s, **common)
     if local_events:
-        return local_server_summary(events=pl.read_parquet(staging / layout.RUNTIME_EVENTS_PARQUET),
-                                    samples=pl.read_parquet(staging / "runtime_samples.parquet"), **common)
+        return local_server_summary(events=pl.read_parquet(staging / RUNTIME_EVENTS_PARQUET),
+                                    samples=pl.read_parquet(staging / RUNTIME_SAMPLES_PARQUET), **common)
     return unmeasured_server_summary(**common)
 
 
-def _finalize(store: RunStore, staging: Path, work: Path, record: TrialRecord, telemetry: dict[str, Any]) -> Path:
-    write_trial_files(staging, work, record, telemetry)
+def _finalize(store: RunStore, staging: Path, work: Path, key: TrialKey) -> Path:
+    """The scratch area removed, the whole trial renamed into runs/."""
     shutil.rmtree(work)
-    final = store.trial_dir(record.key)
+    final = store.trial_dir(key)
     final.parent.mkdir(parents=True, exist_ok=True)
     os.rename(staging, final)
     return final

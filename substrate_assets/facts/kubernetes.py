@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from substrate_assets.facts import FACT_KEYS
+from substrate_assets.results.stats_jsonl import FACT_KEYS
 
 log = logging.getLogger(__name__)
 

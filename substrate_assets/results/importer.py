@@ -19,13 +19,11 @@ from pathlib import Path
 import fsspec
 
 from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.results.trial_directory import TRIAL_JSON, UPLOADING
 
 log = logging.getLogger(__name__)
 
 RUN_GLOB = "runs/*/run_date=*/run_ts=*/run_tag=*"
-# Present in a trial directory of an object store while its upload is under way (object stores have no
-# atomic rename): readers skip such a directory.
-UPLOADING = ".uploading"
 
 
 class UploadInProgress(FileNotFoundError):
@@ -95,9 +93,9 @@ def fetch_trial(store_url: str, key: TrialKey, store: RunStore) -> ImportedRun:
     """Mirror one trial of an object-store run store into the local store."""
     filesystem, base = fsspec.core.url_to_fs(store_url)
     source = f"{base.rstrip('/')}/{key.relative_path}"
-    if not filesystem.exists(f"{source}/trial.json"):
+    if not filesystem.exists(f"{source}/{TRIAL_JSON}"):
         raise FileNotFoundError(f"trial {key.trial_id} is not in {store_url}: {key.relative_path} has no "
-                                f"trial.json")
+                                f"{TRIAL_JSON}")
     return import_run(filesystem, source, store)
 
 
@@ -107,7 +105,8 @@ def already_stored(store_url: str, key: TrialKey) -> str | None:
     target = f"{base.rstrip('/')}/{key.relative_path}"
     if not filesystem.exists(target):
         return None
-    partial = " (an upload cut short: it holds .uploading)" if filesystem.exists(f"{target}/{UPLOADING}") else ""
+    cut_short = filesystem.exists(f"{target}/{UPLOADING}")
+    partial = f" (an upload cut short: it holds {UPLOADING})" if cut_short else ""
     return f"trial {key.trial_id} already exists in {store_url}{partial}; results are never rewritten"
 
 
@@ -126,7 +125,7 @@ def upload_trial(directory: Path, store_url: str, key: TrialKey) -> str:
     files = sorted(path for path in directory.iterdir() if path.is_file())
     filesystem.makedirs(target, exist_ok=True)
     filesystem.pipe_file(f"{target}/{UPLOADING}", f"{key.trial_id}\n".encode())
-    for path in sorted(files, key=lambda p: p.name == "trial.json"):
+    for path in sorted(files, key=lambda p: p.name == TRIAL_JSON):
         filesystem.put_file(str(path), f"{target}/{path.name}")
     filesystem.rm_file(f"{target}/{UPLOADING}")
     return f"{store_url.rstrip('/')}/{key.relative_path}"

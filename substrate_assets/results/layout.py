@@ -3,13 +3,17 @@
 ``<store>/runs/<suite>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/``
 
 A trial's id is ``<suite>-<yyyymmddthhmmssz>`` (a slug, usable as a Dagster
-partition key). Trials are assembled in ``<store>/.staging/<trial id>/`` and
-renamed into place when complete, so ``runs/`` only ever holds whole trials.
+partition key), so two trials of a suite never share a second, whatever their
+tags. Trials are assembled in ``<store>/.staging/<trial id>/`` and renamed into
+place when complete, so ``runs/`` only ever holds whole trials. Ids are minted
+here, for every caller (a trial run, the main job, the script-change sensor).
 """
 
 from __future__ import annotations
 
 import re
+import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,21 +22,6 @@ STAGING = ".staging"
 _TRIAL_ID = re.compile(r"(?P<suite>[a-z0-9][a-z0-9_-]*)-(?P<stamp>\d{8}t\d{6}z)")
 _TRIAL_DIR = re.compile(r"runs/(?P<suite>[^/]+)/run_date=(?P<date>\d{4}-\d{2}-\d{2})/run_ts=(?P<ts>\d+)"
                         r"/run_tag=(?P<tag>[^/]+)/?$")
-
-# Basenames of the files a trial directory holds.
-STATS_CSV = "stats.csv"
-STATS_HISTORY_CSV = "stats_history.csv"
-FAILURES_CSV = "failures.csv"
-EXCEPTIONS_CSV = "exceptions.csv"
-LOCUST_CSVS = {"stats": STATS_CSV, "stats_history": STATS_HISTORY_CSV, "failures": FAILURES_CSV,
-               "exceptions": EXCEPTIONS_CSV}
-STATS_JSONL = "stats.jsonl"
-STATUS_JSON = "status.json"
-SERVER_SUMMARY_JSON = "server_summary.json"
-TRIAL_JSON = "trial.json"
-REQUESTS_PARQUET = "requests.parquet"
-RUNTIME_EVENTS_PARQUET = "runtime_events.parquet"
-LOGS_TXT = "logs.txt"
 
 
 @dataclass(frozen=True)
@@ -83,6 +72,10 @@ class TrialKey:
         return cls(match["suite"], int(match["ts"]), match["tag"])
 
 
+class TrialExists(FileExistsError):
+    """A trial's results are never rewritten."""
+
+
 @dataclass(frozen=True)
 class RunStore:
     """A local run store directory."""
@@ -94,6 +87,53 @@ class RunStore:
 
     def staging_dir(self, key: TrialKey) -> Path:
         return self.root / STAGING / key.trial_id
+
+    def _second(self, key: TrialKey) -> Path:
+        """Where every trial with ``key``'s id lives, whatever its tag."""
+        return self.root / "runs" / key.suite / f"run_date={key.run_date}" / f"run_ts={key.run_ts}"
+
+    def holds(self, key: TrialKey) -> bool:
+        """Whether a trial with ``key``'s id exists here, whole (any tag) or being assembled."""
+        return self._second(key).is_dir() or self.staging_dir(key).exists()
+
+    def propose_key(self, suite: str, tag: str, taken: Collection[str] = (), now: float | None = None) -> TrialKey:
+        """A key for a trial of ``suite`` starting now (or at ``now``): the first second from then whose trial id
+        is neither in the store nor among ``taken`` (ids already handed out, e.g. Dagster partitions)."""
+        run_ts = int(time.time() if now is None else now)
+        while True:
+            key = TrialKey(suite, run_ts, tag)
+            if key.trial_id not in taken and not self.holds(key):
+                return key
+            run_ts += 1
+
+    def refuse_existing(self, key: TrialKey) -> None:
+        """Raise TrialExists if a trial with ``key``'s id is already here, whole or being assembled."""
+        if self._second(key).is_dir():
+            raise TrialExists(f"trial {key.trial_id} already ran ({self._second(key)}); results are never "
+                              "rewritten")
+        if self.staging_dir(key).exists():
+            raise TrialExists(f"trial {key.trial_id} is being assembled in {self.staging_dir(key)} by another run "
+                              "(or was interrupted there)")
+
+    def claim(self, key: TrialKey) -> Path:
+        """Create ``key``'s staging directory, or raise TrialExists."""
+        self.refuse_existing(key)
+        try:
+            self.staging_dir(key).mkdir(parents=True)
+        except FileExistsError:  # claimed between the check and here
+            self.refuse_existing(key)
+            raise
+        return self.staging_dir(key)
+
+    def claim_new(self, suite: str, tag: str) -> TrialKey:
+        """Mint and claim a key for a trial of ``suite`` starting now; a racing claim moves on to the next second."""
+        while True:
+            key = self.propose_key(suite, tag)
+            try:
+                self.claim(key)
+                return key
+            except TrialExists:
+                continue
 
     def trial_dirs(self) -> list[Path]:
         """Every complete trial directory in the store, oldest first."""

@@ -17,6 +17,10 @@ from typing import Any
 from substrate_assets.results.atomic import write_text
 from substrate_assets.results.keys import measurement_key
 
+# What a trial ran on: the cluster facts of a ``trial_summary`` row (and of trial.json's ``cluster_facts``).
+FACT_KEYS = ("machine_type", "node_count", "allocatable_cores", "allocatable_ram_gb", "worker_pod_count",
+             "gke_version", "worker_actor_capacity", "worker_memory_limit_gb", "sandbox_class")
+
 
 def data_timestamp(started: datetime) -> str:
     return started.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,1 +1,2 @@
-"""Server telemetry: the steady-state window, the server_summary structure and its 45 flat keys. No Dagster."""
+"""Server telemetry, measured: the steady-state window, the Prometheus harvest and the embedded runtime's own
+events, each written as a server_summary. No Dagster."""

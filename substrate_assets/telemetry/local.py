@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.analysis.statistics import percentile_stats
-from substrate_assets.telemetry.summary import PSI_RESOURCES
+from substrate_assets.results.server_summary import PSI_RESOURCES, summary_metadata
 
 MiB = 1 << 20
 
@@ -100,9 +100,9 @@ def snapshots(events: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
 def local_server_summary(*, events: pl.DataFrame, samples: pl.DataFrame, steady: tuple[int, int],
                          start_ts: int, end_ts: int, test_name: str, tag: str, data_timestamp: str) -> dict[str, Any]:
     return {
-        "metadata": {"test_name": test_name, "tag": tag, "data_timestamp": data_timestamp, "prom_url": None,
-                     "start_ts": start_ts, "end_ts": end_ts, "steady_start_ts": steady[0],
-                     "steady_end_ts": steady[1], "atelet_lag_s": 0, "source": "embedded-runtime"},
+        "metadata": summary_metadata(test_name=test_name, tag=tag, data_timestamp=data_timestamp, start_ts=start_ts,
+                                     end_ts=end_ts, steady=steady, prom_url=None, atelet_lag_s=0,
+                                     source="embedded-runtime"),
         "cluster_packing": packing(samples, steady),
         "node_psi": node_psi(samples, steady),
         "pod_psi": pod_psi(),

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from substrate_assets.analysis.statistics import percentile_stats
-from substrate_assets.telemetry.summary import PSI_RESOURCES
+from substrate_assets.results.server_summary import PSI_RESOURCES, summary_metadata
 
 log = logging.getLogger(__name__)
 
@@ -230,9 +230,8 @@ def harvest_server_summary(url: str, *, start_ts: int, end_ts: int, steady: tupl
             sleep(delay)
     harvest = Harvest(Prometheus(url))
     return {
-        "metadata": {"test_name": test_name, "tag": tag, "data_timestamp": data_timestamp, "prom_url": url,
-                     "start_ts": start_ts, "end_ts": end_ts, "steady_start_ts": steady[0], "steady_end_ts": steady[1],
-                     "atelet_lag_s": lag_s},
+        "metadata": summary_metadata(test_name=test_name, tag=tag, data_timestamp=data_timestamp, start_ts=start_ts,
+                                     end_ts=end_ts, steady=steady, prom_url=url, atelet_lag_s=lag_s),
         "cluster_packing": harvest.packing(start_ts, end_ts, steady),
         "node_psi": harvest.node_psi(start_ts, end_ts, steady),
         "pod_psi": harvest.pod_psi(start_ts, end_ts, steady),

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-TOTAL_NAMES = ("", "Aggregated", "Total")
+from substrate_assets.results.readers import read_stats_history
+from substrate_assets.results.trial_directory import TOTAL_ROW_NAMES
+
 STEADY_FRACTION = 0.9
 
 
@@ -30,8 +32,6 @@ def steady_window(samples: Iterable[tuple[int, float]], start_ts: int, end_ts: i
 
 def window_from_history(path: Path | None, start_ts: int, end_ts: int) -> tuple[int, int]:
     """The steady window from a stats_history.csv; a missing or unreadable file gives the whole run."""
-    from substrate_assets.results.readers import read_stats_history
-
     if path is None or not path.is_file():
         return start_ts, end_ts
     try:
@@ -45,7 +45,7 @@ def history_samples(rows: Iterable[dict[str, object]]) -> list[tuple[int, float]
     """(timestamp, users) of the total rows; rows that do not parse are skipped."""
     samples = []
     for row in rows:
-        if row.get("name") not in TOTAL_NAMES:
+        if row.get("name") not in TOTAL_ROW_NAMES:
             continue
         try:
             samples.append((int(row["timestamp"]), float(row["user_count"])))  # type: ignore[arg-type]

@@ -1,12 +1,12 @@
 """Raw tables: one trial's files loaded into DuckDB, keyed by ``trial_id``, replaced in one transaction.
 
-| table | from |
+| table | from (as :class:`~substrate_assets.results.trial_directory.TrialDirectory` reads it) |
 |---|---|
-| ``trial_manifests`` | trial.json and status.json |
+| ``trial_manifests`` | trial.json and status.json (an upstream run: its path and trial_summary row) |
 | ``stats_history`` | stats_history.csv |
 | ``locust_stats`` | stats.csv |
 | ``request_samples`` | requests.parquet |
-| ``cluster_facts`` | trial.json ``cluster_facts`` (local) or the stats.jsonl ``trial_summary`` row (imported) |
+| ``cluster_facts`` | trial.json ``cluster_facts``, or the stats.jsonl ``trial_summary`` row |
 | ``server_telemetry`` | server_summary.json, or the stats.jsonl ``server_summary`` row, as the 45 flat keys |
 
 Loading a trial again deletes its rows and inserts the new ones in one
@@ -15,31 +15,27 @@ transaction: never duplicates, never half a trial.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 
-from substrate_assets.facts import FACT_KEYS
-from substrate_assets.results import layout
-from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
     STATS_SCHEMA,
-    read_requests,
-    read_stats,
-    read_stats_history,
-    read_stats_jsonl,
 )
-from substrate_assets.telemetry.summary import FLAT_KEYS, flatten
+from substrate_assets.results.server_summary import FLAT_KEYS
+from substrate_assets.results.trial_directory import (
+    REQUESTS_PARQUET,
+    STATS_CSV,
+    STATS_HISTORY_CSV,
+    TrialDirectory,
+)
 
 SMALL_FRAME_ROWS = 1_000_000
 MANIFEST_SCHEMA: dict[str, pl.DataType] = {
@@ -68,142 +64,15 @@ def _duckdb_type(dtype: pl.DataType) -> str:
             pl.Boolean(): "BOOLEAN"}[dtype]
 
 
-class TrialFiles:
-    """One trial directory and the few documents every loader needs."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.manifest: dict[str, Any] = self._json(layout.TRIAL_JSON) or {}
-        self.status: dict[str, Any] = self._json(layout.STATUS_JSON) or {}
-        self._jsonl: list[dict[str, Any]] | None = None
-
-    def _json(self, name: str) -> Any:
-        path = self.directory / name
-        return json.loads(path.read_text()) if path.is_file() else None
-
-    @property
-    def trial_id(self) -> str:
-        return self.manifest.get("trial_id") or TrialKey.parse(self.directory.as_posix()).trial_id
-
-    def path(self, name: str) -> Path | None:
-        """``name`` in the trial directory, or upstream's local form ``<test name>_<name>``."""
-        path = self.directory / name
-        if path.is_file():
-            return path
-        prefixed = sorted(self.directory.glob(f"*_{name}"))
-        return prefixed[0] if prefixed else None
-
-    def jsonl_row(self, metric: str) -> dict[str, Any] | None:
-        """The last stats.jsonl row with ``metric`` (``trial_summary``, ``server_summary``), if any."""
-        if self._jsonl is None:
-            path = self.path(layout.STATS_JSONL)
-            self._jsonl = read_stats_jsonl(path) if path else []
-        rows = [row for row in self._jsonl if row.get("metric") == metric]
-        return rows[-1] if rows else None
-
-
-def _empty(schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    return pl.DataFrame(schema=schema)
-
-
 def _one_row(values: dict[str, Any], schema: dict[str, pl.DataType]) -> pl.DataFrame:
     return pl.DataFrame([{key: values.get(key) for key in schema}], schema=schema, orient="row", strict=False)
-
-
-def _timestamp(text: str | None) -> datetime | None:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
-
-
-def _from_unix(value: Any) -> datetime | None:
-    """Upstream's run_start/run_end: Unix seconds, as a string or a number."""
-    seconds = _number(value)
-    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
-
-
-def read_manifest(trial: TrialFiles) -> pl.DataFrame:
-    manifest, status = trial.manifest, trial.status
-    knobs = manifest.get("knobs", {})
-    script = manifest.get("script", {})
-    key = TrialKey.parse(trial.directory.as_posix()) if "runs/" in trial.directory.as_posix() else None
-    exit_code = status.get("locust_exit_code", manifest.get("locust_exit_code"))
-    window = ((trial.jsonl_row("trial_summary") or {}).get("measurements") or {}) if not manifest else {}
-    generated = status.get("stats_generated")
-    completed = manifest.get("completed")
-    if completed is None and exit_code is not None:
-        completed = exit_code == 0 and bool(generated)
-    return _one_row({
-        "suite": manifest.get("suite") or (key.suite if key else None),
-        "script": script.get("name"), "script_sha256": script.get("sha256"),
-        "backend": manifest.get("backend", "import"), "tag": manifest.get("tag") or (key.tag if key else None),
-        "run_ts": manifest.get("run_ts") or (key.run_ts if key else None),
-        "started_at": _timestamp(manifest.get("started_at")) or _from_unix(window.get("run_start")),
-        "ended_at": _timestamp(manifest.get("ended_at")) or _from_unix(window.get("run_end")),
-        "completed": completed, "locust_exit_code": exit_code, "stats_generated": generated,
-        "users": knobs.get("users"), "spawn_rate": knobs.get("spawn_rate"), "duration_s": knobs.get("duration_s"),
-        "think_scale": knobs.get("think_scale"), "lifecycle_mode": knobs.get("lifecycle_mode"),
-        "resume_mode": knobs.get("resume_mode"), "actors_per_user": knobs.get("actors_per_user", 1),
-        "trial_dir": str(trial.directory),
-        "metadata": json.dumps(manifest.get("metadata", {}), sort_keys=True),
-    }, MANIFEST_SCHEMA)
-
-
-def _number(value: Any) -> Any:
-    """Facts arrive as numbers (trial.json) or strings (stats.jsonl); null stays null."""
-    if value is None or isinstance(value, int | float):
-        return value
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def read_cluster_facts(trial: TrialFiles) -> pl.DataFrame:
-    facts = trial.manifest.get("cluster_facts")
-    values: dict[str, Any]
-    if facts is not None:
-        values = {**facts, "run_start": trial.manifest.get("run_start"), "run_end": trial.manifest.get("run_end")}
-    else:
-        row = trial.jsonl_row("trial_summary") or {}
-        # Newest runners write flat string measurements; the oldest nested native numbers under
-        # raw_configuration (five facts only).
-        measurements = row.get("measurements") or row.get("raw_configuration") or {}
-        values = {key: measurements.get(key) for key in (*FACT_KEYS, "run_start", "run_end")}
-    for key in ("node_count", "worker_pod_count", "run_start", "run_end", "allocatable_cores", "allocatable_ram_gb"):
-        values[key] = _number(values.get(key))
-    for key in ("node_count", "worker_pod_count", "run_start", "run_end"):
-        values[key] = None if values[key] is None else int(values[key])
-    for key in ("worker_actor_capacity", "worker_memory_limit_gb"):
-        values[key] = None if values.get(key) is None else str(values[key])
-    return _one_row(values, CLUSTER_FACTS_SCHEMA)
-
-
-def read_server_telemetry(trial: TrialFiles) -> pl.DataFrame:
-    summary_path = trial.path(layout.SERVER_SUMMARY_JSON)
-    if summary_path is not None:
-        flat = flatten(json.loads(summary_path.read_text()))
-    else:
-        row = trial.jsonl_row("server_summary")
-        flat = {key: ((row or {}).get("measurements") or {}).get(key) for key in FLAT_KEYS}
-    values = {key: _number(value) for key, value in flat.items()}
-    if values["checkpoints_in_window"] is not None:
-        values["checkpoints_in_window"] = int(values["checkpoints_in_window"])
-    return _one_row(values, SERVER_TELEMETRY_SCHEMA)
-
-
-def _file_reader(name: str, read: Callable[[Path], pl.DataFrame],
-                 schema: dict[str, pl.DataType]) -> Callable[[TrialFiles], pl.DataFrame]:
-    def reader(trial: TrialFiles) -> pl.DataFrame:
-        path = trial.path(name)
-        return read(path) if path is not None else _empty(schema)
-
-    return reader
 
 
 @dataclass(frozen=True)
 class RawTable:
     name: str
     schema: dict[str, pl.DataType]
-    read: Callable[[TrialFiles], pl.DataFrame]
+    read: Callable[[TrialDirectory], pl.DataFrame]
     description: str
 
     @property
@@ -214,23 +83,23 @@ class RawTable:
         columns = ", ".join(f'"{name}" {_duckdb_type(dtype)}' for name, dtype in self.columns.items())
         return f"CREATE TABLE IF NOT EXISTS {self.name} ({columns})"
 
-    def frame(self, trial: TrialFiles) -> pl.DataFrame:
+    def frame(self, trial: TrialDirectory) -> pl.DataFrame:
         return self.read(trial).select(pl.lit(trial.trial_id).alias("trial_id"), *self.schema)
 
 
 RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
-    RawTable("trial_manifests", MANIFEST_SCHEMA, read_manifest, "One row per trial: suite, script, knobs, status."),
-    RawTable("stats_history", STATS_HISTORY_SCHEMA,
-             _file_reader(layout.STATS_HISTORY_CSV, read_stats_history, STATS_HISTORY_SCHEMA),
-             "Locust's per-second history (stats_history.csv)."),
-    RawTable("locust_stats", STATS_SCHEMA, _file_reader(layout.STATS_CSV, read_stats, STATS_SCHEMA),
-             "Locust's final per-entry stats (stats.csv)."),
-    RawTable("request_samples", REQUESTS_SCHEMA,
-             _file_reader(layout.REQUESTS_PARQUET, read_requests, REQUESTS_SCHEMA),
-             "Every request with its exact latency (requests.parquet)."),
-    RawTable("cluster_facts", CLUSTER_FACTS_SCHEMA, read_cluster_facts,
+    RawTable("trial_manifests", MANIFEST_SCHEMA, lambda trial: _one_row(trial.manifest_fields(), MANIFEST_SCHEMA),
+             "One row per trial: suite, script, knobs, status."),
+    RawTable("stats_history", STATS_HISTORY_SCHEMA, TrialDirectory.stats_history,
+             f"Locust's per-second history ({STATS_HISTORY_CSV})."),
+    RawTable("locust_stats", STATS_SCHEMA, TrialDirectory.stats, f"Locust's final per-entry stats ({STATS_CSV})."),
+    RawTable("request_samples", REQUESTS_SCHEMA, TrialDirectory.requests,
+             f"Every request with its exact latency ({REQUESTS_PARQUET})."),
+    RawTable("cluster_facts", CLUSTER_FACTS_SCHEMA,
+             lambda trial: _one_row(trial.cluster_facts(), CLUSTER_FACTS_SCHEMA),
              "What the trial ran on, under the reference's fact keys."),
-    RawTable("server_telemetry", SERVER_TELEMETRY_SCHEMA, read_server_telemetry,
+    RawTable("server_telemetry", SERVER_TELEMETRY_SCHEMA,
+             lambda trial: _one_row(trial.server_telemetry(), SERVER_TELEMETRY_SCHEMA),
              "The 45 flat server_summary keys; null where nothing was measured."),
 )}
 
@@ -261,7 +130,7 @@ def replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_i
     return frame.height
 
 
-def load_table(connection: duckdb.DuckDBPyConnection, name: str, trial: TrialFiles) -> pl.DataFrame:
+def load_table(connection: duckdb.DuckDBPyConnection, name: str, trial: TrialDirectory) -> pl.DataFrame:
     """Load one raw table for one trial; returns the rows loaded."""
     ensure_schema(connection)
     table = RAW_TABLES[name]
@@ -270,7 +139,7 @@ def load_table(connection: duckdb.DuckDBPyConnection, name: str, trial: TrialFil
     return frame
 
 
-def load_trials(connection: duckdb.DuckDBPyConnection, trials: list[TrialFiles]) -> dict[str, int]:
+def load_trials(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirectory]) -> dict[str, int]:
     """Load every raw table for many trials at once (one insert per table); rows per table.
 
     Files are read on a thread pool: polars releases the GIL while it parses.
@@ -283,8 +152,8 @@ def load_trials(connection: duckdb.DuckDBPyConnection, trials: list[TrialFiles])
     return counts
 
 
-def _load_many(connection: duckdb.DuckDBPyConnection, table: RawTable, trials: list[TrialFiles],
+def _load_many(connection: duckdb.DuckDBPyConnection, table: RawTable, trials: list[TrialDirectory],
                pool: ThreadPoolExecutor) -> int:
     frames = list(pool.map(table.frame, trials))
-    frame = pl.concat(frames) if frames else _empty(table.columns)
+    frame = pl.concat(frames) if frames else pl.DataFrame(schema=table.columns)
     return replace_rows(connection, table, [trial.trial_id for trial in trials], frame)

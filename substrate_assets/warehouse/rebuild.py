@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from substrate_assets.results.layout import RunStore
+from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome, load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import BuiltTable, build_all, discover
-from substrate_assets.warehouse.raw import TrialFiles, load_trials
+from substrate_assets.warehouse.raw import load_trials
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Rebuilt:
 
 def rebuild(store: RunStore, warehouse: Path, models_directory: Path) -> Rebuilt:
     started = time.perf_counter()
-    trials = [TrialFiles(directory) for directory in store.trial_dirs()]
+    trials = [TrialDirectory(directory) for directory in store.trial_dirs()]
     partial = warehouse.with_name(f".{warehouse.name}.rebuild-{os.getpid()}")
     partial.unlink(missing_ok=True)
     try:

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from substrate_assets.driver.trial import run_local_trial
-from substrate_assets.results import layout
+from substrate_assets.results import trial_directory
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.results.readers import (
     STATS_HISTORY_SCHEMA,
@@ -164,7 +164,7 @@ def test_kill_9_of_locust_leaves_a_readable_partial_trial(tmp_path):
     assert read_json(trial.trial_dir / "status.json")["locust_exit_code"] == -9
     manifest = json.loads((trial.trial_dir / "trial.json").read_text())
     assert manifest["completed"] is False
-    requests = read_requests(trial.trial_dir / layout.REQUESTS_PARQUET)
+    requests = read_requests(trial.trial_dir / trial_directory.REQUESTS_PARQUET)
     assert requests.height > 0 and requests.filter(pl.col("name") == "WakeFirstTouch").height > 0
     assert not list(tmp_path.glob(".staging/*"))
     assert not [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]

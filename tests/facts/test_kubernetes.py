@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from substrate_assets.facts import FACT_KEYS
 from substrate_assets.facts.kubernetes import Discovery, container_facts
+from substrate_assets.results.stats_jsonl import FACT_KEYS
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "kubernetes"
 

@@ -2,8 +2,8 @@
 
 import os
 
-from substrate_assets.facts import FACT_KEYS
 from substrate_assets.facts.local import local_cluster_facts
+from substrate_assets.results.stats_jsonl import FACT_KEYS
 
 
 def test_local_facts():

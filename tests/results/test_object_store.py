@@ -14,7 +14,6 @@ from moto.server import ThreadedMotoServer
 from s3fs import S3FileSystem
 
 from substrate_assets.results.importer import (
-    UPLOADING,
     UploadInProgress,
     fetch_trial,
     find_runs,
@@ -24,6 +23,7 @@ from substrate_assets.results.importer import (
 )
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts, take_uploaded_parts
+from substrate_assets.results.trial_directory import UPLOADING
 
 UPSTREAM = Path(__file__).resolve().parents[1] / "data" / "upstream_runs"
 BUCKET = "s3://bench-runs"

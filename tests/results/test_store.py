@@ -60,3 +60,29 @@ def test_request_log_parts_merge_in_time_order(tmp_path):
 def test_merge_with_no_parts_writes_an_empty_log(tmp_path):
     assert merge_parts(tmp_path / "none", tmp_path / "requests.parquet") == 0
     assert read_requests(Path(tmp_path / "requests.parquet")).height == 0
+
+
+def test_trial_ids_are_minted_once_for_every_caller(tmp_path):
+    store = RunStore(tmp_path)
+    now = 1796033700.4
+    key = store.propose_key("smoke", "local", now=now)
+    assert key == TrialKey("smoke", 1796033700, "local")
+    store.trial_dir(TrialKey("smoke", 1796033700, "other-tag")).mkdir(parents=True)  # same id, another tag
+    assert store.propose_key("smoke", "local", now=now).run_ts == 1796033701
+    assert store.propose_key("smoke", "local", taken={"smoke-20261130t101501z"}, now=now).run_ts == 1796033702
+    claimed = store.claim(TrialKey("smoke", 1796033702, "local"))
+    assert claimed == tmp_path / ".staging" / "smoke-20261130t101502z"
+    assert store.propose_key("smoke", "local", now=now + 2).run_ts == 1796033703  # being assembled counts
+
+
+def test_a_trial_is_never_claimed_twice(tmp_path):
+    from substrate_assets.results.layout import TrialExists
+
+    store = RunStore(tmp_path)
+    key = TrialKey("smoke", 1796033700, "local")
+    store.claim(key)
+    with pytest.raises(TrialExists, match="being assembled"):
+        store.claim(key)
+    store.trial_dir(TrialKey("smoke", 1796033700, "v2")).mkdir(parents=True)
+    with pytest.raises(TrialExists, match="already ran"):
+        store.refuse_existing(TrialKey("smoke", 1796033700, "v3"))

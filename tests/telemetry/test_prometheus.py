@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from substrate_assets.results.server_summary import FLAT_KEYS, flatten
 from substrate_assets.telemetry.prometheus import Harvest, Prometheus, harvest_server_summary, instant_value
-from substrate_assets.telemetry.summary import FLAT_KEYS, flatten
 from tests.support.prometheus import binaries, create_blocks, prometheus_server
 
 MiB = 1024 * 1024

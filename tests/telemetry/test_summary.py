@@ -5,9 +5,9 @@ import pytest
 
 from substrate_assets.analysis.statistics import percentile_stats
 from substrate_assets.driver.samples import SAMPLES_SCHEMA
+from substrate_assets.results.server_summary import FLAT_KEYS, flatten
 from substrate_assets.runtime.events import EVENT_SCHEMA
 from substrate_assets.telemetry.local import local_server_summary, snapshots
-from substrate_assets.telemetry.summary import FLAT_KEYS, flatten
 from substrate_assets.telemetry.window import history_samples, steady_window
 
 MiB = 1 << 20

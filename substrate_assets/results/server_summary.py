@@ -1,4 +1,6 @@
-"""The ``server_summary`` structure, its percentile set and the 45 flat keys of the stats.jsonl row."""
+"""``server_summary.json``: the server-telemetry document of a trial, its metadata block, and the 45 flat keys of
+its ``server_summary`` row in stats.jsonl (values as strings, null when not measured). Whoever measured the
+figures (a Prometheus harvest, the embedded runtime's events, nothing at all) writes this same structure."""
 
 from __future__ import annotations
 
@@ -61,14 +63,22 @@ def flatten(summary: dict[str, Any]) -> dict[str, str | None]:
     return {key: row[key] for key in FLAT_KEYS}
 
 
+def summary_metadata(*, test_name: str, tag: str, data_timestamp: str, start_ts: int, end_ts: int,
+                     steady: tuple[int, int], prom_url: str | None, atelet_lag_s: int | None,
+                     **extra: Any) -> dict[str, Any]:
+    """The ``metadata`` block, in the reference's key order (``extra`` keys last)."""
+    return {"test_name": test_name, "tag": tag, "data_timestamp": data_timestamp, "prom_url": prom_url,
+            "start_ts": start_ts, "end_ts": end_ts, "steady_start_ts": steady[0], "steady_end_ts": steady[1],
+            "atelet_lag_s": atelet_lag_s, **extra}
+
+
 def unmeasured_server_summary(*, start_ts: int, end_ts: int, steady: tuple[int, int], test_name: str, tag: str,
                               data_timestamp: str) -> dict[str, Any]:
     """The server_summary structure with nothing measured: every figure null, no samples."""
     empty = percentile_stats([])
     return {
-        "metadata": {"test_name": test_name, "tag": tag, "data_timestamp": data_timestamp, "prom_url": None,
-                     "start_ts": start_ts, "end_ts": end_ts, "steady_start_ts": steady[0], "steady_end_ts": steady[1],
-                     "atelet_lag_s": None},
+        "metadata": summary_metadata(test_name=test_name, tag=tag, data_timestamp=data_timestamp, start_ts=start_ts,
+                                     end_ts=end_ts, steady=steady, prom_url=None, atelet_lag_s=None),
         "cluster_packing": {"summary": dict(empty), "timeseries": []},
         "node_psi": {**{f"{key}_stall_pct": dict(empty) for key, _ in PSI_RESOURCES}, "nodes": 0},
         "pod_psi": {**{f"{key}_stall_pct": dict(empty) for key, _ in PSI_RESOURCES}, "pods": 0},

@@ -1,0 +1,252 @@
+"""The trial directory: the contract between whatever writes a trial and whatever reads it.
+
+This module names every file a trial directory holds, says once when a trial counts as *completed*, and
+reads any trial directory — written by this platform, by upstream's runner of any age, or by another Locust
+version — into one shape, so that no reader above it ever sees an upstream format.
+
+| file | holds |
+|---|---|
+| ``stats.csv``, ``stats_history.csv``, ``failures.csv``, ``exceptions.csv`` | Locust's own CSVs |
+| ``stats.jsonl`` | one row per stats.csv entry in upstream's envelope, and the ``server_summary`` row |
+| ``status.json`` | ``{locust_exit_code, stats_generated}``, as upstream CI reads it |
+| ``server_summary.json`` | server telemetry inside the steady-state window |
+| ``trial.json`` | our manifest: suite, script, knobs, cluster facts, versions (absent from upstream runs) |
+| ``requests.parquet`` | every request with its exact latency (ours) |
+| ``runtime_events.parquet``, ``runtime_samples.parquet`` | the embedded runtime's events and per-second samples |
+| ``logs.txt`` | the runner's notes and Locust's output |
+
+Upstream's runner, run locally, prefixes its files with the test name (``<test>_stats.csv``); readers accept
+both forms.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from substrate_assets.results.layout import TrialKey
+from substrate_assets.results.readers import (
+    REQUESTS_SCHEMA,
+    STATS_HISTORY_SCHEMA,
+    STATS_SCHEMA,
+    read_requests,
+    read_stats,
+    read_stats_history,
+    read_stats_jsonl,
+)
+from substrate_assets.results.server_summary import FLAT_KEYS, flatten
+from substrate_assets.results.stats_jsonl import FACT_KEYS
+
+STATS_CSV = "stats.csv"
+STATS_HISTORY_CSV = "stats_history.csv"
+FAILURES_CSV = "failures.csv"
+EXCEPTIONS_CSV = "exceptions.csv"
+STATS_JSONL = "stats.jsonl"
+STATUS_JSON = "status.json"
+SERVER_SUMMARY_JSON = "server_summary.json"
+TRIAL_JSON = "trial.json"
+REQUESTS_PARQUET = "requests.parquet"
+RUNTIME_EVENTS_PARQUET = "runtime_events.parquet"
+RUNTIME_SAMPLES_PARQUET = "runtime_samples.parquet"
+LOGS_TXT = "logs.txt"
+
+# Locust writes ``<prefix>_<kind>.csv``; the trial keeps each under its own name.
+LOCUST_CSVS = {"stats": STATS_CSV, "stats_history": STATS_HISTORY_CSV, "failures": FAILURES_CSV,
+               "exceptions": EXCEPTIONS_CSV}
+
+# Present in a trial directory of an object store while its upload is under way (object stores have no atomic
+# rename): readers skip such a directory, and the upload puts trial.json last.
+UPLOADING = ".uploading"
+
+# The scratch area of a trial's staging directory while Locust runs; removed before the trial is renamed into
+# runs/, so a finished trial never holds it.
+WORK = ".work"
+WORK_SCRIPT = "script.yaml"
+LOCUST_LOG = "locust.log"
+LOCUST_CSV_PREFIX = "locust"
+REQUEST_LOG = "requests"
+
+# The stats_history.csv rows that carry the run's totals (user count among them), by Locust version.
+TOTAL_ROW_NAMES = ("", "Aggregated", "Total")
+
+
+def locust_csv(work: Path, kind: str) -> Path:
+    """Where Locust, run with ``--csv <work>/locust``, writes its CSV of ``kind`` (a key of LOCUST_CSVS)."""
+    return work / f"{LOCUST_CSV_PREFIX}_{kind}.csv"
+
+
+def run_completed(locust_exit_code: int | None, stats_generated: bool | None,
+                  interrupted: bool = False) -> bool | None:
+    """A trial *completed* when Locust ran its whole duration, exited 0 (it exits 1 when any request failed) and
+    wrote stats, and nobody stopped it early. Null when Locust's exit is not known."""
+    if locust_exit_code is None:
+        return None
+    return locust_exit_code == 0 and bool(stats_generated) and not interrupted
+
+
+def number(value: Any) -> float | int | None:
+    """A figure as a number: files hold numbers (trial.json) or strings (stats.jsonl); null and junk are null."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _whole(value: Any) -> int | None:
+    figure = number(value)
+    return None if figure is None else int(figure)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _timestamp(text: str | None) -> datetime | None:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+
+
+def _from_unix(value: Any) -> datetime | None:
+    seconds = number(value)
+    return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+class TrialDirectory:
+    """One trial directory, read into the same shape whatever wrote it."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _json(self, name: str) -> Any:
+        found = self.file(name)
+        return json.loads(found.read_text()) if found is not None else None
+
+    @cached_property
+    def key(self) -> TrialKey | None:
+        """The key the directory's run-store path names (None outside a run store)."""
+        try:
+            return TrialKey.parse(self.path.as_posix())
+        except ValueError:
+            return None
+
+    @cached_property
+    def manifest(self) -> dict[str, Any]:
+        """trial.json; empty for an upstream run, which has none."""
+        return self._json(TRIAL_JSON) or {}
+
+    @cached_property
+    def status(self) -> dict[str, Any]:
+        return self._json(STATUS_JSON) or {}
+
+    @property
+    def trial_id(self) -> str:
+        if self.manifest.get("trial_id"):
+            return self.manifest["trial_id"]
+        if self.key is None:
+            raise ValueError(f"{self.path} has no trial.json and is not a run-store trial directory")
+        return self.key.trial_id
+
+    def file(self, name: str) -> Path | None:
+        """``name`` in the directory, or upstream's local form ``<test name>_<name>``; None if neither exists."""
+        path = self.path / name
+        if path.is_file():
+            return path
+        prefixed = sorted(self.path.glob(f"*_{name}"))
+        return prefixed[0] if prefixed else None
+
+    @cached_property
+    def _jsonl(self) -> list[dict[str, Any]]:
+        path = self.file(STATS_JSONL)
+        return read_stats_jsonl(path) if path is not None else []
+
+    def jsonl_measurements(self, metric: str) -> dict[str, Any] | None:
+        """The measurements of the last stats.jsonl row of ``metric`` (``trial_summary``, ``server_summary``).
+
+        The oldest runners nest a trial_summary's facts, as native numbers, under ``raw_configuration``."""
+        rows = [row for row in self._jsonl if row.get("metric") == metric]
+        if not rows:
+            return None
+        return rows[-1].get("measurements") or rows[-1].get("raw_configuration") or {}
+
+    @property
+    def completed(self) -> bool | None:
+        exit_code = self.status.get("locust_exit_code", self.manifest.get("locust_exit_code"))
+        return run_completed(exit_code, self.status.get("stats_generated"), bool(self.manifest.get("interrupted")))
+
+    def manifest_fields(self) -> dict[str, Any]:
+        """What ran and how it ended: identity, knobs, times, outcome. Upstream runs take suite, tag and start from
+        their path and their run window from the trial_summary row; their backend is ``import``."""
+        manifest, key = self.manifest, self.key
+        knobs, script = manifest.get("knobs", {}), manifest.get("script", {})
+        window = {} if manifest else (self.jsonl_measurements("trial_summary") or {})
+        return {
+            "suite": manifest.get("suite") or (key.suite if key else None),
+            "script": script.get("name"), "script_sha256": script.get("sha256"),
+            "backend": manifest.get("backend", "import"), "tag": manifest.get("tag") or (key.tag if key else None),
+            "run_ts": manifest.get("run_ts") or (key.run_ts if key else None),
+            "started_at": _timestamp(manifest.get("started_at")) or _from_unix(window.get("run_start")),
+            "ended_at": _timestamp(manifest.get("ended_at")) or _from_unix(window.get("run_end")),
+            "completed": self.completed,
+            "locust_exit_code": self.status.get("locust_exit_code", manifest.get("locust_exit_code")),
+            "stats_generated": self.status.get("stats_generated"),
+            "users": knobs.get("users"), "spawn_rate": knobs.get("spawn_rate"), "duration_s": knobs.get("duration_s"),
+            "think_scale": knobs.get("think_scale"), "lifecycle_mode": knobs.get("lifecycle_mode"),
+            "resume_mode": knobs.get("resume_mode"), "actors_per_user": knobs.get("actors_per_user", 1),
+            "trial_dir": str(self.path),
+            "metadata": json.dumps(manifest.get("metadata", {}), sort_keys=True),
+        }
+
+    def cluster_facts(self) -> dict[str, Any]:
+        """The nine facts and the run window, typed: trial.json's ``cluster_facts``, else the trial_summary row."""
+        facts = self.manifest.get("cluster_facts")
+        if facts is not None:
+            values = {**facts, "run_start": self.manifest.get("run_start"), "run_end": self.manifest.get("run_end")}
+        else:
+            measurements = self.jsonl_measurements("trial_summary") or {}
+            values = {key: measurements.get(key) for key in (*FACT_KEYS, "run_start", "run_end")}
+        return {
+            "machine_type": values.get("machine_type"), "node_count": _whole(values.get("node_count")),
+            "allocatable_cores": number(values.get("allocatable_cores")),
+            "allocatable_ram_gb": number(values.get("allocatable_ram_gb")),
+            "worker_pod_count": _whole(values.get("worker_pod_count")), "gke_version": values.get("gke_version"),
+            "worker_actor_capacity": _text(values.get("worker_actor_capacity")),
+            "worker_memory_limit_gb": _text(values.get("worker_memory_limit_gb")),
+            "sandbox_class": values.get("sandbox_class"),
+            "run_start": _whole(values.get("run_start")), "run_end": _whole(values.get("run_end")),
+        }
+
+    def server_telemetry(self) -> dict[str, float | int | None]:
+        """The 45 flat server_summary keys as numbers: server_summary.json, else the stats.jsonl row; null where
+        nothing was measured."""
+        document = self._json(SERVER_SUMMARY_JSON)
+        if document is not None:
+            flat: dict[str, Any] = flatten(document)
+        else:
+            measurements = self.jsonl_measurements("server_summary") or {}
+            flat = {key: measurements.get(key) for key in FLAT_KEYS}
+        values = {key: number(value) for key, value in flat.items()}
+        values["checkpoints_in_window"] = _whole(values["checkpoints_in_window"])
+        return values
+
+    def _frame(self, name: str, read: Any, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+        path = self.file(name)
+        return read(path) if path is not None else pl.DataFrame(schema=schema)
+
+    def stats(self) -> pl.DataFrame:
+        """stats.csv, typed (empty when Locust wrote none)."""
+        return self._frame(STATS_CSV, read_stats, STATS_SCHEMA)
+
+    def stats_history(self) -> pl.DataFrame:
+        return self._frame(STATS_HISTORY_CSV, read_stats_history, STATS_HISTORY_SCHEMA)
+
+    def requests(self) -> pl.DataFrame:
+        """The request log (empty for upstream runs, which keep none)."""
+        return self._frame(REQUESTS_PARQUET, read_requests, REQUESTS_SCHEMA)

@@ -1,0 +1,110 @@
+"""The trial-directory contract: one rule for "completed", one reader for native and upstream trials alike, and
+no trial file named anywhere else in the package."""
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from substrate_assets.results import trial_directory
+from substrate_assets.results.trial_directory import TrialDirectory, run_completed
+
+ROOT = Path(__file__).resolve().parents[2]
+UPSTREAM = ROOT / "tests" / "data" / "upstream_runs" / "runs"
+NEWEST = UPSTREAM / "glutton_baseline_5_users/run_date=2026-11-20/run_ts=1795132800/" \
+    "run_tag=4f8a1c0d2b9e7f6a5c3d1e0f9a8b7c6d5e4f3a2b"
+OLDEST = UPSTREAM / "glutton_baseline_1_user/run_date=2026-05-02/run_ts=1777708800/" \
+    "run_tag=4f8a1c0d2b9e7f6a5c3d1e0f9a8b7c6d5e4f3a2b"
+
+
+@pytest.mark.parametrize(("exit_code", "generated", "interrupted", "completed"), [
+    (0, True, False, True),
+    (0, False, False, False),  # Locust exited 0 having measured nothing
+    (1, True, False, False),  # Locust exits 1 when any request failed
+    (0, True, True, False),  # stopped before its run time
+    (None, None, False, None),  # no status: not known
+])
+def test_one_rule_for_completed(exit_code, generated, interrupted, completed):
+    assert run_completed(exit_code, generated, interrupted) is completed
+
+
+def native_trial(tmp_path: Path, *, exit_code: int, generated: bool, interrupted: bool) -> Path:
+    directory = tmp_path / "runs/s/run_date=2026-11-30/run_ts=1796033700/run_tag=local"
+    directory.mkdir(parents=True)
+    (directory / "status.json").write_text(json.dumps({"locust_exit_code": exit_code, "stats_generated": generated}))
+    (directory / "trial.json").write_text(json.dumps({
+        "trial_id": "s-20261130t101500z", "suite": "s", "backend": "local", "interrupted": interrupted,
+        "completed": run_completed(exit_code, generated, interrupted), "knobs": {"users": 2},
+        "cluster_facts": {"node_count": 1, "allocatable_cores": 2.0, "worker_actor_capacity": "4"},
+        "run_start": 1796033700, "run_end": 1796033760}))
+    return directory
+
+
+def test_native_and_imported_trials_complete_by_the_same_rule(tmp_path):
+    interrupted = TrialDirectory(native_trial(tmp_path, exit_code=0, generated=True, interrupted=True))
+    assert interrupted.completed is False and interrupted.manifest_fields()["completed"] is False
+    upstream = TrialDirectory(NEWEST)
+    assert upstream.status == {"locust_exit_code": 1, "stats_generated": True}
+    assert upstream.completed is False and upstream.manifest_fields()["completed"] is False
+    copied = tmp_path / "copy" / NEWEST.relative_to(UPSTREAM.parent)
+    shutil.copytree(NEWEST, copied)
+    (copied / "status.json").write_text('{"locust_exit_code": 0, "stats_generated": true}')
+    assert TrialDirectory(copied).completed is True
+
+
+def test_an_upstream_run_reads_like_a_native_trial():
+    newest = TrialDirectory(NEWEST)
+    assert newest.trial_id == "glutton_baseline_5_users-20261120t000000z"
+    fields = newest.manifest_fields()
+    assert (fields["suite"], fields["backend"], fields["started_at"].timestamp()) == \
+        ("glutton_baseline_5_users", "import", 1795132800)
+    facts = newest.cluster_facts()
+    assert (facts["machine_type"], facts["worker_pod_count"], facts["allocatable_cores"]) == ("c3-standard-4", 5, 3.92)
+    assert newest.server_telemetry()["checkpoints_in_window"] == 597
+    assert newest.requests().height == 0 and newest.stats().height == 5
+    oldest = TrialDirectory(OLDEST)  # facts nested under raw_configuration, native numbers, no server summary
+    assert (oldest.cluster_facts()["node_count"], oldest.cluster_facts()["gke_version"]) == (3, None)
+    assert all(value is None for value in oldest.server_telemetry().values())
+
+
+def test_typed_facts_from_a_native_manifest(tmp_path):
+    trial = TrialDirectory(native_trial(tmp_path, exit_code=0, generated=True, interrupted=False))
+    facts = trial.cluster_facts()
+    assert facts["node_count"] == 1 and facts["worker_actor_capacity"] == "4" and facts["machine_type"] is None
+    assert (facts["run_start"], facts["run_end"]) == (1796033700, 1796033760)
+    assert trial.stats().height == 0 and trial.stats_history().height == 0  # not written: empty, never invented
+
+
+def test_upstream_local_file_names(tmp_path):
+    """Upstream's runner, run locally, prefixes its files with the test name."""
+    directory = tmp_path / "local-run"
+    directory.mkdir()
+    shutil.copy(NEWEST / "stats.csv", directory / "glutton_baseline_stats.csv")
+    assert TrialDirectory(directory).file("stats.csv") == directory / "glutton_baseline_stats.csv"
+    assert TrialDirectory(directory).stats().height == 5
+
+
+def _trial_file_names() -> set[str]:
+    names = {value for name, value in vars(trial_directory).items()
+             if name.isupper() and isinstance(value, str) and "." in value}
+    # The scratch area's own names (script.yaml, locust.log) are not trial files; a pod mounts its own script.yaml.
+    return names - {trial_directory.WORK_SCRIPT, trial_directory.LOCUST_LOG}
+
+
+def test_no_trial_file_is_named_outside_the_contract():
+    names = _trial_file_names()
+    assert {"trial.json", "runtime_samples.parquet", ".uploading", ".work"} <= names
+    found = []
+    for path in sorted((ROOT / "substrate_assets").rglob("*.py")):
+        if path.name == "trial_directory.py":
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        found += [f"{path.relative_to(ROOT)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                  and any(name in node.value for name in names)]
+    assert found == []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -41,9 +40,3 @@ def write_text(path: Path, text: str) -> Path:
 def write_json(path: Path, value: Any) -> Path:
     """Pretty JSON (indent 2) with a trailing newline, as upstream writes its JSON files."""
     return write_text(path, json.dumps(value, indent=2, sort_keys=False) + "\n")
-
-
-def copy_file(source: Path, path: Path) -> Path:
-    with atomic_path(path) as partial:
-        shutil.copyfile(source, partial)
-    return path

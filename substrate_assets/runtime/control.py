@@ -10,7 +10,8 @@ import grpc
 
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import ateapi_pb2_grpc
-from substrate_assets.runtime.lifecycle import Lifecycle, LifecycleError
+from substrate_assets.runtime.actors import LifecycleError
+from substrate_assets.runtime.lifecycle import Lifecycle
 from substrate_assets.workload.quantity import format_binary_si
 
 T = TypeVar("T")

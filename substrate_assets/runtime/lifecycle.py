@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import shutil
 import signal
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
 import grpc
-from google.protobuf.timestamp_pb2 import Timestamp
 
-from substrate_assets.protos import ateapi_pb2 as pb
+from substrate_assets.runtime.actors import STATE_NAMES, ActorRecord, Atespace, LifecycleError, State, check_name
 from substrate_assets.runtime.config import RuntimeConfig, TemplateConfig
 from substrate_assets.runtime.events import EventLog, RuntimeEvent
 from substrate_assets.runtime.hosts import HostFailure, HostProcess, WarmPool
@@ -34,99 +31,6 @@ from substrate_assets.runtime.workers import NoFreeWorker, WorkerSlots
 
 # Requests beyond this many queue in the router rather than opening more actor connections (and threads).
 ROUTER_CONNECTIONS_PER_ACTOR = 64
-NAME_PATTERN = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
-S = pb.ActorState
-STATE_NAMES = {value: name for name, value in pb.ActorState.items()}
-
-
-class LifecycleError(Exception):
-    """An RPC-level failure: a gRPC status code and its message."""
-
-    def __init__(self, code: grpc.StatusCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-def _check_name(kind: str, name: str) -> None:
-    if not NAME_PATTERN.fullmatch(name or ""):
-        raise LifecycleError(grpc.StatusCode.INVALID_ARGUMENT,
-                             f"{kind} name {name!r} must be an RFC 1123 label ([a-z0-9-], at most 63 characters)")
-
-
-def _timestamp(seconds: float) -> Timestamp:
-    stamp = Timestamp()
-    stamp.FromNanoseconds(int(seconds * 1e9))
-    return stamp
-
-
-@dataclass
-class Atespace:
-    name: str
-    uid: str
-    created: float
-
-    def message(self) -> pb.Atespace:
-        return pb.Atespace(metadata=pb.ResourceMetadata(name=self.name, uid=self.uid, version=1,
-                                                        create_time=_timestamp(self.created),
-                                                        update_time=_timestamp(self.created)))
-
-
-@dataclass(eq=False)
-class ActorRecord:
-    atespace: str
-    name: str
-    template: TemplateConfig
-    uid: str = field(default_factory=lambda: str(uuid.uuid4()))
-    state: int = S.ACTOR_STATE_SUSPENDED
-    version: int = 1
-    created: float = field(default_factory=time.time)
-    updated: float = field(default_factory=time.time)
-    snapshot: Path | None = None
-    generation: int = 0
-    host: HostProcess | None = None
-    port: int | None = None
-    worker: int | None = None
-    session: aiohttp.ClientSession | None = None
-    inflight: int = 0
-    deleted: bool = False
-    crash_reason: str | None = None
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    idle: asyncio.Event = field(default_factory=asyncio.Event)
-    flight: asyncio.Task[bool] | None = None
-
-    def __post_init__(self) -> None:
-        self.idle.set()
-
-    @property
-    def key(self) -> str:
-        return f"{self.atespace}/{self.name}"
-
-    @property
-    def serving(self) -> bool:
-        return self.state == S.ACTOR_STATE_RUNNING and self.port is not None and self.session is not None
-
-    def set_state(self, state: int) -> None:
-        self.state = state
-        self.version += 1
-        self.updated = time.time()
-
-    def message(self) -> pb.Actor:
-        return pb.Actor(
-            metadata=pb.ResourceMetadata(atespace=self.atespace, name=self.name, uid=self.uid, version=self.version,
-                                         create_time=_timestamp(self.created), update_time=_timestamp(self.updated)),
-            actor_template=pb.ObjectRef(atespace=self.template.atespace, name=self.template.name),
-            status=pb.ActorStatus(state=self.state),
-        )
-
-    def begin_request(self) -> None:
-        self.inflight += 1
-        self.idle.clear()
-
-    def end_request(self) -> None:
-        self.inflight -= 1
-        if self.inflight == 0:
-            self.idle.set()
 
 
 class Lifecycle:
@@ -146,7 +50,7 @@ class Lifecycle:
     # -- records ----------------------------------------------------------
 
     def create_atespace(self, name: str) -> Atespace:
-        _check_name("atespace", name)
+        check_name("atespace", name)
         if name in self.atespaces:
             raise LifecycleError(grpc.StatusCode.ALREADY_EXISTS, f"atespace {name} already exists")
         atespace = Atespace(name, str(uuid.uuid4()), time.time())
@@ -154,7 +58,7 @@ class Lifecycle:
         return atespace
 
     def create_actor(self, atespace: str, name: str, template: tuple[str, str]) -> ActorRecord:
-        _check_name("actor", name)
+        check_name("actor", name)
         if not template[1]:
             raise LifecycleError(grpc.StatusCode.INVALID_ARGUMENT, "actor_template is required")
         if atespace not in self.atespaces:
@@ -192,7 +96,7 @@ class Lifecycle:
 
     async def resume(self, record: ActorRecord) -> bool:
         """ResumeActor: True when a resume ran, False when the actor was already RUNNING."""
-        if record.state == S.ACTOR_STATE_RUNNING and not record.lock.locked():
+        if record.state == State.ACTOR_STATE_RUNNING and not record.lock.locked():
             return False
         return await asyncio.shield(self.flight(record))
 
@@ -200,15 +104,15 @@ class Lifecycle:
         async with record.lock:
             if record.deleted:
                 raise LifecycleError(grpc.StatusCode.NOT_FOUND, f"actor {record.key} not found")
-            if record.state == S.ACTOR_STATE_RUNNING:
+            if record.state == State.ACTOR_STATE_RUNNING:
                 return False
-            if record.state == S.ACTOR_STATE_CRASHED:
+            if record.state == State.ACTOR_STATE_CRASHED:
                 raise self._crashed(record)
             try:
                 worker = self.slots.acquire()
             except NoFreeWorker as error:
                 raise LifecycleError(grpc.StatusCode.RESOURCE_EXHAUSTED, str(error)) from None
-            if record.state == S.ACTOR_STATE_PAUSED:
+            if record.state == State.ACTOR_STATE_PAUSED:
                 await self._unpause(record, worker)
             else:
                 await self._restore(record, worker)
@@ -219,13 +123,13 @@ class Lifecycle:
         assert record.host is not None
         record.host.signal(signal.SIGCONT)
         record.worker = worker
-        record.set_state(S.ACTOR_STATE_RUNNING)
+        record.set_state(State.ACTOR_STATE_RUNNING)
         self.events.append(RuntimeEvent("unpause", record.atespace, record.name, started,
                                         time.perf_counter() - clock, worker=worker))
 
     async def _restore(self, record: ActorRecord, worker: int) -> None:
         started, clock = time.time(), time.perf_counter()
-        record.set_state(S.ACTOR_STATE_RESUMING)
+        record.set_state(State.ACTOR_STATE_RESUMING)
         host: HostProcess | None = None
         try:
             host = await self.pool.take()
@@ -249,7 +153,7 @@ class Lifecycle:
             auto_decompress=False,
         )
         host.on_exit = lambda exited, code: self._host_exited(record, exited, code)
-        record.set_state(S.ACTOR_STATE_RUNNING)
+        record.set_state(State.ACTOR_STATE_RUNNING)
         if not host.alive:  # died between answering and being watched
             self._host_exited(record, host, host.exited.result())
         duration = time.perf_counter() - clock
@@ -263,14 +167,14 @@ class Lifecycle:
     async def suspend(self, record: ActorRecord) -> ActorRecord:
         async with record.lock:
             self._require_present(record)
-            if record.state == S.ACTOR_STATE_SUSPENDED:
+            if record.state == State.ACTOR_STATE_SUSPENDED:
                 return record
-            if record.state == S.ACTOR_STATE_CRASHED:
+            if record.state == State.ACTOR_STATE_CRASHED:
                 raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION, f"actor {record.key} is crashed")
-            if record.state == S.ACTOR_STATE_PAUSED:
+            if record.state == State.ACTOR_STATE_PAUSED:
                 assert record.host is not None
                 record.host.signal(signal.SIGCONT)
-            record.set_state(S.ACTOR_STATE_SUSPENDING)
+            record.set_state(State.ACTOR_STATE_SUSPENDING)
             await self._drain(record)
             await self._checkpoint(record)
             return record
@@ -296,7 +200,7 @@ class Lifecycle:
         previous, record.snapshot = record.snapshot, target
         if previous is not None:
             shutil.rmtree(previous, ignore_errors=True)
-        record.set_state(S.ACTOR_STATE_SUSPENDED)
+        record.set_state(State.ACTOR_STATE_SUSPENDED)
         duration = time.perf_counter() - clock
         self.metrics.observe_checkpoint(duration, {PAGES: reply["pages"], FILES: reply["files"]})
         self.events.append(RuntimeEvent("checkpoint", record.atespace, record.name, started, duration,
@@ -305,15 +209,15 @@ class Lifecycle:
     async def pause(self, record: ActorRecord) -> ActorRecord:
         async with record.lock:
             self._require_present(record)
-            if record.state == S.ACTOR_STATE_PAUSED:
+            if record.state == State.ACTOR_STATE_PAUSED:
                 return record
-            if record.state == S.ACTOR_STATE_SUSPENDED:
+            if record.state == State.ACTOR_STATE_SUSPENDED:
                 raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION,
                                      f"actor {record.key} is suspended; only a running actor can be paused")
-            if record.state == S.ACTOR_STATE_CRASHED:
+            if record.state == State.ACTOR_STATE_CRASHED:
                 raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION, f"actor {record.key} is crashed")
             started, clock = time.time(), time.perf_counter()
-            record.set_state(S.ACTOR_STATE_PAUSING)
+            record.set_state(State.ACTOR_STATE_PAUSING)
             await self._drain(record)
             host = self._live_host(record)
             host.signal(signal.SIGSTOP)
@@ -321,7 +225,7 @@ class Lifecycle:
             if worker is not None:
                 self.slots.release(worker)
                 record.worker = None
-            record.set_state(S.ACTOR_STATE_PAUSED)
+            record.set_state(State.ACTOR_STATE_PAUSED)
             self.events.append(RuntimeEvent("pause", record.atespace, record.name, started,
                                             time.perf_counter() - clock, worker=worker))
             return record
@@ -334,8 +238,8 @@ class Lifecycle:
                                  f"actor {record.key} still has {record.inflight} requests in flight after "
                                  f"{self.config.drain_timeout_s}s; another operation is in progress") from None
         finally:
-            if record.state in (S.ACTOR_STATE_SUSPENDING, S.ACTOR_STATE_PAUSING) and record.inflight:
-                record.set_state(S.ACTOR_STATE_RUNNING)
+            if record.state in (State.ACTOR_STATE_SUSPENDING, State.ACTOR_STATE_PAUSING) and record.inflight:
+                record.set_state(State.ACTOR_STATE_RUNNING)
         self._live_host(record)
 
     # -- delete -----------------------------------------------------------
@@ -343,11 +247,11 @@ class Lifecycle:
     async def delete(self, record: ActorRecord, any_state: bool) -> ActorRecord:
         async with record.lock:
             self._require_present(record)
-            if not any_state and record.state not in (S.ACTOR_STATE_SUSPENDED, S.ACTOR_STATE_CRASHED):
+            if not any_state and record.state not in (State.ACTOR_STATE_SUSPENDED, State.ACTOR_STATE_CRASHED):
                 raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION,
                                      f"actor {record.key} is {STATE_NAMES[record.state]}; only SUSPENDED or CRASHED "
                                      "actors can be deleted without any_state")
-            record.set_state(S.ACTOR_STATE_DELETING)
+            record.set_state(State.ACTOR_STATE_DELETING)
             if record.host is not None:
                 await record.host.kill()
             await self._release(record)
@@ -369,7 +273,7 @@ class Lifecycle:
             raise LifecycleError(grpc.StatusCode.NOT_FOUND, f"actor {record.key} not found")
 
     def _live_host(self, record: ActorRecord) -> HostProcess:
-        if record.host is None or not record.host.alive or record.state == S.ACTOR_STATE_CRASHED:
+        if record.host is None or not record.host.alive or record.state == State.ACTOR_STATE_CRASHED:
             raise self._crashed(record)
         return record.host
 
@@ -380,7 +284,7 @@ class Lifecycle:
         asyncio.get_running_loop().create_task(self._release(record))
 
     def _mark_crashed(self, record: ActorRecord, reason: str) -> None:
-        if record.state == S.ACTOR_STATE_CRASHED:
+        if record.state == State.ACTOR_STATE_CRASHED:
             return
         started = time.time()
         worker = record.worker
@@ -388,7 +292,7 @@ class Lifecycle:
             self.slots.release(worker)
             record.worker = None
         record.crash_reason = reason
-        record.set_state(S.ACTOR_STATE_CRASHED)
+        record.set_state(State.ACTOR_STATE_CRASHED)
         self.events.append(RuntimeEvent("crash", record.atespace, record.name, started, 0.0, worker=worker,
                                         detail=reason))
 
@@ -413,6 +317,3 @@ class Lifecycle:
                 with contextlib.suppress(Exception):
                     await record.session.close()
         await self.pool.close()
-
-    def running_hosts(self) -> list[HostProcess]:
-        return [r.host for r in self.actors.values() if r.host is not None] + self.pool.idle

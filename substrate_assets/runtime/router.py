@@ -18,7 +18,8 @@ import aiohttp
 import grpc
 from aiohttp import web
 
-from substrate_assets.runtime.lifecycle import NAME_PATTERN, ActorRecord, Lifecycle, LifecycleError, S
+from substrate_assets.runtime.actors import NAME_PATTERN, ActorRecord, LifecycleError
+from substrate_assets.runtime.lifecycle import Lifecycle
 
 TARGET_HEADER = "ate-target-actor"
 _FORWARDED_HEADERS = ("Content-Type", "x-server-elapsed-us")
@@ -63,7 +64,7 @@ class Router:
         while not record.serving:
             if record.deleted:
                 return _error(404, f"actor {record.key} not found")
-            if record.state == S.ACTOR_STATE_CRASHED:
+            if record.crashed:
                 return _error(502, f"actor {record.key} is crashed ({record.crash_reason})")
             refused = await self._park(record, deadline)
             if refused is not None:
@@ -82,7 +83,7 @@ class Router:
         except TimeoutError:
             return _error(504, f"router deadline of {self.timeout_s}s passed while actor {record.key} answered")
         except (aiohttp.ClientError, OSError) as error:
-            crashed = record.state == S.ACTOR_STATE_CRASHED
+            crashed = record.crashed
             reason = record.crash_reason if crashed else str(error) or type(error).__name__
             return _error(502, f"actor {record.key} connection failed: {reason}")
         finally:
@@ -106,7 +107,7 @@ class Router:
                 return _error(503, error.message)
             if error.code == grpc.StatusCode.NOT_FOUND:
                 return _error(404, error.message)
-            if error.code == grpc.StatusCode.ABORTED and record.state != S.ACTOR_STATE_CRASHED:
+            if error.code == grpc.StatusCode.ABORTED and not record.crashed:
                 await asyncio.sleep(0.01)  # another operation held the actor; look at its next state
                 return None
             return _error(502, error.message)

@@ -26,11 +26,12 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from substrate_assets.protos import ateapi_pb2_grpc
+from substrate_assets.runtime.actors import STATE_NAMES
 from substrate_assets.runtime.config import RuntimeConfig
 from substrate_assets.runtime.control import ControlService
 from substrate_assets.runtime.events import EventLog, RuntimeEvent
 from substrate_assets.runtime.hosts import WarmPool
-from substrate_assets.runtime.lifecycle import STATE_NAMES, Lifecycle
+from substrate_assets.runtime.lifecycle import Lifecycle
 from substrate_assets.runtime.metrics import RuntimeMetrics
 from substrate_assets.runtime.router import Router
 
@@ -171,13 +172,6 @@ class EmbeddedRuntime:
             return self.lifecycle.actor(atespace, name).snapshot
 
         return self.call(find())
-
-    def host_pids(self) -> list[int]:
-        async def collect() -> list[int]:
-            assert self.lifecycle is not None
-            return [host.pid for host in self.lifecycle.running_hosts()]
-
-        return self.call(collect())
 
     def snapshot_state(self) -> dict[str, Any]:
         """Workers by state, actors by state, the router's parked requests: what /state serves."""

@@ -39,9 +39,6 @@ class SnapshotSizes:
     def total(self) -> int:
         return self.pages + self.files
 
-    def by_file_name(self) -> dict[str, int]:
-        return {PAGES: self.pages, FILES: self.files}
-
 
 def _fsync_path(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)

@@ -40,17 +40,6 @@ class BuiltTable:
     columns: list[tuple[str, str]]
     preview: list[dict[str, Any]]
 
-    def preview_markdown(self) -> str:
-        if not self.columns:
-            return "(no columns)"
-        names = [name for name, _ in self.columns]
-        lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
-        for row in self.preview:
-            lines.append("| " + " | ".join("null" if row[n] is None else str(row[n]) for n in names) + " |")
-        if not self.preview:
-            lines.append("| " + " | ".join("" for _ in names) + " |")
-        return "\n".join(lines)
-
 
 def models_directory() -> Path:
     return project_root() / "dbt_like_sql"

@@ -93,7 +93,7 @@ def main() -> None:
             started = time.perf_counter()
             result = rebuild(store, warehouse, ROOT / "dbt_like_sql")
             seconds = time.perf_counter() - started
-            assert result.trials == size and all(outcome.passed for outcome in result.tests)
+            assert len(result.trials) == size and all(outcome.passed for outcome in result.tests)
             extra = RunStore(Path(work) / f"extra{size}")
             write_trial(extra, 10_000 + size, args.samples, rng)
             started = time.perf_counter()

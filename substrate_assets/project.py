@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from enum import StrEnum
 from pathlib import Path
 
 ROOT_ENV = "SUBSTRATE_BENCH_ROOT"
@@ -62,10 +63,26 @@ def dagster_home() -> Path:
     return home
 
 
-def warehouse_enabled() -> bool:
-    """False in a ``cluster`` deployment: nothing on Kubernetes opens the DuckDB file, so the code location there
-    holds only scripts and trials (``SUBSTRATE_BENCH_DEPLOYMENT=cluster``)."""
-    deployment = os.environ.get(DEPLOYMENT_ENV, "workstation")
-    if deployment not in ("workstation", "cluster"):
-        raise ValueError(f"{DEPLOYMENT_ENV}={deployment!r}: expected workstation or cluster")
-    return deployment == "workstation"
+class Deployment(StrEnum):
+    """Where the code location runs: on a ``workstation`` (the whole graph; the warehouse file lives here) or in a
+    ``cluster`` (scripts and trials only: nothing on Kubernetes opens the DuckDB file)."""
+
+    WORKSTATION = "workstation"
+    CLUSTER = "cluster"
+
+    @classmethod
+    def current(cls) -> Deployment:
+        """``$SUBSTRATE_BENCH_DEPLOYMENT``, default ``workstation``: the one place the switch is read."""
+        configured = os.environ.get(DEPLOYMENT_ENV, cls.WORKSTATION.value)
+        try:
+            return cls(configured)
+        except ValueError:
+            raise ValueError(f"{DEPLOYMENT_ENV}={configured!r}: expected workstation or cluster") from None
+
+    @property
+    def holds_warehouse(self) -> bool:
+        return self is Deployment.WORKSTATION
+
+    def runs_backend(self, backend: str) -> bool:
+        """A cluster deployment has no embedded runtime: it runs kubernetes trials only."""
+        return self.holds_warehouse or backend == "kubernetes"

@@ -135,10 +135,19 @@ class Suite(BaseModel):
         return parse_byte_count(self.actor_memory)
 
     def with_overrides(self, **changes: Any) -> Suite:
-        """A copy with the given fields replaced (None leaves a field as it is), validated again."""
+        """A copy with the given fields replaced (None leaves a field as it is; ``kubernetes`` settings are merged
+        into the suite's own), validated again; a SuiteError names each field that is wrong and why."""
         data = self.model_dump()
-        data.update({key: value for key, value in changes.items() if value is not None})
-        return Suite.model_validate(data)
+        given = {key: value for key, value in changes.items() if value is not None}
+        if isinstance(given.get("kubernetes"), dict):
+            given["kubernetes"] = {**(data.get("kubernetes") or {}), **given["kubernetes"]}
+        data.update(given)
+        try:
+            return Suite.model_validate(data)
+        except ValidationError as error:
+            reasons = "; ".join(": ".join([*map(str, detail["loc"]), detail["msg"].removeprefix("Value error, ")])
+                                for detail in error.errors())
+            raise SuiteError(f"suite {self.name!r}: {reasons}") from None
 
     def knobs(self) -> dict[str, Any]:
         return {"users": self.users, "spawn_rate": self.spawn_rate, "duration_s": self.duration_s,

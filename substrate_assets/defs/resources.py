@@ -1,18 +1,13 @@
-"""Resources: where scripts, suites, the run store and the warehouse live."""
+"""Resources every domain shares: where scripts, suites and the run store live, and which deployment this is."""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import dagster as dg
-import duckdb
-from dagster_duckdb import DuckDBResource
 from pydantic import Field
 
-from substrate_assets.project import project_root, scripts_directory, store_directory, warehouse_path
+from substrate_assets.project import Deployment, project_root, scripts_directory, store_directory
 from substrate_assets.results.layout import RunStore
-from substrate_assets.suites import Suite, get_suite
-from substrate_assets.warehouse.connection import prepare
+from substrate_assets.suites import Suite, get_suite, load_suites
 from substrate_assets.workload import ScriptLibrary
 
 
@@ -34,6 +29,9 @@ class SuitesResource(dg.ConfigurableResource):
     def suite(self, name: str) -> Suite:
         return get_suite(name, Path(self.path))
 
+    def all(self) -> dict[str, Suite]:
+        return load_suites(Path(self.path))
+
 
 class RunStoreResource(dg.ConfigurableResource):
     """The run store holding every trial directory (the source of truth)."""
@@ -44,13 +42,15 @@ class RunStoreResource(dg.ConfigurableResource):
         return RunStore(Path(self.root))
 
 
-class WarehouseResource(DuckDBResource):
-    """The DuckDB warehouse; connections come with the warehouse's functions registered."""
+class DeploymentResource(dg.ConfigurableResource):
+    """Where this code location runs (``workstation`` or ``cluster``); definitions.py sets it from the one switch."""
 
-    database: str = Field(default_factory=lambda: str(warehouse_path()))
+    name: str = Field(default_factory=lambda: Deployment.current().value)
 
-    @contextmanager
-    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        Path(self.database).parent.mkdir(parents=True, exist_ok=True)
-        with self.get_connection() as connection:
-            yield prepare(connection)
+    def deployment(self) -> Deployment:
+        return Deployment(self.name)
+
+
+def shared_resources(deployment: Deployment) -> dict[str, dg.ConfigurableResource]:
+    return {"script_library": ScriptLibraryResource(), "suites": SuitesResource(), "run_store": RunStoreResource(),
+            "deployment": DeploymentResource(name=deployment.value)}

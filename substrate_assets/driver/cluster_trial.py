@@ -1,11 +1,15 @@
-"""One trial on the ``kubernetes`` backend, as the driver pod runs it.
+"""One trial on the ``kubernetes`` backend, from both sides of its driver pod.
 
-Locust runs in the pod against the cluster's control API and router — every
-user itself, or as the master of ``locust_workers`` worker pods, whose
-request-log parts arrive through the object store. Cluster facts come from the
-Kubernetes API, server telemetry from the suite's Prometheus. The finished
-trial is written to the object-store run store, ``trial.json`` last. Nothing
-here opens the warehouse.
+- :func:`launch_cluster_trial`, where the trial is launched (Dagster's process): refuse a trial already
+  in the object store, submit the script's ConfigMap (and, for distributed trials, the master Service
+  and the worker pods), owned by this process's own pod when it runs in one; have the driver pod run;
+  remove what was submitted, whatever happened; mirror the trial into a local store if asked.
+- :func:`run_cluster_trial`, inside the driver pod: Locust against the cluster's control API and router —
+  every user itself, or as the master of ``locust_workers`` worker pods, whose request-log parts arrive
+  through the object store. Cluster facts come from the Kubernetes API, server telemetry from the suite's
+  Prometheus. The finished trial is written to the object-store run store, ``trial.json`` last.
+
+Nothing here opens the warehouse.
 """
 
 from __future__ import annotations
@@ -16,14 +20,31 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
-from substrate_assets.driver.kubernetes_pods import MASTER_PORT, request_log_url, settings_of
+from substrate_assets.driver.kubernetes_api import (
+    create_objects,
+    delete_trial_objects,
+    kubernetes_api,
+    own_pod_reference,
+    owned_by,
+)
+from substrate_assets.driver.kubernetes_pods import (
+    MASTER_PORT,
+    TRIAL_LABEL,
+    driver_pod_meta,
+    driver_pod_spec,
+    pod_wait_timeout_s,
+    request_log_url,
+    settings_of,
+    support_objects,
+)
 from substrate_assets.driver.outputs import TrialRecord, collect_locust_outputs, locust_command, write_trial_files
 from substrate_assets.driver.progress import Progress, progress_reporter
 from substrate_assets.driver.trial import TrialResult, drive_locust, server_summary
 from substrate_assets.facts.kubernetes import Discovery
-from substrate_assets.results.importer import upload_trial
-from substrate_assets.results.layout import TrialKey
+from substrate_assets.results.importer import already_stored, fetch_trial, upload_trial
+from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
 from substrate_assets.results.request_log import take_uploaded_parts
 from substrate_assets.results.summary import RequestSummary
 from substrate_assets.results.trial_directory import REQUESTS_PARQUET, WORK
@@ -33,6 +54,40 @@ from substrate_assets.workload import load_script_file
 # How long the driver waits for its workers' last request-log parts after Locust exits: their teardown
 # (DeleteActor, a 60 s deadline) runs after the master has quit.
 WORKER_REPORT_WAIT_S = 120.0
+Outcome = TypeVar("Outcome")
+
+
+class Log(Protocol):
+    def info(self, message: str) -> object: ...
+
+    def warning(self, message: str) -> object: ...
+
+
+def launch_cluster_trial(suite: Suite, key: TrialKey, script_text: str,
+                         run_driver_pod: Callable[[dict[str, Any], dict[str, Any], int], Outcome], *, log: Log,
+                         mirror_into: RunStore | None = None, api: Any = None) -> Outcome:
+    """Launch one kubernetes trial and return what ``run_driver_pod(pod_meta, pod_spec, pod_wait_timeout_s)``
+    returns; it runs the driver pod to its end (Dagster's PipesK8sClient does). With ``mirror_into``, the
+    finished trial is then copied from the object store into that local store."""
+    settings = settings_of(suite)
+    refusal = already_stored(settings.store, key)
+    if refusal is not None:
+        raise TrialExists(refusal)
+    api = api or kubernetes_api()
+    owner = own_pod_reference(api, settings.namespace)
+    objects = owned_by(support_objects(suite, key.trial_id, script_text), owner)
+    log.info(f"submitting {len(objects)} objects to namespace {settings.namespace} for trial {key.trial_id}")
+    try:
+        create_objects(api, objects)
+        outcome = run_driver_pod(driver_pod_meta(key.trial_id, owner), driver_pod_spec(suite, key.trial_id),
+                                 pod_wait_timeout_s(suite))
+    finally:
+        for problem in delete_trial_objects(api, settings.namespace, key.trial_id):
+            log.warning(f"{problem}; remove it by hand (label {TRIAL_LABEL})")
+    if mirror_into is not None:
+        mirrored = fetch_trial(settings.store, key, mirror_into)
+        log.info(f"trial {key.trial_id} mirrored from {mirrored.source} to {mirrored.trial_dir}")
+    return outcome
 
 
 def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,

@@ -2,9 +2,9 @@
 
 - a ConfigMap holding the trial's script, mounted at ``/etc/agentsession/script.yaml`` (as
   upstream's deploy.sh does with ``agentsession-script``);
-- the driver pod's spec, handed to Dagster's ``PipesK8sClient`` (which adds the name and
-  the Pipes environment): it runs Locust — every user itself, or as the master of
-  ``locust_workers`` worker pods — and writes the trial to the object-store run store;
+- the driver pod's spec and metadata, handed to whatever launches it (Dagster's ``PipesK8sClient``,
+  which adds the name and the Pipes environment): it runs Locust — every user itself, or as the
+  master of ``locust_workers`` worker pods — and writes the trial to the object-store run store;
 - for distributed trials, a headless Service for the master and the worker pods.
 
 Every object carries the labels ``app.kubernetes.io/name=substrate-bench`` and
@@ -14,14 +14,11 @@ Every object carries the labels ``app.kubernetes.io/name=substrate-bench`` and
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 from typing import Any
 
 from substrate_assets.driver.outputs import session_options
 from substrate_assets.suites import KubernetesSettings, Suite
-
-log = logging.getLogger(__name__)
 
 APP_LABEL = {"app.kubernetes.io/name": "substrate-bench"}
 TRIAL_LABEL = "substrate-bench/trial"
@@ -32,6 +29,8 @@ MASTER_PORT = 5557
 WORK_DIR = "/tmp/substrate-bench"
 LOCUSTFILE = "/app/substrate_assets/driver/locustfile.py"
 DRIVER_CONTAINER = "driver"
+# The module the driver pod runs: the Dagster Pipes end of trial_run.
+PIPES_CHILD = "substrate_assets.app.pipes_trial"
 
 
 def object_name(trial_id: str, role: str) -> str:
@@ -109,7 +108,7 @@ def driver_pod_spec(suite: Suite, trial_id: str) -> dict[str, Any]:
         "name": DRIVER_CONTAINER,
         "image": settings.image,
         "imagePullPolicy": settings.image_pull_policy,
-        "command": ["python", "-m", "substrate_assets.defs.pipes_trial"],
+        "command": ["python", "-m", PIPES_CHILD],
         "resources": _resources(settings),
         "volumeMounts": [mount],
         "env": [{"name": "SUBSTRATE_BENCH_ROOT", "value": "/app"}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
@@ -127,8 +126,12 @@ def driver_pod_spec(suite: Suite, trial_id: str) -> dict[str, Any]:
     }
 
 
-def driver_pod_meta(trial_id: str) -> dict[str, Any]:
-    return {"labels": labels(trial_id, "master")}
+def driver_pod_meta(trial_id: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The driver pod's labels (the master Service selects it by them) and, in a pod, its owner."""
+    meta: dict[str, Any] = {"labels": labels(trial_id, "master")}
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    return meta
 
 
 def master_service(trial_id: str, settings: KubernetesSettings) -> dict[str, Any]:
@@ -178,22 +181,6 @@ def pod_wait_timeout_s(suite: Suite) -> int:
     return settings.pod_wait_timeout_s or suite.duration_s + 1800
 
 
-def driver_pod(suite: Suite, trial_id: str, pipes_env: dict[str, str] | None = None,
-               run_id: str = "dry-run") -> dict[str, Any]:
-    """The driver pod exactly as PipesK8sClient builds it; placeholders stand in for the Pipes context and the
-    Dagster run id, which name the real pod at launch."""
-    from dagster_k8s.pipes import build_pod_body, get_pod_name
-    from kubernetes.client import ApiClient
-
-    env = pipes_env or {"DAGSTER_PIPES_CONTEXT": "<set by Dagster at launch>",
-                        "DAGSTER_PIPES_MESSAGES": "<set by Dagster at launch>"}
-    body = build_pod_body(pod_name=get_pod_name(run_id, "trial_run"), image=None, command=None, env_vars=env,
-                          base_pod_meta=driver_pod_meta(trial_id), base_pod_spec=driver_pod_spec(suite, trial_id))
-    manifest = ApiClient().sanitize_for_serialization(body)
-    return {"apiVersion": "v1", "kind": "Pod",
-            **{**manifest, "metadata": {**manifest["metadata"], "namespace": settings_of(suite).namespace}}}
-
-
 def support_objects(suite: Suite, trial_id: str, script_text: str) -> list[dict[str, Any]]:
     """What a kubernetes trial submits besides the driver pod: the script ConfigMap and, for distributed
     trials, the master Service and the worker pods."""
@@ -203,85 +190,3 @@ def support_objects(suite: Suite, trial_id: str, script_text: str) -> list[dict[
         objects.append(master_service(trial_id, settings))
         objects.extend(worker_pod(suite, trial_id, index) for index in range(settings.locust_workers))
     return objects
-
-
-def trial_manifests(suite: Suite, trial_id: str, script_text: str) -> list[dict[str, Any]]:
-    """Every object a kubernetes trial submits, in submission order (the driver pod last)."""
-    return [*support_objects(suite, trial_id, script_text), driver_pod(suite, trial_id)]
-
-
-def kubernetes_api(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    """CoreV1Api: in-cluster config first, then kubeconfig."""
-    from kubernetes import client, config
-
-    try:
-        config.load_incluster_config()
-        return client.CoreV1Api()
-    except config.ConfigException:
-        return client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig, context=context))
-
-
-def create_objects(api: Any, objects: list[dict[str, Any]]) -> None:
-    """Submit ConfigMaps, Services and Pods (the driver pod is PipesK8sClient's to submit)."""
-    create = {"ConfigMap": api.create_namespaced_config_map, "Service": api.create_namespaced_service,
-              "Pod": api.create_namespaced_pod}
-    for manifest in objects:
-        create[manifest["kind"]](manifest["metadata"]["namespace"], manifest)
-
-
-def delete_trial_objects(api: Any, namespace: str, trial_id: str) -> list[str]:
-    """Remove a trial's worker pods, master Service and script ConfigMap (by label and name), trying each; what
-    could not be removed, one line each (an object already gone is not a problem)."""
-    from kubernetes.client.exceptions import ApiException
-
-    selector = f"{TRIAL_LABEL}={trial_label(trial_id)},{ROLE_LABEL}=worker"
-    deletions = {
-        "worker pods": lambda: api.delete_collection_namespaced_pod(namespace, label_selector=selector),
-        f"Service {object_name(trial_id, 'master')}":
-            lambda: api.delete_namespaced_service(object_name(trial_id, "master"), namespace),
-        f"ConfigMap {object_name(trial_id, 'script')}":
-            lambda: api.delete_namespaced_config_map(object_name(trial_id, "script"), namespace),
-    }
-    problems = []
-    for what, delete in deletions.items():
-        try:
-            delete()
-        except ApiException as error:
-            if error.status != 404:
-                problems.append(f"trial {trial_id}: could not delete {what} in {namespace}: "
-                                f"{error.status} {error.reason}")
-        except Exception as error:  # the API unreachable: keep trying the others, then say so
-            problems.append(f"trial {trial_id}: could not delete {what} in {namespace}: {error}")
-    return problems
-
-
-SERVICE_ACCOUNT_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
-def own_pod_reference(api: Any, namespace: str,
-                      namespace_file: str = SERVICE_ACCOUNT_NAMESPACE) -> dict[str, Any] | None:
-    """An ownerReference to the pod this process runs in (a Dagster run pod), so that what it creates in
-    ``namespace`` is garbage-collected with it even if it dies before cleaning up; None outside a pod, in
-    another namespace (owners must share it), or if unreadable."""
-    import os
-
-    name = os.environ.get("HOSTNAME")
-    if not os.environ.get("KUBERNETES_SERVICE_HOST") or not name or not os.path.exists(namespace_file):
-        return None
-    try:
-        with open(namespace_file) as handle:
-            own_namespace = handle.read().strip()
-        if own_namespace != namespace:
-            return None
-        pod = api.read_namespaced_pod(name, own_namespace)
-    except Exception as error:  # a missing owner costs only the garbage collection
-        log.warning("cannot read this pod (%s): trial objects will not be owned by it", error)
-        return None
-    return {"apiVersion": "v1", "kind": "Pod", "name": pod.metadata.name, "uid": pod.metadata.uid}
-
-
-def owned_by(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """``objects`` with ``owner`` as their ownerReference (the owner must be in their namespace)."""
-    if owner is None:
-        return objects
-    return [{**manifest, "metadata": {**manifest["metadata"], "ownerReferences": [owner]}} for manifest in objects]

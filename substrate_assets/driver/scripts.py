@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from substrate_assets.runtime.random_bytes import RandomStream
-from substrate_assets.workload import Script, ScriptLibrary, decode
-from substrate_assets.workload.library import display_path
+from substrate_assets.workload import Script, ScriptFile, ScriptLibrary
+from substrate_assets.workload.library import parse_script_file
 from substrate_assets.workload.model import OpKind
 
 DEFAULT_SCRIPT = "coding-session"
@@ -23,14 +23,22 @@ DEFAULT_SCRIPT = "coding-session"
 
 @dataclass(frozen=True)
 class LoadedScript:
-    script: Script
-    sha256: str
-    source: str
-    payload: bytes = field(repr=False)  # random bytes, as long as the script's largest ingest
+    """A script file as a session uses it: the file, and the random bytes its ingests send."""
+
+    file: ScriptFile
+    payload: bytes = field(repr=False)  # as long as the script's largest ingest
+
+    @property
+    def script(self) -> Script:
+        return self.file.script
+
+    @property
+    def sha256(self) -> str:
+        return self.file.sha256
 
     @property
     def name(self) -> str:
-        return self.script.name
+        return self.file.script.name
 
 
 class ScriptSource:
@@ -38,7 +46,7 @@ class ScriptSource:
         self.library = library
         self.name = name or DEFAULT_SCRIPT
         self.file = file
-        self._cache: dict[tuple[str, str], LoadedScript] = {}
+        self._cache: dict[tuple[Path, str], LoadedScript] = {}
         self._lock = threading.Lock()
 
     def _path(self) -> tuple[Path, str | None]:
@@ -50,17 +58,14 @@ class ScriptSource:
         """The current script; raises ScriptError (invalid) or FileNotFoundError (no such script)."""
         path, expected = self._path()
         data = path.read_bytes()
-        sha256 = hashlib.sha256(data).hexdigest()
-        source = str(path.resolve())
+        cache_key = (path.resolve(), hashlib.sha256(data).hexdigest())
         with self._lock:
-            cached = self._cache.get((source, sha256))
+            cached = self._cache.get(cache_key)
         if cached is not None:
             return cached
-        script = decode(data, display_path(path))
-        if expected is not None and script.name != expected:
-            raise FileNotFoundError(f"{display_path(path)} holds script {script.name!r}, not {expected!r}")
-        largest = max((op.size or 0 for op in script.ops if op.kind is OpKind.INGEST), default=0)
-        loaded = LoadedScript(script, sha256, source, RandomStream().chunk(largest) if largest else b"")
+        script_file = parse_script_file(path, data, expected_name=expected)
+        largest = max((op.size or 0 for op in script_file.script.ops if op.kind is OpKind.INGEST), default=0)
+        loaded = LoadedScript(script_file, RandomStream().chunk(largest) if largest else b"")
         with self._lock:
-            self._cache[(source, sha256)] = loaded
+            self._cache[cache_key] = loaded
         return loaded

@@ -7,12 +7,17 @@ Python original:
   from zero, so ``round(0.125, 2)`` would differ). A Python function, so it *is* the original.
 - ``floor_index(values, permille)``: the floor-index percentile, in integer arithmetic; null for an empty list.
 - ``locust_bucket(ms)``: the response time Locust files ``ms`` under in its histogram.
+
+DuckDB lets one process write a file, and no process read it while another writes. Every writer (a raw
+asset, a model, an import, a rebuild) opens the file through :func:`connect`, which waits with backoff while
+another process holds it and says so once; readers (``substrate-bench sql``) do not wait.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -43,12 +48,51 @@ def prepare(connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     return connection
 
 
+# How long a writer waits for another process to let go of the warehouse: a rebuild of a large store.
+WRITER_WAIT_S = 600.0
+_FIRST_PAUSE_S, _LONGEST_PAUSE_S = 0.05, 2.0
+
+
+class WarehouseBusy(RuntimeError):
+    """Another process holds the warehouse file."""
+
+
+def is_lock_conflict(error: duckdb.Error) -> bool:
+    return isinstance(error, duckdb.IOException) and "lock" in str(error).lower()
+
+
+def _open(path: Path, read_only: bool, wait_s: float, on_wait: Callable[[str], None] | None,
+          sleep: Callable[[float], None], clock: Callable[[], float]) -> duckdb.DuckDBPyConnection:
+    deadline = clock() + wait_s
+    pause = _FIRST_PAUSE_S
+    told = False
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as error:
+            if not is_lock_conflict(error):
+                raise
+            if clock() >= deadline:
+                raise WarehouseBusy(f"the warehouse {path} is held by another process (a run loading a trial, a "
+                                    f"query, a rebuild); try again in a moment ({error})") from None
+            if on_wait is not None and not told:
+                on_wait(f"waiting for the warehouse {path}, held by another process ({error})")
+                told = True
+            sleep(min(pause, max(deadline - clock(), 0.0)))
+            pause = min(pause * 2, _LONGEST_PAUSE_S)
+
+
 @contextmanager
-def connect(path: Path, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A short-lived connection; DuckDB allows one writing process per file."""
+def connect(path: Path, read_only: bool = False, *, wait_s: float | None = None,
+            on_wait: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
+            clock: Callable[[], float] = time.monotonic) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A short-lived connection with the warehouse's functions. A writer waits up to ``wait_s`` (default
+    WRITER_WAIT_S) while another process holds the file, telling ``on_wait`` once; a reader does not wait (0).
+    WarehouseBusy when the wait runs out."""
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
-    connection = duckdb.connect(str(path), read_only=read_only)
+    waiting = wait_s if wait_s is not None else (0.0 if read_only else WRITER_WAIT_S)
+    connection = _open(path, read_only, waiting, on_wait, sleep, clock)
     try:
         yield prepare(connection)
     finally:

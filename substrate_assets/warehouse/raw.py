@@ -9,14 +9,15 @@
 | ``cluster_facts`` | trial.json ``cluster_facts``, or the stats.jsonl ``trial_summary`` row |
 | ``server_telemetry`` | server_summary.json, or the stats.jsonl ``server_summary`` row, as the 45 flat keys |
 
-Loading a trial again deletes its rows and inserts the new ones in one
-transaction: never duplicates, never half a trial.
+Every load — one raw asset's table for one trial, an import, a rebuild — goes
+through :func:`load_trials`. Loading a trial again deletes its rows and inserts
+the new ones in one transaction per table: never duplicates, never half a table.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -130,30 +131,39 @@ def replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_i
     return frame.height
 
 
-def load_table(connection: duckdb.DuckDBPyConnection, name: str, trial: TrialDirectory) -> pl.DataFrame:
-    """Load one raw table for one trial; returns the rows loaded."""
-    ensure_schema(connection)
-    table = RAW_TABLES[name]
-    frame = table.frame(trial)
-    replace_rows(connection, table, [trial.trial_id], frame)
-    return frame
+@dataclass(frozen=True)
+class LoadedTable:
+    """What one load put into one raw table: its columns, and per trial the rows and the first few of them."""
+
+    name: str
+    columns: list[tuple[str, str]]
+    rows: dict[str, int]
+    previews: dict[str, list[dict[str, Any]]]
+
+    @property
+    def total(self) -> int:
+        return sum(self.rows.values())
 
 
-def load_trials(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirectory]) -> dict[str, int]:
-    """Load every raw table for many trials at once (one insert per table); rows per table.
+def load_trials(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirectory],
+                tables: Collection[str] | None = None, preview_rows: int = 0) -> dict[str, LoadedTable]:
+    """Load ``tables`` (default: every raw table) for ``trials``, one insert per table; what each load put in.
 
     Files are read on a thread pool: polars releases the GIL while it parses.
     """
     ensure_schema(connection)
-    counts = {}
+    chosen = [RAW_TABLES[name] for name in (tables if tables is not None else RAW_TABLES)]
     with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        for table in RAW_TABLES.values():
-            counts[table.name] = _load_many(connection, table, trials, pool)
-    return counts
+        return {table.name: _load_many(connection, table, trials, pool, preview_rows) for table in chosen}
 
 
 def _load_many(connection: duckdb.DuckDBPyConnection, table: RawTable, trials: list[TrialDirectory],
-               pool: ThreadPoolExecutor) -> int:
+               pool: ThreadPoolExecutor, preview_rows: int) -> LoadedTable:
     frames = list(pool.map(table.frame, trials))
     frame = pl.concat(frames) if frames else pl.DataFrame(schema=table.columns)
-    return replace_rows(connection, table, [trial.trial_id for trial in trials], frame)
+    replace_rows(connection, table, [trial.trial_id for trial in trials], frame)
+    columns = [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {table.name}").fetchall()]
+    return LoadedTable(table.name, columns,
+                       rows={trial.trial_id: part.height for trial, part in zip(trials, frames, strict=True)},
+                       previews={trial.trial_id: part.head(preview_rows).rows(named=True)
+                                 for trial, part in zip(trials, frames, strict=True)} if preview_rows else {})

@@ -38,11 +38,17 @@ def load_script_file(path: Path, *, expected_name: str | None = None) -> ScriptF
     Raises :class:`ScriptError` (located at the file) for every problem,
     including an unreadable file.
     """
-    shown = display_path(path)
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise ScriptError(ScriptProblem(f"cannot read: {error.strerror or error}", path=shown)) from None
+        raise ScriptError(ScriptProblem(f"cannot read: {error.strerror or error}", path=display_path(path))) from None
+    return parse_script_file(path, data, expected_name=expected_name)
+
+
+def parse_script_file(path: Path, data: bytes, *, expected_name: str | None = None) -> ScriptFile:
+    """Decode and validate the bytes read from ``path`` (as :func:`load_script_file`, for a caller that has read
+    them already)."""
+    shown = display_path(path)
     script = decode(data, shown)
     if expected_name is not None and script.name != expected_name:
         position = script.field_positions.get("name", Position(1, 1))

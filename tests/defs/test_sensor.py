@@ -8,8 +8,15 @@ from pathlib import Path
 import dagster as dg
 
 from substrate_assets.definitions import defs
-from substrate_assets.defs.resources import RunStoreResource, ScriptLibraryResource, SuitesResource
-from substrate_assets.defs.sensors import run_trial_job, script_change_sensor, validate_script_job
+from substrate_assets.defs.resources import (
+    DeploymentResource,
+    RunStoreResource,
+    ScriptLibraryResource,
+    SuitesResource,
+)
+from substrate_assets.defs.scripts.jobs import validate_script_job
+from substrate_assets.defs.trials.jobs import run_trial_job
+from substrate_assets.defs.trials.sensors import script_change_sensor
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = """\
@@ -25,6 +32,7 @@ def tick(tmp_path: Path, cursor: str | None):
         "script_library": ScriptLibraryResource(directory=str(tmp_path / "scripts")),
         "suites": SuitesResource(path=str(tmp_path / "suites.yaml")),
         "run_store": RunStoreResource(root=str(tmp_path / "store")),
+        "deployment": DeploymentResource(),  # SUBSTRATE_BENCH_DEPLOYMENT as this tick sees it
     })
     return script_change_sensor(context)
 

@@ -7,7 +7,7 @@ import dagster as dg
 import pytest
 
 from substrate_assets.defs.resources import ScriptLibraryResource
-from substrate_assets.defs.scripts import SCRIPT_IS_VALID, workload_script
+from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_script
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 

@@ -72,3 +72,73 @@ def test_a_cluster_trial_lands_in_the_object_store(tmp_path, workers):
         from substrate_assets.results.importer import upload_trial
 
         upload_trial(local.trial_dir, store_url, key)
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def info(self, message: str) -> None:
+        self.lines.append(("info", message))
+
+    def warning(self, message: str) -> None:
+        self.lines.append(("warning", message))
+
+
+def test_a_launch_submits_runs_removes_and_mirrors(tmp_path, kubernetes_api_server):
+    """The launch around the driver pod, through the official client against tests/support/kubernetes_api.py (no
+    Kubernetes API server can run here); the driver pod's own work runs in-process, as the pod would run it."""
+    from substrate_assets.driver.cluster_trial import launch_cluster_trial
+    from substrate_assets.driver.kubernetes_api import kubernetes_api
+    from substrate_assets.results.layout import TrialExists
+
+    store_url = (tmp_path / "bucket").as_uri()
+    api = kubernetes_api(kubeconfig=kubernetes_api_server.kubeconfig)
+    log = Log()
+    pods: list[tuple[dict, dict, int]] = []
+    with EmbeddedRuntime(RuntimeConfig(workers=4, actors_per_worker=2, warm_hosts=1)) as runtime:
+        suite = suite_for(runtime, store_url, workers=0)
+        key = TrialKey.from_trial_id("cluster-smoke-20261130t101500z", suite.tag)
+        script = ROOT / "scripts" / "quick-session.yaml"
+
+        def driver_pod(meta: dict, spec: dict, timeout_s: int):
+            pods.append((meta, spec, timeout_s))
+            return run_cluster_trial(suite, key, script, master_bind_host="127.0.0.1",
+                                     discovery=Discovery(enabled=False))
+
+        result = launch_cluster_trial(suite, key, script.read_text(), driver_pod, log=log,
+                                      mirror_into=RunStore(tmp_path / "local"), api=api)
+    assert result.completed
+    [(meta, spec, timeout_s)] = pods
+    assert meta["labels"]["substrate-bench/trial"] == key.trial_id and "ownerReferences" not in meta  # not in a pod
+    assert spec["containers"][0]["command"][-1] == "substrate_assets.app.pipes_trial" and timeout_s == 10 + 1800
+    calls = [(call.method, call.rbac()[1]) for call in kubernetes_api_server.calls]
+    assert calls == [("POST", "configmaps"), ("DELETE", "pods"), ("DELETE", "services"), ("DELETE", "configmaps")]
+    assert RunStore(tmp_path / "local").find(key.trial_id).is_dir()  # mirrored for the raw assets to load
+    assert any("mirrored from" in message for _, message in log.lines)
+    with pytest.raises(TrialExists, match="already exists"):  # results are never rewritten
+        launch_cluster_trial(suite, key, "", driver_pod, log=log, api=api)
+    assert len(pods) == 1
+
+
+def test_a_failed_driver_pod_still_removes_what_the_launch_submitted(tmp_path, kubernetes_api_server):
+    from substrate_assets.driver.cluster_trial import launch_cluster_trial
+    from substrate_assets.driver.kubernetes_api import kubernetes_api
+
+    suite = Suite(name="cluster-smoke", script="quick-session", users=2, duration="10s", backend="kubernetes",
+                  kubernetes={"image": "r/substrate-bench:1", "store": (tmp_path / "bucket").as_uri(),
+                              "locust_workers": 2})
+    key = TrialKey.from_trial_id("cluster-smoke-20261130t101500z", suite.tag)
+    log = Log()
+
+    def broken_pod(meta: dict, spec: dict, timeout_s: int):
+        raise RuntimeError("the driver pod failed")
+
+    with pytest.raises(RuntimeError, match="the driver pod failed"):
+        launch_cluster_trial(suite, key, "name: x\n", broken_pod, log=log,
+                             api=kubernetes_api(kubeconfig=kubernetes_api_server.kubeconfig))
+    posted = [call.body["kind"] for call in kubernetes_api_server.calls if call.method == "POST"]
+    deleted = [call.rbac()[:2] for call in kubernetes_api_server.calls if call.method == "DELETE"]
+    assert posted == ["ConfigMap", "Service", "Pod", "Pod"]
+    assert deleted == [("deletecollection", "pods"), ("delete", "services"), ("delete", "configmaps")]
+    assert log.lines == [("info", f"submitting 4 objects to namespace benchmarking for trial {key.trial_id}")]

@@ -7,21 +7,22 @@ import re
 import kubernetes_validate
 import pytest
 
+from substrate_assets.defs.trials.kubernetes import driver_pod, trial_manifests
+from substrate_assets.driver.kubernetes_api import (
+    create_objects,
+    delete_trial_objects,
+    kubernetes_api,
+    own_pod_reference,
+    owned_by,
+)
 from substrate_assets.driver.kubernetes_pods import (
     MASTER_PORT,
     SCRIPT_FILE,
-    create_objects,
-    delete_trial_objects,
-    driver_pod,
     driver_pod_spec,
-    kubernetes_api,
     object_name,
-    own_pod_reference,
-    owned_by,
     pod_wait_timeout_s,
     support_objects,
     trial_label,
-    trial_manifests,
     worker_command,
 )
 from substrate_assets.suites import Suite
@@ -70,7 +71,7 @@ def test_driver_pod_spec_follows_the_suite():
     [container] = spec["containers"]
     assert container["image"] == "registry.example/substrate-bench:abc123" and container["imagePullPolicy"] == "Always"
     assert container["resources"] == {"requests": {"cpu": "3", "memory": "6Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}}
-    assert container["command"] == ["python", "-m", "substrate_assets.defs.pipes_trial"]
+    assert container["command"] == ["python", "-m", "substrate_assets.app.pipes_trial"]
     assert spec["serviceAccountName"] == "runner-2" and spec["restartPolicy"] == "Never"
     assert spec["tolerations"] == [{"key": "ate.dev/benchmarking", "operator": "Equal", "value": "true",
                                     "effect": "NoSchedule"}]

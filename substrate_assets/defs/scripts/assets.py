@@ -1,6 +1,5 @@
 """``workload_script[script]``: a script file, its figures, and the blocking check ``script_is_valid``."""
 
-
 import hashlib
 
 import dagster as dg
@@ -40,14 +39,13 @@ def workload_script(context: dg.AssetExecutionContext,
     except ScriptError as error:
         problems = [str(problem) for problem in error.problems]
         context.log.error("script %s is invalid:\n%s", name, "\n".join(problems))
+        listed = dg.MetadataValue.md("\n".join(f"- `{problem}`" for problem in problems))
         return dg.MaterializeResult(
-            metadata={**common, "valid": False, "problems": dg.MetadataValue.md(
-                "\n".join(f"- `{problem}`" for problem in problems))},
+            metadata={**common, "valid": False, "problems": listed},
             data_version=dg.DataVersion(sha256),
             check_results=[dg.AssetCheckResult(
                 check_name=SCRIPT_IS_VALID, passed=False, severity=dg.AssetCheckSeverity.ERROR,
-                metadata={"problems": dg.MetadataValue.md("\n".join(f"- `{p}`" for p in problems)),
-                          "first_problem": problems[0]})],
+                metadata={"problems": listed, "first_problem": problems[0]})],
         )
     summary = summarize(loaded.script, loaded.sha256)
     return dg.MaterializeResult(

@@ -2,25 +2,20 @@
 
 import hashlib
 import json
-from pathlib import Path
 
 import dagster as dg
 
 from substrate_assets.defs.partitions import script_partitions, trial_partitions
-from substrate_assets.defs.raw import raw_assets
-from substrate_assets.defs.resources import RunStoreResource, ScriptLibraryResource, SuitesResource
-from substrate_assets.defs.scripts import workload_script
-from substrate_assets.defs.trials import trial_run
-from substrate_assets.project import warehouse_enabled
-from substrate_assets.suites import Suite, SuiteError, load_suites
+from substrate_assets.defs.resources import (
+    DeploymentResource,
+    RunStoreResource,
+    ScriptLibraryResource,
+    SuitesResource,
+)
+from substrate_assets.defs.scripts.jobs import validate_script_job
+from substrate_assets.defs.trials.jobs import run_trial_job
+from substrate_assets.suites import Suite, SuiteError
 from substrate_assets.workload import ScriptError
-
-TRIAL_ASSETS = [trial_run, *(raw_assets if warehouse_enabled() else [])]
-validate_script_job = dg.define_asset_job("validate_script", selection=[workload_script],
-                                          description="Materialize one script's workload_script partition.")
-run_trial_job = dg.define_asset_job("run_trial", selection=TRIAL_ASSETS,
-                                    description="Run one trial and, on a workstation, load its files into the "
-                                    "warehouse.")
 
 
 def _hashes(script_library: ScriptLibraryResource) -> dict[str, str]:
@@ -38,7 +33,8 @@ def _hashes(script_library: ScriptLibraryResource) -> dict[str, str]:
     "starts nothing; the skip reason says why.",
 )
 def script_change_sensor(context: dg.SensorEvaluationContext, script_library: ScriptLibraryResource,
-                         suites: SuitesResource, run_store: RunStoreResource) -> dg.SensorResult | dg.SkipReason:
+                         suites: SuitesResource, run_store: RunStoreResource,
+                         deployment: DeploymentResource) -> dg.SensorResult | dg.SkipReason:
     current = _hashes(script_library)
     if context.cursor is None:
         return dg.SensorResult(cursor=json.dumps(current, sort_keys=True), skip_reason=dg.SkipReason(
@@ -46,10 +42,9 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
     known: dict[str, str] = json.loads(context.cursor)
     try:
         by_script: dict[str, list[Suite]] = {}
-        for suite in load_suites(Path(suites.path)).values():
-            if suite.backend == "local" and not warehouse_enabled():
-                continue  # a cluster deployment has no embedded runtime to run it on
-            by_script.setdefault(suite.script, []).append(suite)
+        for suite in suites.all().values():
+            if deployment.deployment().runs_backend(suite.backend):
+                by_script.setdefault(suite.script, []).append(suite)
     except SuiteError as error:
         return dg.SkipReason(f"suites.yaml is invalid, nothing started:\n{error}")
 

@@ -1,10 +1,10 @@
 """One asset per ``dbt_like_sql`` model (pool ``duckdb``), its schema.yml tests as asset checks, refreshed
-declaratively whenever a trial's raw tables land."""
+declaratively (``warehouse_refresh``) whenever a trial's raw tables land."""
 
 import dagster as dg
 
-from substrate_assets.defs.metadata import table_metadata
-from substrate_assets.defs.resources import WarehouseResource
+from substrate_assets.defs.warehouse.metadata import check_result, model_metadata
+from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_test
 from substrate_assets.warehouse.models import Model, ModelError, build, discover, models_directory
 from substrate_assets.warehouse.raw import RAW_TABLES
@@ -33,15 +33,8 @@ def _model_asset(model: Model, tests: list[ColumnTest], known: set[str]) -> dg.A
         with warehouse.connect() as connection:
             built = build(connection, model)
             outcomes = [run_test(connection, test) for test in tests]
-        return dg.MaterializeResult(
-            metadata=table_metadata(built),
-            check_results=[dg.AssetCheckResult(
-                check_name=outcome.test.name, passed=outcome.passed, severity=dg.AssetCheckSeverity.ERROR,
-                metadata={"violations": outcome.violations,
-                          "sample": dg.MetadataValue.json([{k: str(v) for k, v in row.items()}
-                                                           for row in outcome.sample])})
-                for outcome in outcomes],
-        )
+        return dg.MaterializeResult(metadata=model_metadata(built),
+                                    check_results=[check_result(outcome) for outcome in outcomes])
 
     return materialize
 
@@ -54,11 +47,3 @@ def model_assets() -> list[dg.AssetsDefinition]:
 
 
 mart_assets = model_assets()
-
-warehouse_refresh = dg.AutomationConditionSensorDefinition(
-    "warehouse_refresh",
-    target=dg.AssetSelection.assets(*mart_assets),
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    minimum_interval_seconds=30,
-    description="Rebuilds the cross-run models when a trial's raw tables land (eager).",
-)

@@ -2,13 +2,13 @@
 
 import dagster as dg
 
-from substrate_assets.defs.metadata import table_metadata
 from substrate_assets.defs.partitions import trial_partitions
-from substrate_assets.defs.resources import RunStoreResource, WarehouseResource
-from substrate_assets.defs.trials import trial_run
+from substrate_assets.defs.resources import RunStoreResource
+from substrate_assets.defs.trials.assets import trial_run
+from substrate_assets.defs.warehouse.metadata import PREVIEW_ROWS, raw_load_metadata
+from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.results.trial_directory import TrialDirectory
-from substrate_assets.warehouse.models import describe_table
-from substrate_assets.warehouse.raw import RAW_TABLES, RawTable, load_table
+from substrate_assets.warehouse.raw import RAW_TABLES, RawTable, load_trials
 
 
 def _raw_asset(table: RawTable) -> dg.AssetsDefinition:
@@ -24,19 +24,13 @@ def _raw_asset(table: RawTable) -> dg.AssetsDefinition:
     )
     def load(context: dg.AssetExecutionContext, run_store: RunStoreResource,
              warehouse: WarehouseResource) -> dg.MaterializeResult:
-        trial_id = context.partition_key
         try:
-            directory = run_store.store().find(trial_id)
+            trial = TrialDirectory(run_store.store().find(context.partition_key))
         except FileNotFoundError as error:
             raise dg.Failure(str(error)) from None
         with warehouse.connect() as connection:
-            frame = load_table(connection, table.name, TrialDirectory(directory))
-            built = describe_table(connection, table.name, preview_rows=0)
-        preview = frame.head(10)
-        return dg.MaterializeResult(metadata={
-            **table_metadata(built, rows=frame.height, preview=preview.rows(named=True)),
-            "trial_dir": dg.MetadataValue.path(str(directory)),
-        })
+            loaded = load_trials(connection, [trial], tables=[table.name], preview_rows=PREVIEW_ROWS)
+        return dg.MaterializeResult(metadata=raw_load_metadata(loaded[table.name], trial))
 
     return load
 

@@ -1,0 +1,53 @@
+"""How the commands print: tables that do not fold in logs, and trial progress (a live bar on a terminal, a line
+every 10 s elsewhere)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from substrate_assets.driver.progress import Progress, log_lines
+
+
+def wide_console() -> Console:
+    """Rich's 80 columns when output is not a terminal would fold every table; logs and pipes are wide."""
+    console = Console()
+    return console if console.is_terminal else Console(width=200)
+
+
+def print_rows(console: Console, title: str, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+    if title:
+        console.print(f"[bold]{title}[/bold]", highlight=False)
+    table = Table()
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(*("null" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
+                        for value in row))
+    console.print(table)
+
+
+def progress_display(console: Console) -> tuple[contextlib.AbstractContextManager[Any], Callable[[Progress], None]]:
+    """(the display to hold open while a trial runs, the handler its progress goes to)."""
+    if not console.is_terminal:
+        return contextlib.nullcontext(), log_lines(lambda line: console.print(line, highlight=False))
+    from rich.progress import BarColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bar
+
+    figures = TextColumn("users {task.fields[users]}  requests {task.fields[requests]}  "
+                         "failures {task.fields[failures]}  running actors {task.fields[actors]}")
+    bar = Bar(TextColumn("[bold]{task.fields[phase]:<10}"), BarColumn(), TimeElapsedColumn(), TextColumn("left"),
+              TimeRemainingColumn(), figures, console=console, transient=False)
+    task = bar.add_task("trial", total=None, phase="starting", users="-", requests="-", failures="-", actors="-")
+
+    def update(progress: Progress) -> None:
+        shown = {"users": progress.users, "requests": progress.requests, "failures": progress.failures,
+                 "actors": progress.running_actors}
+        bar.update(task, total=progress.duration_s, completed=min(progress.elapsed_s, progress.duration_s),
+                   phase=progress.phase, **{key: "-" if value is None else value for key, value in shown.items()})
+
+    return bar, update

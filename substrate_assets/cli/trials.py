@@ -1,0 +1,200 @@
+"""``substrate-bench trial`` (one trial, here), ``run`` (the main job through Dagster) and ``materialize`` (load an
+existing trial again)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from substrate_assets.cli.output import print_rows, progress_display, wide_console
+from substrate_assets.project import scripts_directory, store_directory, warehouse_path
+from substrate_assets.suites import Suite, SuiteError, get_suite
+from substrate_assets.workload import ScriptError, ScriptLibrary
+
+
+def _fail_with_problems(error: ScriptError) -> None:
+    for problem in error.problems:
+        click.echo(str(problem), err=True)
+    sys.exit(1)
+
+
+def _print_trial(console: Console, result: Any) -> None:
+    summary = result.summary
+    console.print(f"trial {result.trial_id}: {result.trial_dir}", highlight=False)
+    table = Table(show_header=False, box=None, padding=(0, 2))
+    table.add_column("figure", style="bold")
+    table.add_column("value")
+
+    def ms(value: float | None) -> str:
+        return "null" if value is None else f"{value:.1f} ms"
+
+    table.add_row("completed", "yes" if result.completed else f"no (locust exit code {result.locust_exit_code})")
+    table.add_row("WakeFirstTouch", f"n={summary.wake_n}  p50 {ms(summary.wake_p50_ms)}  p95 "
+                  f"{ms(summary.wake_p95_ms)}  p99 {ms(summary.wake_p99_ms)}")
+    table.add_row("steps completed", str(summary.steps_completed))
+    table.add_row("failures", f"{summary.failures} of {summary.requests} requests")
+    table.add_row("sessions", str(summary.sessions))
+    console.print(table)
+
+
+def _trial_suite(suite_name: str, changes: dict[str, Any], cluster: dict[str, Any]) -> Suite:
+    """The suite with the command line's overrides, or a UsageError saying what is wrong."""
+    try:
+        suite = get_suite(suite_name)
+    except SuiteError as error:
+        raise click.UsageError(str(error)) from None
+    given = {name: value for name, value in cluster.items() if value is not None}
+    try:
+        return suite.with_overrides(**changes, kubernetes=given or None)
+    except SuiteError as error:
+        hint = "" if suite.kubernetes or given else \
+            "; add one to the suite in suites.yaml or pass --image and --object-store"
+        raise click.UsageError(f"{error}{hint}") from None
+
+
+class _ManifestDumper(yaml.SafeDumper):
+    """Writes multi-line strings (the script in its ConfigMap) as literal blocks, readable as the file itself."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.Node:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+
+
+_ManifestDumper.add_representer(str, _represent_text)
+
+
+def _print_manifests(suite: Suite) -> None:
+    """The objects a kubernetes trial of ``suite`` would submit, as a multi-document YAML stream."""
+    from substrate_assets.app.dry_run import cluster_trial_manifests
+    from substrate_assets.results.layout import RunStore
+
+    try:
+        key, manifests = cluster_trial_manifests(suite, RunStore(store_directory()), ScriptLibrary(scripts_directory()))
+    except ScriptError as error:
+        _fail_with_problems(error)
+    click.echo(f"# trial {key.trial_id}: what `substrate-bench run {suite.name}` would submit to namespace "
+               f"{suite.kubernetes.namespace} (the driver pod through Dagster's PipesK8sClient)")
+    click.echo(yaml.dump_all(manifests, Dumper=_ManifestDumper, sort_keys=False), nl=False)
+
+
+@click.command()
+@click.argument("suite_name", metavar="SUITE")
+@click.option("--store", type=click.Path(file_okay=False, path_type=Path), help="Run store (default: ./store).")
+@click.option("--users", type=click.IntRange(min=1), help="Override the suite's users.")
+@click.option("--spawn-rate", type=click.FloatRange(min=0, min_open=True), help="Users started per second.")
+@click.option("--duration", help="Run time, e.g. 60s or 2m.")
+@click.option("--think-scale", type=click.FloatRange(min=0), help="Multiplies think times (0 reads as 1).")
+@click.option("--lifecycle-mode", type=click.Choice(["suspend", "pause"]), help="How actors are parked.")
+@click.option("--resume-mode", type=click.Choice(["implicit", "explicit"]), help="How actors are woken.")
+@click.option("--actor-memory", help="Memory limit of the glutton template, e.g. 1Gi.")
+@click.option("--backend", type=click.Choice(["local", "kubernetes"]), help="Override the suite's backend.")
+@click.option("--dry-run", is_flag=True, help="kubernetes: print the pods, Service and ConfigMap a trial would "
+              "submit, as YAML, and run nothing.")
+@click.option("--image", help="kubernetes: the substrate-bench image the pods run.")
+@click.option("--object-store", "object_store", help="kubernetes: run store URL (gs://…, s3://…).")
+@click.option("--namespace", help="kubernetes: namespace of the trial's pods.")
+@click.option("--locust-workers", type=click.IntRange(min=0), help="kubernetes: Locust worker pods (0: none).")
+def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: float | None, duration: str | None,
+          think_scale: float | None, lifecycle_mode: str | None, resume_mode: str | None,
+          actor_memory: str | None, backend: str | None, dry_run: bool, image: str | None, object_store: str | None,
+          namespace: str | None, locust_workers: int | None) -> None:
+    """Run one trial of SUITE on the local backend and print its trial directory and summary.
+
+    Trials on the kubernetes backend run through Dagster (`substrate-bench run SUITE` or the UI);
+    with --dry-run this command prints the objects such a trial would submit.
+    """
+    from substrate_assets.driver.trial import run_local_trial
+    from substrate_assets.results.layout import RunStore
+
+    suite = _trial_suite(suite_name, {"users": users, "spawn_rate": spawn_rate, "duration": duration,
+                                      "think_scale": think_scale, "lifecycle_mode": lifecycle_mode,
+                                      "resume_mode": resume_mode, "actor_memory": actor_memory, "backend": backend},
+                         {"image": image, "store": object_store, "namespace": namespace,
+                          "locust_workers": locust_workers})
+    if suite.backend == "kubernetes":
+        if not dry_run:
+            raise click.UsageError(f"suite {suite.name!r} runs on the kubernetes backend, whose driver pod Dagster "
+                                   f"launches: use `substrate-bench run {suite.name}` or the UI "
+                                   "(--dry-run prints what would be submitted)")
+        _print_manifests(suite)
+        return
+    if dry_run:
+        raise click.UsageError("--dry-run prints a kubernetes trial's pods; add --backend kubernetes")
+    console = Console()
+    display, update = progress_display(console)
+    try:
+        with display:
+            result = run_local_trial(suite, RunStore(store or store_directory()),
+                                     ScriptLibrary(scripts_directory()), on_progress=update)
+    except ScriptError as error:
+        _fail_with_problems(error)
+    _print_trial(console, result)
+    sys.exit(0 if result.completed else 1)
+
+
+def _show_trial(console: Console, trial_id: str) -> None:
+    """The trial's density-frontier and wake-latency rows, read back from the warehouse, one figure per line."""
+    from substrate_assets.warehouse.query import query
+
+    for table in ("density_frontiers", "wake_latency_distribution"):
+        result = query(warehouse_path(), f"SELECT * FROM {table} WHERE trial_id = ?", [trial_id])
+        if not result.rows:
+            console.print(f"{table}: no row for {trial_id}", highlight=False)
+            continue
+        rows = [(column, value) for column, value in zip(result.columns, result.rows[0], strict=True)]
+        print_rows(console, f"{table} ({trial_id})", ["column", "value"], rows[1:])
+
+
+@click.command()
+@click.argument("suite_name", metavar="SUITE", default="quick-smoke")
+def run(suite_name: str) -> None:
+    """The main job: run a trial of SUITE through the asset graph and print its frontier and wake latency.
+
+    Registers a trial partition in the project's Dagster instance, materializes workload_script,
+    trial_run, the raw tables and the models, then reads the trial's rows back from DuckDB.
+    """
+    from substrate_assets.app.instance import project_instance
+    from substrate_assets.app.main_job import MainJobError, run_suite
+    from substrate_assets.results.layout import RunStore
+
+    try:
+        suite = get_suite(suite_name)
+    except SuiteError as error:
+        raise click.UsageError(str(error)) from None
+    console = wide_console()
+    instance = project_instance()
+    console.print(f"main job: suite {suite.name} (script {suite.script}, {suite.users} users, {suite.duration}) "
+                  f"on Dagster instance {instance.root_directory}", highlight=False)
+    try:
+        outcome = run_suite(suite, RunStore(store_directory()), instance)
+    except MainJobError as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    console.print(f"trial {outcome.trial_id} materialized (runs {', '.join(outcome.runs)})", highlight=False)
+    _show_trial(console, outcome.trial_id)
+
+
+@click.command("materialize")
+@click.argument("trial_id")
+def materialize_trial(trial_id: str) -> None:
+    """Load an existing trial from the run store again (raw tables, then models), without running load."""
+    from substrate_assets.app.instance import project_instance
+    from substrate_assets.app.main_job import MainJobError, reload_trial
+    from substrate_assets.results.layout import RunStore
+
+    console = wide_console()
+    try:
+        outcome = reload_trial(trial_id, RunStore(store_directory()), project_instance())
+    except FileNotFoundError as error:
+        raise click.UsageError(str(error)) from None
+    except MainJobError as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+    console.print(f"trial {trial_id} reloaded (run {outcome.runs[0]})", highlight=False)
+    _show_trial(console, trial_id)

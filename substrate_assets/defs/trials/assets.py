@@ -1,0 +1,73 @@
+"""``trial_run[trial]``: one execution of a suite, run through Dagster Pipes into the run store."""
+
+import sys
+
+import dagster as dg
+from dagster_k8s import PipesK8sClient
+
+from substrate_assets.defs.partitions import trial_partitions
+from substrate_assets.defs.resources import (
+    DeploymentResource,
+    RunStoreResource,
+    ScriptLibraryResource,
+    SuitesResource,
+)
+from substrate_assets.defs.scripts.assets import workload_script
+from substrate_assets.defs.trials.kubernetes import run_on_kubernetes
+from substrate_assets.driver.kubernetes_pods import PIPES_CHILD
+from substrate_assets.project import project_root
+from substrate_assets.results.layout import TrialExists, TrialKey
+from substrate_assets.suites import SuiteError
+from substrate_assets.workload import ScriptError
+
+TRIAL_COMPLETED = "trial_completed"
+
+
+@dg.asset(
+    partitions_def=trial_partitions,
+    deps=[workload_script],
+    group_name="trials",
+    kinds={"locust"},
+    pool="trials",  # two trials at once on one runtime or cluster would measure each other
+    check_specs=[dg.AssetCheckSpec(TRIAL_COMPLETED, asset="trial_run", description="Locust ran its whole "
+                                   "duration and exited 0 (no failed requests); a trial that did not still keeps "
+                                   "everything it measured.")],
+    description="One trial: the suite named by the partition key (<suite>-<yyyymmddthhmmssz>), run on its backend "
+    "— local (embedded runtime, Locust as a Pipes subprocess) or kubernetes (a driver pod through PipesK8sClient, "
+    "optional Locust worker pods, an object-store run store) — and written once, atomically, into the run store "
+    "as runs/<suite>/run_date=…/run_ts=…/run_tag=…/.",
+)
+def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.PipesSubprocessClient,
+              pipes_k8s_client: PipesK8sClient, run_store: RunStoreResource, script_library: ScriptLibraryResource,
+              suites: SuitesResource, deployment: DeploymentResource) -> dg.MaterializeResult:
+    trial_id = context.partition_key
+    try:
+        suite = suites.suite(TrialKey.suite_of(trial_id))
+    except (ValueError, SuiteError) as error:
+        raise dg.Failure(f"trial partition {trial_id!r}: {error}") from None
+    store = run_store.store()
+    key = TrialKey.from_trial_id(trial_id, suite.tag)
+    here = deployment.deployment()
+    if not here.runs_backend(suite.backend):
+        raise dg.Failure(f"trial {trial_id}: suite {suite.name} runs on the {suite.backend} backend, which a "
+                         f"{here} deployment cannot run; give it backend: kubernetes, or run it from a workstation")
+    try:
+        store.refuse_existing(key)
+    except TrialExists as error:
+        raise dg.Failure(f"{error}; reload it with `substrate-bench materialize {trial_id}`") from None
+    try:
+        script = script_library.library().load(suite.script)
+    except (ScriptError, FileNotFoundError) as error:
+        raise dg.Failure(f"trial {trial_id}: script {suite.script} cannot run:\n{error}") from None
+    extras = {"trial_id": trial_id, "suite": suite.model_dump_json(), "store": str(store.root),
+              "scripts": script_library.directory}
+    if suite.backend == "kubernetes":
+        # On a workstation the raw assets load the trial next, from the local store.
+        return run_on_kubernetes(context, pipes_k8s_client, suite, key, script.text, extras,
+                                 mirror_into=store if here.holds_warehouse else None)
+    return pipes_subprocess_client.run(
+        context=context,
+        command=[sys.executable, "-m", PIPES_CHILD],
+        extras=extras,
+        cwd=str(project_root()),
+    ).get_materialize_result()

@@ -1,0 +1,17 @@
+"""The trials domain's Dagster objects, with the two Pipes clients a trial runs through."""
+
+import dagster as dg
+from dagster_k8s import PipesK8sClient
+
+from substrate_assets.defs.trials.assets import trial_run
+from substrate_assets.defs.trials.jobs import run_trial_job
+from substrate_assets.defs.trials.sensors import script_change_sensor
+from substrate_assets.project import project_root
+
+defs = dg.Definitions(
+    assets=[trial_run],
+    jobs=[run_trial_job],
+    sensors=[script_change_sensor],
+    resources={"pipes_subprocess_client": dg.PipesSubprocessClient(cwd=str(project_root())),
+               "pipes_k8s_client": PipesK8sClient()},
+)

@@ -1,0 +1,11 @@
+"""The warehouse domain's Dagster objects (a workstation deployment only: nothing on a cluster opens DuckDB)."""
+
+import dagster as dg
+
+from substrate_assets.defs.warehouse.models import mart_assets
+from substrate_assets.defs.warehouse.raw import raw_assets
+from substrate_assets.defs.warehouse.resources import WarehouseResource
+from substrate_assets.defs.warehouse.sensors import warehouse_refresh
+
+defs = dg.Definitions(assets=[*raw_assets, *mart_assets], sensors=[warehouse_refresh],
+                      resources={"warehouse": WarehouseResource()})

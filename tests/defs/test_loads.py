@@ -1,0 +1,71 @@
+"""Every load is recorded the same way: a raw asset in a run, an import and a rebuild give a (table, trial) partition
+the same metadata, on a temporary Dagster instance and DuckDB file."""
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from substrate_assets.app.loads import rebuild_warehouse
+from substrate_assets.defs.resources import RunStoreResource
+from substrate_assets.defs.warehouse.metadata import PREVIEW_ROWS, report_loads
+from substrate_assets.defs.warehouse.raw import raw_assets
+from substrate_assets.defs.warehouse.resources import WarehouseResource
+from substrate_assets.results.importer import import_runs
+from substrate_assets.results.layout import RunStore
+from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.raw import load_trials
+
+ROOT = Path(__file__).resolve().parents[2]
+NEWEST = "glutton_baseline_5_users-20261120t000000z"
+
+
+@pytest.fixture
+def store(tmp_path) -> RunStore:
+    store = RunStore(tmp_path / "store")
+    import_runs(str(ROOT / "tests" / "data" / "upstream_runs"), store)
+    return store
+
+
+def metadata_of(instance: dg.DagsterInstance, table: str, trial_id: str) -> dict:
+    [record] = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(table), asset_partitions=[trial_id]), limit=1).records
+    return {key: value.value for key, value in record.asset_materialization.metadata.items()}
+
+
+def test_a_raw_asset_and_an_outside_load_record_the_same_metadata(store, tmp_path):
+    in_run = dg.DagsterInstance.ephemeral()
+    in_run.add_dynamic_partitions("trial", [NEWEST])
+    result = dg.materialize(raw_assets, partition_key=NEWEST, instance=in_run, resources={
+        "run_store": RunStoreResource(root=str(store.root)),
+        "warehouse": WarehouseResource(database=str(tmp_path / "run.duckdb"))})
+    assert result.success
+    outside = dg.DagsterInstance.ephemeral()
+    trial = TrialDirectory(store.find(NEWEST))
+    with connect(tmp_path / "outside.duckdb") as connection:
+        raw = load_trials(connection, [trial], preview_rows=PREVIEW_ROWS)
+    assert report_loads(outside, [trial], raw, []) == 6
+    for table in raw:
+        recorded, reported = metadata_of(in_run, table, NEWEST), metadata_of(outside, table, NEWEST)
+        assert set(recorded) == set(reported) >= {"dagster/row_count", "dagster/column_schema", "trial_dir", "preview"}
+        assert recorded["dagster/row_count"] == reported["dagster/row_count"]
+        assert recorded["dagster/column_schema"] == reported["dagster/column_schema"]
+    assert metadata_of(outside, "locust_stats", NEWEST)["dagster/row_count"] == 5
+
+
+def test_a_rebuild_records_new_partitions_models_and_tests_only_once(store, tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    rebuilt = rebuild_warehouse(store, tmp_path / "w.duckdb", instance)
+    assert len(rebuilt.trials) == 2 and set(instance.get_dynamic_partitions("trial")) == \
+        {trial.trial_id for trial in rebuilt.trials}
+    assert instance.get_materialized_partitions(dg.AssetKey("request_samples")) == set(instance.get_dynamic_partitions(
+        "trial"))
+    assert instance.get_latest_materialization_event(dg.AssetKey("density_frontiers")) is not None
+    evaluations = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("trials"), "trial_id_unique"), limit=5)
+    assert len(evaluations) == 1
+    assert len(instance.fetch_materializations(dg.AssetKey("request_samples"), limit=10).records) == 2
+    rebuild_warehouse(store, tmp_path / "w.duckdb", instance)  # the same trials again: nothing new to record
+    assert len(instance.fetch_materializations(dg.AssetKey("request_samples"), limit=10).records) == 2
+    assert len(instance.fetch_materializations(dg.AssetKey("density_frontiers"), limit=10).records) == 2

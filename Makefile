@@ -32,8 +32,10 @@ ui: setup
 validate: setup
 	$(VENV)/bin/substrate-bench validate --steps
 
+# ruff, and the layering of docs/architecture.md (import-linter's contracts in pyproject.toml).
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 # The harvest tests run against a real Prometheus (Debian's package). As root, install it; otherwise
 # those tests skip and say so (CI sets SUBSTRATE_BENCH_REQUIRE_PROMETHEUS=1, which fails them instead).
@@ -46,9 +48,8 @@ prometheus:
 	  else echo "note: prometheus/promtool not found and not root: the Prometheus harvest tests will skip"; fi; \
 	fi
 
-test: setup prometheus
-	$(VENV)/bin/ruff check .
+test: setup prometheus lint
 	$(VENV)/bin/pytest
 
 clean:
-	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .import_linter_cache

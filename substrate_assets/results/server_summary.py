@@ -72,15 +72,19 @@ def summary_metadata(*, test_name: str, tag: str, data_timestamp: str, start_ts:
             "atelet_lag_s": atelet_lag_s, **extra}
 
 
+def unmeasured_psi(counted: str) -> dict[str, Any]:
+    """A PSI block (``node_psi`` counts ``nodes``, ``pod_psi`` ``pods``) with nothing measured."""
+    return {**{f"{key}_stall_pct": percentile_stats([]) for key, _ in PSI_RESOURCES}, counted: 0}
+
+
 def unmeasured_server_summary(*, start_ts: int, end_ts: int, steady: tuple[int, int], test_name: str, tag: str,
                               data_timestamp: str) -> dict[str, Any]:
     """The server_summary structure with nothing measured: every figure null, no samples."""
-    empty = percentile_stats([])
     return {
         "metadata": summary_metadata(test_name=test_name, tag=tag, data_timestamp=data_timestamp, start_ts=start_ts,
                                      end_ts=end_ts, steady=steady, prom_url=None, atelet_lag_s=None),
-        "cluster_packing": {"summary": dict(empty), "timeseries": []},
-        "node_psi": {**{f"{key}_stall_pct": dict(empty) for key, _ in PSI_RESOURCES}, "nodes": 0},
-        "pod_psi": {**{f"{key}_stall_pct": dict(empty) for key, _ in PSI_RESOURCES}, "pods": 0},
+        "cluster_packing": {"summary": percentile_stats([]), "timeseries": []},
+        "node_psi": unmeasured_psi("nodes"),
+        "pod_psi": unmeasured_psi("pods"),
         "snapshots": dict.fromkeys(SNAPSHOT_KEYS),
     }

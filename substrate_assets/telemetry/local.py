@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.analysis.statistics import percentile_stats
-from substrate_assets.results.server_summary import PSI_RESOURCES, summary_metadata
+from substrate_assets.results.server_summary import PSI_RESOURCES, summary_metadata, unmeasured_psi
 
 MiB = 1 << 20
 
@@ -65,10 +65,6 @@ def node_psi(samples: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
     return result
 
 
-def pod_psi() -> dict[str, Any]:
-    return {**{f"{key}_stall_pct": percentile_stats([]) for key, _ in PSI_RESOURCES}, "pods": 0}
-
-
 def snapshots(events: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
     checkpoints_all = events.filter(pl.col("kind") == "checkpoint")
     checkpoints = _in_window(checkpoints_all, "start_ts", *steady)
@@ -105,6 +101,6 @@ def local_server_summary(*, events: pl.DataFrame, samples: pl.DataFrame, steady:
                                      source="embedded-runtime"),
         "cluster_packing": packing(samples, steady),
         "node_psi": node_psi(samples, steady),
-        "pod_psi": pod_psi(),
+        "pod_psi": unmeasured_psi("pods"),  # no pods here
         "snapshots": snapshots(events, steady),
     }

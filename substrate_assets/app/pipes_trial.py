@@ -13,6 +13,7 @@ from pathlib import Path
 
 from dagster_pipes import open_dagster_pipes
 
+from substrate_assets.defs.trials.checks import TRIAL_COMPLETED
 from substrate_assets.driver.cluster_trial import run_cluster_trial
 from substrate_assets.driver.kubernetes_pods import SCRIPT_FILE
 from substrate_assets.driver.progress import log_lines
@@ -57,7 +58,7 @@ def main() -> None:
             data_version=trial_id,
         )
         pipes.report_asset_check(
-            check_name="trial_completed", passed=result.completed, severity="WARN",
+            check_name=TRIAL_COMPLETED, passed=result.completed, severity="WARN",
             metadata={"locust_exit_code": result.locust_exit_code, "failures": summary.failures},
         )
 

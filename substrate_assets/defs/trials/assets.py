@@ -13,14 +13,13 @@ from substrate_assets.defs.resources import (
     SuitesResource,
 )
 from substrate_assets.defs.scripts.assets import workload_script
+from substrate_assets.defs.trials.checks import TRIAL_COMPLETED
 from substrate_assets.defs.trials.kubernetes import run_on_kubernetes
 from substrate_assets.driver.kubernetes_pods import PIPES_CHILD
 from substrate_assets.project import project_root
 from substrate_assets.results.layout import TrialExists, TrialKey
 from substrate_assets.suites import SuiteError
 from substrate_assets.workload import ScriptError
-
-TRIAL_COMPLETED = "trial_completed"
 
 
 @dg.asset(

@@ -26,7 +26,6 @@ from pathlib import Path
 from types import ModuleType
 
 PACKAGE = "substrate_protos"
-PROTO_NAMES = ("glutton", "ateapi")
 
 
 def proto_directory() -> Path:

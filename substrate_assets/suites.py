@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from substrate_assets.project import project_root
+from substrate_assets.results.server_summary import DEFAULT_ATELET_LAG_S
 from substrate_assets.workload.quantity import QuantityError, format_binary_si, parse_byte_count
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]*")
@@ -94,8 +95,8 @@ class Suite(BaseModel):
     tag: str = Field("local", description="Run tag (upstream: the commit under test).")
     prometheus_url: str | None = Field(None, description="Harvest server telemetry from this Prometheus (which "
                                        "scrapes the runtime) instead of the runtime's own event log.")
-    atelet_lag_s: int = Field(70, ge=0, description="Export lag of atelet metrics: the harvest waits until end + "
-                              "lag and reads snapshot figures lag/2 late.")
+    atelet_lag_s: int = Field(DEFAULT_ATELET_LAG_S, ge=0, description="Export lag of atelet metrics: the harvest "
+                              "waits until end + lag and reads snapshot figures lag/2 late.")
     metadata: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("name", "tag")

@@ -13,7 +13,7 @@ from dagster_k8s import K8sRunLauncher
 from dagster_k8s.container_context import K8sContainerContext
 from dagster_k8s.job import UserDefinedDagsterK8sConfig
 
-from substrate_assets.defs.trials.kubernetes import trial_manifests
+from substrate_assets.defs.trials.kubernetes import kubernetes_objects
 from substrate_assets.driver.kubernetes_api import create_objects, delete_trial_objects, kubernetes_api
 from substrate_assets.driver.kubernetes_pods import support_objects
 from substrate_assets.facts.kubernetes import Discovery
@@ -87,7 +87,7 @@ def test_rbac_allows_what_a_trial_calls_and_no_more(kubernetes_api_server):
 
 def test_pods_run_as_the_accounts_rbac_yaml_grants():
     suite = load_suites(DEPLOY / "suites.cluster.yaml")["coding-session-cluster"]
-    pods = [manifest for manifest in trial_manifests(suite, "coding-session-cluster-20261130t101500z", "x")
+    pods = [manifest for manifest in kubernetes_objects(suite, "coding-session-cluster-20261130t101500z", "x")
             if manifest["kind"] == "Pod"]
     assert {pod["spec"]["serviceAccountName"] for pod in pods} == {DRIVER[1]}
     accounts = {(item["metadata"]["namespace"], item["metadata"]["name"]) for item in documents("rbac.yaml")
@@ -99,7 +99,7 @@ def test_the_cluster_suite_loads_and_its_manifests_are_valid():
     suite = load_suites(DEPLOY / "suites.cluster.yaml")["coding-session-cluster"]
     assert suite.backend == "kubernetes" and suite.kubernetes.locust_workers == 4
     script = ScriptLibrary(ROOT / "scripts").load(suite.script)
-    for manifest in trial_manifests(suite, "coding-session-cluster-20261130t101500z", script.text):
+    for manifest in kubernetes_objects(suite, "coding-session-cluster-20261130t101500z", script.text):
         kubernetes_validate.validate(manifest, "1.33", strict=True)
 
 

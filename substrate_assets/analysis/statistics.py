@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
+from typing import Any
 
 # The figures of the server_summary blocks (packing, PSI): at 4 dp.
 TELEMETRY_STATS = ("min", "p50", "p90", "p95", "p99", "max", "avg")
@@ -42,6 +43,20 @@ def finite_sorted(values: Iterable[float | None]) -> list[float]:
     return sorted(v for v in values if v is not None and math.isfinite(v))
 
 
+def measured(value: Any) -> float | int | None:
+    """A figure as a number, from a number or its text (files and APIs give both); null, junk, NaN and ±Inf are
+    not measurements and give None. Whole numbers stay whole."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
 def reference_round(value: float, digits: int) -> float:
     """The reference's rounding (Python's ``round``); DuckDB's own ``round`` goes half away from zero."""
     return round(value, digits)
@@ -62,13 +77,10 @@ def summarize(values: Iterable[float | None],
 
 def percentile_stats(values: Iterable[float | None]) -> dict[str, float | None]:
     """The reference's block of min, p50, p90, p95, p99, max and avg, each rounded to 4 dp; empty → all null."""
-    ordered = finite_sorted(values)
-    if not ordered:
-        return dict.fromkeys(TELEMETRY_STATS)
-    figures = [ordered[0], *(floor_index(ordered, permille(name)) for name in TELEMETRY_STATS[1:5]), ordered[-1],
-               sum(ordered) / len(ordered)]
-    return {name: reference_round(value, TELEMETRY_DIGITS)
-            for name, value in zip(TELEMETRY_STATS, figures, strict=True)}
+    figures = summarize(values, TELEMETRY_STATS[1:5])
+    figures["avg"] = figures["mean"]
+    return {name: None if figures[name] is None else reference_round(figures[name], TELEMETRY_DIGITS)
+            for name in TELEMETRY_STATS}
 
 
 def locust_bucket(response_time_ms: float) -> int:

@@ -3,15 +3,15 @@ it."""
 
 from typing import Any
 
-from substrate_assets.defs.trials.kubernetes import trial_manifests
+from substrate_assets.defs.trials.kubernetes import kubernetes_objects
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.suites import Suite
 from substrate_assets.workload import ScriptLibrary
 
 
-def cluster_trial_manifests(suite: Suite, store: RunStore, library: ScriptLibrary) -> tuple[TrialKey, list[Any]]:
+def kubernetes_dry_run(suite: Suite, store: RunStore, library: ScriptLibrary) -> tuple[TrialKey, list[Any]]:
     """The key the next trial of ``suite`` would get (nothing is claimed) and its manifests; ScriptError if its
     script is invalid."""
     script = library.load(suite.script)
     key = store.propose_key(suite.name, suite.tag)
-    return key, trial_manifests(suite, key.trial_id, script.text)
+    return key, kubernetes_objects(suite, key.trial_id, script.text)

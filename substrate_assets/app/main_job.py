@@ -43,7 +43,8 @@ def _succeeded(result: dg.ExecuteInProcessResult, what: str) -> dg.ExecuteInProc
     return result
 
 
-def validate_script(suite: Suite, instance: dg.DagsterInstance) -> str:
+def materialize_script(suite: Suite, instance: dg.DagsterInstance) -> str:
+    """workload_script for the suite's script; MainJobError when the script is invalid."""
     instance.add_dynamic_partitions(script_partitions.name, [suite.script])
     result = _materialize([workload_script], instance, suite.script)
     for evaluation in result.get_asset_check_evaluations():
@@ -56,7 +57,7 @@ def validate_script(suite: Suite, instance: dg.DagsterInstance) -> str:
 
 def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance) -> JobOutcome:
     """Register a new trial partition, then materialize the whole graph for it."""
-    runs = [validate_script(suite, instance)]
+    runs = [materialize_script(suite, instance)]
     key = store.propose_key(suite.name, suite.tag, set(instance.get_dynamic_partitions(trial_partitions.name)))
     instance.add_dynamic_partitions(trial_partitions.name, [key.trial_id])
     result = _materialize([trial_run, *raw_assets, *mart_assets], instance, key.trial_id)

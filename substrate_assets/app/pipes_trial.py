@@ -37,9 +37,8 @@ def main() -> None:
                                      ScriptLibrary(Path(pipes.get_extra("scripts"))),
                                      on_progress=log_lines(pipes.log.info), key=key)
         summary = result.summary
-        pipes.log.info(f"trial {trial_id} written to {result.trial_dir}: WakeFirstTouch p50 {summary.wake_p50_ms} "
-                       f"ms, p99 {summary.wake_p99_ms} ms, {summary.steps_completed} steps, {summary.failures} "
-                       "failures")
+        pipes.log.info(f"trial {trial_id} written to {result.trial_dir}: WakeFirstTouch {summary.wake_figures()}; "
+                       f"{summary.steps_completed} steps, {summary.failures} failures")
         pipes.report_asset_materialization(
             metadata={
                 "trial_dir": {"raw_value": str(result.trial_dir), "type": "path"},

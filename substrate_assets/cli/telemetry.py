@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from substrate_assets.results.server_summary import DEFAULT_ATELET_LAG_S
 from substrate_assets.results.trial_directory import SERVER_SUMMARY_JSON, STATS_HISTORY_CSV
 
 
@@ -15,7 +16,7 @@ from substrate_assets.results.trial_directory import SERVER_SUMMARY_JSON, STATS_
 @click.option("--end", "end_ts", type=int, required=True, help="Run end, Unix seconds.")
 @click.option("--stats-history", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help=f"The run's {STATS_HISTORY_CSV} (its user counts give the steady-state window).")
-@click.option("--lag-s", type=click.IntRange(min=0), default=70, show_default=True,
+@click.option("--lag-s", type=click.IntRange(min=0), default=DEFAULT_ATELET_LAG_S, show_default=True,
               help="atelet export lag: snapshot reads are taken lag/2 late; waits until end + lag.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help=f"Also write {SERVER_SUMMARY_JSON} here.")
 @click.option("--test-name", default="", help="metadata.test_name")

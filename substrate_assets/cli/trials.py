@@ -30,13 +30,8 @@ def _print_trial(console: Console, result: Any) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column("figure", style="bold")
     table.add_column("value")
-
-    def ms(value: float | None) -> str:
-        return "null" if value is None else f"{value:.1f} ms"
-
     table.add_row("completed", "yes" if result.completed else f"no (locust exit code {result.locust_exit_code})")
-    table.add_row("WakeFirstTouch", f"n={summary.wake_n}  p50 {ms(summary.wake_p50_ms)}  p95 "
-                  f"{ms(summary.wake_p95_ms)}  p99 {ms(summary.wake_p99_ms)}")
+    table.add_row("WakeFirstTouch", summary.wake_figures())
     table.add_row("steps completed", str(summary.steps_completed))
     table.add_row("failures", f"{summary.failures} of {summary.requests} requests")
     table.add_row("sessions", str(summary.sessions))
@@ -71,21 +66,22 @@ _ManifestDumper.add_representer(str, _represent_text)
 
 def _print_manifests(suite: Suite) -> None:
     """The objects a kubernetes trial of ``suite`` would submit, as a multi-document YAML stream."""
-    from substrate_assets.app.dry_run import cluster_trial_manifests
+    from substrate_assets.app.dry_run import kubernetes_dry_run
     from substrate_assets.results.layout import RunStore
 
     try:
-        key, manifests = cluster_trial_manifests(suite, RunStore(store_directory()), ScriptLibrary(scripts_directory()))
+        key, manifests = kubernetes_dry_run(suite, RunStore(store_directory()), ScriptLibrary(scripts_directory()))
     except ScriptError as error:
         _fail_with_problems(error)
-    click.echo(f"# trial {key.trial_id}: what `substrate-bench run {suite.name}` would submit to namespace "
+    click.echo(f"# trial {key.trial_id}: what a kubernetes trial of suite {suite.name} would submit to namespace "
                f"{suite.kubernetes.namespace} (the driver pod through Dagster's PipesK8sClient)")
     click.echo(yaml.dump_all(manifests, Dumper=_ManifestDumper, sort_keys=False), nl=False)
 
 
 @click.command()
 @click.argument("suite_name", metavar="SUITE")
-@click.option("--store", type=click.Path(file_okay=False, path_type=Path), help="Run store (default: ./store).")
+@click.option("--store", type=click.Path(file_okay=False, path_type=Path),
+              help="Run store (default: $SUBSTRATE_BENCH_STORE, else store/ in the project).")
 @click.option("--users", type=click.IntRange(min=1), help="Override the suite's users.")
 @click.option("--spawn-rate", type=click.FloatRange(min=0, min_open=True), help="Users started per second.")
 @click.option("--duration", help="Run time, e.g. 60s or 2m.")
@@ -119,9 +115,13 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
                           "locust_workers": locust_workers})
     if suite.backend == "kubernetes":
         if not dry_run:
-            raise click.UsageError(f"suite {suite.name!r} runs on the kubernetes backend, whose driver pod Dagster "
-                                   f"launches: use `substrate-bench run {suite.name}` or the UI "
-                                   "(--dry-run prints what would be submitted)")
+            if get_suite(suite_name).backend == "kubernetes":
+                raise click.UsageError(f"suite {suite.name!r} runs on the kubernetes backend, whose driver pod "
+                                       f"Dagster launches: use `substrate-bench run {suite.name}` or the UI "
+                                       "(--dry-run prints what would be submitted)")
+            raise click.UsageError(f"suite {suite.name!r} runs on the local backend in suites.yaml; a kubernetes "
+                                   "trial is launched by Dagster from a suite with backend: kubernetes and a "
+                                   "kubernetes: section (--dry-run prints what this one would submit)")
         _print_manifests(suite)
         return
     if dry_run:
@@ -183,7 +183,8 @@ def run(suite_name: str) -> None:
 @click.command("materialize")
 @click.argument("trial_id")
 def materialize_trial(trial_id: str) -> None:
-    """Load an existing trial from the run store again (raw tables, then models), without running load."""
+    """Load an existing trial's files from the run store into the warehouse again (its raw tables, then the models);
+    no new trial runs."""
     from substrate_assets.app.instance import project_instance
     from substrate_assets.app.main_job import MainJobError, reload_trial
     from substrate_assets.results.layout import RunStore

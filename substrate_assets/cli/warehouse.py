@@ -4,6 +4,7 @@ run store) and ``sql`` (read-only queries)."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -13,6 +14,15 @@ from substrate_assets.project import store_directory, warehouse_path
 
 def _say_waiting(message: str) -> None:
     click.echo(message, err=True)
+
+
+def _exit_on_failed_tests(outcomes: list[Any]) -> None:
+    """One line per column test that failed, then exit 1; nothing when all passed."""
+    failed = [outcome for outcome in outcomes if not outcome.passed]
+    for outcome in failed:
+        click.echo(f"test {outcome.test.model}.{outcome.test.name} failed: {outcome.violations} rows", err=True)
+    if failed:
+        sys.exit(1)
 
 
 @click.command("import")
@@ -37,6 +47,7 @@ def import_command(root: str) -> None:
     print_rows(console, f"imported {len(outcome.runs)} runs", ["trial_id", "copied", "source"],
                [(run.trial_id, "yes" if run.copied else "already in the store", run.source) for run in outcome.runs])
     console.print(f"loaded raw rows {outcome.raw_rows}; rebuilt {', '.join(outcome.models)}", highlight=False)
+    _exit_on_failed_tests(outcome.tests)
 
 
 @click.command()
@@ -58,17 +69,15 @@ def rebuild() -> None:
                   highlight=False)
     print_rows(console, "tables", ["table", "rows"],
                [*result.raw_rows.items(), *((table.name, table.rows) for table in result.models)])
-    failed = [outcome for outcome in result.tests if not outcome.passed]
-    for outcome in failed:
-        click.echo(f"test {outcome.test.model}.{outcome.test.name} failed: {outcome.violations} rows", err=True)
-    sys.exit(1 if failed else 0)
+    _exit_on_failed_tests(result.tests)
 
 
 @click.command()
 @click.argument("statement")
 @click.option("--format", "output", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def sql(statement: str, output: str) -> None:
-    """Run read-only SQL on the warehouse, e.g. "select trial_id, p50_ms, p99_ms from wake_latency_distribution"."""
+    """Run read-only SQL on the warehouse: for instance "select trial_id, p50_ms, p99_ms from
+    wake_latency_distribution". Fails at once, saying so, while another process writes the warehouse."""
     import csv
     import json
 

@@ -39,9 +39,16 @@ from substrate_assets.driver.kubernetes_pods import (
     settings_of,
     support_objects,
 )
-from substrate_assets.driver.outputs import TrialRecord, collect_locust_outputs, locust_command, write_trial_files
+from substrate_assets.driver.locust_process import drive_locust
+from substrate_assets.driver.outputs import (
+    TrialRecord,
+    TrialResult,
+    collect_locust_outputs,
+    locust_command,
+    measure_server_summary,
+    write_trial_files,
+)
 from substrate_assets.driver.progress import Progress, progress_reporter
-from substrate_assets.driver.trial import TrialResult, drive_locust, server_summary
 from substrate_assets.facts.kubernetes import Discovery
 from substrate_assets.results.importer import already_stored, fetch_trial, upload_trial
 from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
@@ -139,7 +146,8 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
                               "control_endpoint": settings.control_endpoint, "router_url": settings.router_url},
                              notes)
         collect_locust_outputs(staging, work, notes, *remote)
-        completed = write_trial_files(staging, work, record, server_summary(staging, record, local_events=False))
+        telemetry = measure_server_summary(staging, record, local_events=False)
+        completed = write_trial_files(staging, work, record, telemetry)
         shutil.rmtree(work)
         location = upload_trial(staging, settings.store, key)
         summary = RequestSummary.of_file(staging / REQUESTS_PARQUET)

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from substrate_assets.driver.outputs import session_options
+from substrate_assets.results.layout import STAGING
 from substrate_assets.suites import KubernetesSettings, Suite
 
 APP_LABEL = {"app.kubernetes.io/name": "substrate-bench"}
@@ -27,7 +28,7 @@ SCRIPT_DIR = "/etc/agentsession"
 SCRIPT_FILE = f"{SCRIPT_DIR}/script.yaml"
 MASTER_PORT = 5557
 WORK_DIR = "/tmp/substrate-bench"
-LOCUSTFILE = "/app/substrate_assets/driver/locustfile.py"
+IMAGE_LOCUSTFILE = "/app/substrate_assets/driver/locustfile.py"  # where the image has it
 DRIVER_CONTAINER = "driver"
 # The module the driver pod runs: the Dagster Pipes end of trial_run.
 PIPES_CHILD = "substrate_assets.app.pipes_trial"
@@ -143,7 +144,7 @@ def master_service(trial_id: str, settings: KubernetesSettings) -> dict[str, Any
                      "ports": [{"name": "locust-master", "port": MASTER_PORT, "targetPort": MASTER_PORT}]}}
 
 
-def worker_command(suite: Suite, trial_id: str, *, locustfile: str = LOCUSTFILE, script_file: str = SCRIPT_FILE,
+def worker_command(suite: Suite, trial_id: str, *, locustfile: str = IMAGE_LOCUSTFILE, script_file: str = SCRIPT_FILE,
                    master: str | None = None, request_log_dir: str = f"{WORK_DIR}/requests") -> list[str]:
     """A Locust worker's command; the defaults are the paths inside the image and the master's Service."""
     settings = settings_of(suite)
@@ -156,7 +157,7 @@ def worker_command(suite: Suite, trial_id: str, *, locustfile: str = LOCUSTFILE,
 
 def request_log_url(settings: KubernetesSettings, trial_id: str) -> str:
     """Where distributed workers upload their request-log parts for the master to merge."""
-    return f"{settings.store.rstrip('/')}/.staging/{trial_id}"
+    return f"{settings.store.rstrip('/')}/{STAGING}/{trial_id}"
 
 
 def worker_pod(suite: Suite, trial_id: str, index: int) -> dict[str, Any]:

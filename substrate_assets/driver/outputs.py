@@ -1,5 +1,6 @@
-"""What every trial leaves, whatever ran it: Locust's files collected, the request log merged, stats.jsonl,
-status.json, logs.txt and the trial.json manifest — each written atomically into the trial's staging dir."""
+"""What every trial leaves, whatever ran it: Locust's files collected, the request log merged, server telemetry
+measured, stats.jsonl, status.json, logs.txt and the trial.json manifest — each written atomically into the
+trial's staging dir — and what the run returns."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.request_log import merge_parts
-from substrate_assets.results.server_summary import flatten
+from substrate_assets.results.server_summary import flatten, unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
 from substrate_assets.results.status import stats_generated, write_status
+from substrate_assets.results.summary import RequestSummary
 from substrate_assets.results.trial_directory import (
     LOCUST_CSV_PREFIX,
     LOCUST_CSVS,
@@ -27,8 +31,11 @@ from substrate_assets.results.trial_directory import (
     LOGS_TXT,
     REQUEST_LOG,
     REQUESTS_PARQUET,
+    RUNTIME_EVENTS_PARQUET,
+    RUNTIME_SAMPLES_PARQUET,
     SERVER_SUMMARY_JSON,
     STATS_CSV,
+    STATS_HISTORY_CSV,
     STATS_JSONL,
     STATUS_JSON,
     TRIAL_JSON,
@@ -36,6 +43,9 @@ from substrate_assets.results.trial_directory import (
     run_completed,
 )
 from substrate_assets.suites import Suite
+from substrate_assets.telemetry.local import local_server_summary
+from substrate_assets.telemetry.prometheus import harvest_server_summary
+from substrate_assets.telemetry.window import window_from_history
 from substrate_assets.workload import ScriptFile
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -92,6 +102,19 @@ def collect_locust_outputs(staging: Path, work: Path, notes: list[str], *request
             notes.append(f"{basename} not produced")
     rows = merge_parts([work / REQUEST_LOG, *request_log_dirs], staging / REQUESTS_PARQUET)
     notes.append(f"{REQUESTS_PARQUET}: {rows} requests")
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    key: TrialKey
+    trial_dir: Path | str  # a directory of the local store, or the trial's URL in an object store
+    locust_exit_code: int
+    completed: bool
+    summary: RequestSummary
+
+    @property
+    def trial_id(self) -> str:
+        return self.key.trial_id
 
 
 @dataclass
@@ -156,3 +179,20 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "files": files,
     })
     return bool(completed)
+
+
+def measure_server_summary(staging: Path, record: TrialRecord, *, local_events: bool) -> dict[str, Any]:
+    """Server telemetry inside the steady-state window, as upstream's server_summary.json: harvested from the
+    suite's Prometheus when it has one, else — on the local backend — computed from the runtime's exact events
+    and the trial's samples, else not measured (nulls)."""
+    key, suite = record.key, record.suite
+    start_ts, end_ts = key.run_ts, int(record.ended.timestamp())
+    steady = window_from_history(staging / STATS_HISTORY_CSV, start_ts, end_ts)
+    common = {"start_ts": start_ts, "end_ts": end_ts, "steady": steady, "test_name": suite.name, "tag": key.tag,
+              "data_timestamp": data_timestamp(record.started)}
+    if suite.prometheus_url:
+        return harvest_server_summary(suite.prometheus_url, lag_s=suite.atelet_lag_s, **common)
+    if local_events:
+        return local_server_summary(events=pl.read_parquet(staging / RUNTIME_EVENTS_PARQUET),
+                                    samples=pl.read_parquet(staging / RUNTIME_SAMPLES_PARQUET), **common)
+    return unmeasured_server_summary(**common)

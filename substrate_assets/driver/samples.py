@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from substrate_assets.results.atomic import atomic_path
-
-PSI_RESOURCES = ("cpu", "memory", "io")
-SAMPLES_SCHEMA = {
-    "ts": pl.Float64, "idle_workers": pl.Int64, "partial_workers": pl.Int64, "at_capacity_workers": pl.Int64,
-    "running_actors": pl.Int64, "parked_requests": pl.Int64, "users": pl.Int64,
-    **{f"psi_{resource}_some_total_us": pl.Int64 for resource in PSI_RESOURCES},
-}
+from substrate_assets.results.runtime_samples import SAMPLES_SCHEMA, psi_total_column
+from substrate_assets.results.server_summary import PSI_RESOURCES
 
 
 def read_psi_some_total(resource: str, root: Path = Path("/proc/pressure")) -> int | None:
@@ -33,12 +26,11 @@ def read_psi_some_total(resource: str, root: Path = Path("/proc/pressure")) -> i
     return None
 
 
-@dataclass
 class Sampler:
-    rows: list[dict[str, object]]
+    """The rows of runtime_samples.parquet, one per call to :meth:`take`."""
 
     def __init__(self) -> None:
-        self.rows = []
+        self.rows: list[dict[str, object]] = []
 
     def take(self, state: dict[str, object], users: int | None) -> None:
         workers = state.get("workers", {})
@@ -47,10 +39,8 @@ class Sampler:
             "ts": time.time(), "idle_workers": workers.get("idle"), "partial_workers": workers.get("partial"),
             "at_capacity_workers": workers.get("at_capacity"), "running_actors": state.get("running_actors"),
             "parked_requests": state.get("parked"), "users": users,
-            **{f"psi_{resource}_some_total_us": read_psi_some_total(resource) for resource in PSI_RESOURCES},
+            **{psi_total_column(resource): read_psi_some_total(resource) for _, resource in PSI_RESOURCES},
         })
 
-    def write_parquet(self, path: Path) -> Path:
-        with atomic_path(path) as partial:
-            pl.DataFrame(self.rows, schema=SAMPLES_SCHEMA, orient="row").write_parquet(partial)
-        return path
+    def frame(self) -> pl.DataFrame:
+        return pl.DataFrame(self.rows, schema=SAMPLES_SCHEMA, orient="row")

@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 
 @contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
@@ -35,6 +37,12 @@ def write_bytes(path: Path, data: bytes) -> Path:
 
 def write_text(path: Path, text: str) -> Path:
     return write_bytes(path, text.encode())
+
+
+def write_parquet(path: Path, frame: pl.DataFrame) -> Path:
+    with atomic_path(path) as partial:
+        frame.write_parquet(partial)
+    return path
 
 
 def write_json(path: Path, value: Any) -> Path:

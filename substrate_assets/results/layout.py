@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 STAGING = ".staging"
+_STAMP = "%Y%m%dt%H%M%Sz"
 _TRIAL_ID = re.compile(r"(?P<suite>[a-z0-9][a-z0-9_-]*)-(?P<stamp>\d{8}t\d{6}z)")
 _TRIAL_DIR = re.compile(r"runs/(?P<suite>[^/]+)/run_date=(?P<date>\d{4}-\d{2}-\d{2})/run_ts=(?P<ts>\d+)"
                         r"/run_tag=(?P<tag>[^/]+)/?$")
@@ -42,27 +43,29 @@ class TrialKey:
 
     @property
     def trial_id(self) -> str:
-        return f"{self.suite}-{self.started.strftime('%Y%m%dt%H%M%Sz')}"
+        return f"{self.suite}-{self.started.strftime(_STAMP)}"
 
     @property
     def relative_path(self) -> str:
         return f"runs/{self.suite}/run_date={self.run_date}/run_ts={self.run_ts}/run_tag={self.tag}"
 
+    @staticmethod
+    def _parts(trial_id: str) -> re.Match[str]:
+        match = _TRIAL_ID.fullmatch(trial_id)
+        if match is None:
+            raise ValueError(f"{trial_id!r} is not a trial id (<suite>-<yyyymmddthhmmssz>)")
+        return match
+
     @classmethod
     def from_trial_id(cls, trial_id: str, tag: str) -> TrialKey:
         """The key a trial id names: ``<suite>-<yyyymmddthhmmssz>`` and the suite's tag."""
-        match = _TRIAL_ID.fullmatch(trial_id)
-        if match is None:
-            raise ValueError(f"{trial_id!r} is not a trial id (<suite>-<yyyymmddthhmmssz>)")
-        started = datetime.strptime(match["stamp"], "%Y%m%dt%H%M%Sz").replace(tzinfo=UTC)
-        return cls(match["suite"], int(started.timestamp()), tag)
+        parts = cls._parts(trial_id)
+        started = datetime.strptime(parts["stamp"], _STAMP).replace(tzinfo=UTC)
+        return cls(parts["suite"], int(started.timestamp()), tag)
 
-    @staticmethod
-    def suite_of(trial_id: str) -> str:
-        match = _TRIAL_ID.fullmatch(trial_id)
-        if match is None:
-            raise ValueError(f"{trial_id!r} is not a trial id (<suite>-<yyyymmddthhmmssz>)")
-        return match["suite"]
+    @classmethod
+    def suite_of(cls, trial_id: str) -> str:
+        return cls._parts(trial_id)["suite"]
 
     @classmethod
     def parse(cls, relative: str) -> TrialKey:
@@ -106,23 +109,25 @@ class RunStore:
                 return key
             run_ts += 1
 
+    def _being_assembled(self, key: TrialKey) -> TrialExists:
+        return TrialExists(f"trial {key.trial_id} is being assembled in {self.staging_dir(key)} by another run "
+                           "(or was interrupted there)")
+
     def refuse_existing(self, key: TrialKey) -> None:
         """Raise TrialExists if a trial with ``key``'s id is already here, whole or being assembled."""
         if self._second(key).is_dir():
             raise TrialExists(f"trial {key.trial_id} already ran ({self._second(key)}); results are never "
                               "rewritten")
         if self.staging_dir(key).exists():
-            raise TrialExists(f"trial {key.trial_id} is being assembled in {self.staging_dir(key)} by another run "
-                              "(or was interrupted there)")
+            raise self._being_assembled(key)
 
     def claim(self, key: TrialKey) -> Path:
         """Create ``key``'s staging directory, or raise TrialExists."""
         self.refuse_existing(key)
         try:
             self.staging_dir(key).mkdir(parents=True)
-        except FileExistsError:  # claimed between the check and here
-            self.refuse_existing(key)
-            raise
+        except FileExistsError:  # claimed by another run between the check and here
+            raise self._being_assembled(key) from None
         return self.staging_dir(key)
 
     def claim_new(self, suite: str, tag: str) -> TrialKey:

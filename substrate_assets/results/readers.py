@@ -50,7 +50,7 @@ REQUESTS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def _typed(raw: pl.DataFrame, schema: dict[str, pl.DataType], path: Path) -> pl.DataFrame:
+def _typed(raw: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     frame = raw.rename({column: measurement_key(column) for column in raw.columns})
     columns = []
     for name, dtype in schema.items():
@@ -71,7 +71,7 @@ def _typed(raw: pl.DataFrame, schema: dict[str, pl.DataType], path: Path) -> pl.
 
 def _read_csv(path: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     raw = pl.read_csv(path, infer_schema=False)
-    return _typed(raw, schema, path)
+    return _typed(raw, schema)
 
 
 def read_stats(path: Path) -> pl.DataFrame:

@@ -9,6 +9,9 @@ from typing import Any
 
 from substrate_assets.analysis.statistics import percentile_stats
 
+# How late the atelet's metrics reach Prometheus, as upstream's runner assumes unless told: the harvest waits
+# until the run's end plus this, and reads snapshot figures half of it late (metadata.atelet_lag_s).
+DEFAULT_ATELET_LAG_S = 70
 PSI_RESOURCES = (("cpu", "cpu"), ("mem", "memory"), ("io", "io"))  # (key, /proc/pressure file)
 SNAPSHOT_KEYS = ("size_p50_mb", "size_p90_mb", "size_p95_mb", "size_p99_mb", "size_avg_mb", "checkpoints_in_window",
                  "checkpoints_cumulative", "restore_p50_s", "restore_p90_s", "restore_p95_s", "restore_p99_s",

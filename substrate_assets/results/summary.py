@@ -20,7 +20,6 @@ class RequestSummary:
     wake_p95_ms: float | None
     wake_p99_ms: float | None
     steps_completed: int
-    steps_failed: int
     sessions: int
 
     @classmethod
@@ -34,9 +33,16 @@ class RequestSummary:
             wake_n=len(wakes),
             wake_p50_ms=figures["p50"], wake_p95_ms=figures["p95"], wake_p99_ms=figures["p99"],
             steps_completed=steps.filter(pl.col("success")).height,
-            steps_failed=steps.filter(~pl.col("success")).height,
             sessions=requests.filter((pl.col("name") == "CreateActor") & pl.col("success")).height,
         )
+
+    def wake_figures(self) -> str:
+        """``n=… p50 … ms p95 … ms p99 … ms``, to 0.1 ms; null where there were no wakes."""
+
+        def ms(value: float | None) -> str:
+            return "null" if value is None else f"{value:.1f} ms"
+
+        return f"n={self.wake_n}  p50 {ms(self.wake_p50_ms)}  p95 {ms(self.wake_p95_ms)}  p99 {ms(self.wake_p99_ms)}"
 
     @classmethod
     def of_file(cls, path: Path) -> RequestSummary:

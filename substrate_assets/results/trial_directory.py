@@ -29,6 +29,7 @@ from typing import Any
 
 import polars as pl
 
+from substrate_assets.analysis.statistics import measured
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
@@ -89,24 +90,12 @@ def run_completed(locust_exit_code: int | None, stats_generated: bool | None,
     return locust_exit_code == 0 and bool(stats_generated) and not interrupted
 
 
-def number(value: Any) -> float | int | None:
-    """A figure as a number: files hold numbers (trial.json) or strings (stats.jsonl); null and junk are null."""
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return value
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def _whole(value: Any) -> int | None:
-    figure = number(value)
+    figure = measured(value)
     return None if figure is None else int(figure)
 
 
-def _text(value: Any) -> str | None:
+def _as_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
@@ -115,7 +104,7 @@ def _timestamp(text: str | None) -> datetime | None:
 
 
 def _from_unix(value: Any) -> datetime | None:
-    seconds = number(value)
+    seconds = measured(value)
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
 
 
@@ -214,11 +203,11 @@ class TrialDirectory:
             values = {key: measurements.get(key) for key in (*FACT_KEYS, "run_start", "run_end")}
         return {
             "machine_type": values.get("machine_type"), "node_count": _whole(values.get("node_count")),
-            "allocatable_cores": number(values.get("allocatable_cores")),
-            "allocatable_ram_gb": number(values.get("allocatable_ram_gb")),
+            "allocatable_cores": measured(values.get("allocatable_cores")),
+            "allocatable_ram_gb": measured(values.get("allocatable_ram_gb")),
             "worker_pod_count": _whole(values.get("worker_pod_count")), "gke_version": values.get("gke_version"),
-            "worker_actor_capacity": _text(values.get("worker_actor_capacity")),
-            "worker_memory_limit_gb": _text(values.get("worker_memory_limit_gb")),
+            "worker_actor_capacity": _as_text(values.get("worker_actor_capacity")),
+            "worker_memory_limit_gb": _as_text(values.get("worker_memory_limit_gb")),
             "sandbox_class": values.get("sandbox_class"),
             "run_start": _whole(values.get("run_start")), "run_end": _whole(values.get("run_end")),
         }
@@ -232,7 +221,7 @@ class TrialDirectory:
         else:
             measurements = self.jsonl_measurements("server_summary") or {}
             flat = {key: measurements.get(key) for key in FLAT_KEYS}
-        values = {key: number(value) for key, value in flat.items()}
+        values = {key: measured(value) for key, value in flat.items()}
         values["checkpoints_in_window"] = _whole(values["checkpoints_in_window"])
         return values
 

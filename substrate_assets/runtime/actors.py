@@ -1,7 +1,8 @@
 """What the runtime knows of atespaces and actors: their records, states and names, as the control API shows them.
 
-A record changes only under its actor's lock (held by :mod:`lifecycle`); ``inflight`` and ``idle`` let a
-suspend wait for the requests the router is forwarding to finish.
+A record changes under its actor's lock (held by :mod:`lifecycle`), except that a host exiting unasked marks its
+actor CRASHED at once; ``inflight`` and ``idle`` let a suspend wait for the requests the router is forwarding to
+finish.
 """
 
 from __future__ import annotations

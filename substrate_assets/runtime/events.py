@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import polars as pl
 
@@ -58,11 +56,3 @@ class EventLog:
 
     def frame(self) -> pl.DataFrame:
         return pl.DataFrame([asdict(e) for e in self.events()], schema=EVENT_SCHEMA)
-
-    def write_parquet(self, path: Path) -> Path:
-        """Write the log as Parquet atomically (temporary name, then rename)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
-        self.frame().write_parquet(partial)
-        os.replace(partial, path)
-        return path

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
+import polars as pl
 from aiohttp import web
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -162,8 +163,9 @@ class EmbeddedRuntime:
     def event_log(self) -> list[RuntimeEvent]:
         return self.events.events()
 
-    def write_events_parquet(self, path: Path) -> Path:
-        return self.events.write_parquet(path)
+    def events_frame(self) -> pl.DataFrame:
+        """The event log so far, one row per event (EVENT_SCHEMA)."""
+        return self.events.frame()
 
     def snapshot_path(self, atespace: str, name: str) -> Path | None:
         """The directory of an actor's latest snapshot, if it has one."""

@@ -15,7 +15,9 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.analysis.statistics import percentile_stats
+from substrate_assets.results.runtime_samples import psi_total_column
 from substrate_assets.results.server_summary import PSI_RESOURCES, summary_metadata, unmeasured_psi
+from substrate_assets.telemetry.packing import packing_block
 
 MiB = 1 << 20
 
@@ -25,20 +27,13 @@ def _in_window(frame: pl.DataFrame, column: str, start: float, end: float) -> pl
 
 
 def packing(samples: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
-    timeseries = []
-    ratios = []
-    for row in samples.sort("ts").iter_rows(named=True):
-        states = (row["idle_workers"], row["partial_workers"], row["at_capacity_workers"])
-        if any(value is None for value in states):
-            continue
-        busy = row["partial_workers"] + row["at_capacity_workers"]
-        total = sum(states)
-        ratio = round(busy / total, 4) if total else None
-        timeseries.append({"timestamp": round(row["ts"], 3), "busy_workers": busy, "total_workers": total,
-                           "packing_ratio": ratio})
-        if ratio is not None and steady[0] <= row["ts"] <= steady[1]:
-            ratios.append(ratio)
-    return {"summary": percentile_stats(ratios), "timeseries": timeseries}
+    """From the per-second worker-state samples (a sample missing a state is skipped)."""
+    points = []
+    for ts, idle, partial, at_capacity in samples.sort("ts").select(
+            "ts", "idle_workers", "partial_workers", "at_capacity_workers").iter_rows():
+        if None not in (idle, partial, at_capacity):
+            points.append((ts, partial + at_capacity, idle + partial + at_capacity))
+    return packing_block(points, steady, timestamp_digits=3)
 
 
 def node_psi(samples: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
@@ -47,7 +42,7 @@ def node_psi(samples: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     measured = False
     for key, resource in PSI_RESOURCES:
-        column = f"psi_{resource}_some_total_us"
+        column = psi_total_column(resource)
         rates = []
         previous: tuple[float, int] | None = None
         for ts, total in ordered.select("ts", column).iter_rows():
@@ -69,26 +64,21 @@ def snapshots(events: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
     checkpoints_all = events.filter(pl.col("kind") == "checkpoint")
     checkpoints = _in_window(checkpoints_all, "start_ts", *steady)
     restores = _in_window(events.filter(pl.col("kind") == "restore"), "start_ts", *steady)
-    sizes = [b / MiB for b in checkpoints["pages_bytes"].to_list() if b is not None]
-    size = percentile_stats(sizes)
+    size = percentile_stats(b / MiB for b in checkpoints["pages_bytes"].to_list() if b is not None)
     restore = percentile_stats(restores["duration_s"].to_list())
     checkpoint = percentile_stats(checkpoints["duration_s"].to_list())
-
-    def mean(frame: pl.DataFrame) -> float | None:
-        return round(frame["duration_s"].mean(), 4) if frame.height else None  # type: ignore[arg-type]
-
     written = checkpoints["bytes"].sum() if checkpoints.height else None
     seconds = checkpoints["duration_s"].sum() if checkpoints.height else None
     return {
         "size_p50_mb": size["p50"], "size_p90_mb": size["p90"], "size_p95_mb": size["p95"], "size_p99_mb": size["p99"],
-        "size_avg_mb": round(sum(sizes) / len(sizes), 4) if sizes else None,
+        "size_avg_mb": size["avg"],
         "checkpoints_in_window": checkpoints.height,
         "checkpoints_cumulative": checkpoints_all.height,
         "restore_p50_s": restore["p50"], "restore_p90_s": restore["p90"], "restore_p95_s": restore["p95"],
-        "restore_p99_s": restore["p99"], "restore_mean_s": mean(restores),
+        "restore_p99_s": restore["p99"], "restore_mean_s": restore["avg"],
         "checkpoint_p50_s": checkpoint["p50"], "checkpoint_p90_s": checkpoint["p90"],
         "checkpoint_p95_s": checkpoint["p95"], "checkpoint_p99_s": checkpoint["p99"],
-        "checkpoint_mean_s": mean(checkpoints),
+        "checkpoint_mean_s": checkpoint["avg"],
         "checkpoint_mb_s": round(written / seconds / MiB, 4) if written is not None and seconds else None,
     }
 

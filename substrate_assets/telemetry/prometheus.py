@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from substrate_assets.analysis.statistics import percentile_stats
+from substrate_assets.analysis.statistics import measured, percentile_stats
 from substrate_assets.results.server_summary import PSI_RESOURCES, summary_metadata
+from substrate_assets.telemetry.packing import packing_block
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,6 @@ USER_AGENT = "Substrate-Locust-Runner"
 INSTANT_TIMEOUT_S = 5.0
 RANGE_TIMEOUT_S = 8.0
 STEP = "10s"
-DEFAULT_LAG_S = 70
 MiB = 1024 * 1024
 PACKING_QUERY = ('sum by (exported_instance, instance, ate_worker_state) '
                  '(ate_workerpool_workers{ate_workerpool_name=~"benchmark-ateom(-.+)?"})')
@@ -73,18 +72,10 @@ class Prometheus:
                                                  "step": step}, RANGE_TIMEOUT_S)
 
 
-def _finite(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) or math.isinf(number) else number
-
-
 def instant_value(result: list[dict[str, Any]]) -> float | None:
     """The first sample's value at 4 dp; a missing or malformed value is null."""
     try:
-        value = _finite(result[0]["value"][1])
+        value = measured(result[0]["value"][1])
     except (IndexError, KeyError, TypeError):
         return None
     return None if value is None else round(value, 4)
@@ -139,7 +130,7 @@ class Harvest:
             samples = by_process.setdefault(process, {})
             for point in series.get("values") or []:
                 try:
-                    at, value = int(float(point[0])), _finite(point[1])
+                    at, value = int(float(point[0])), measured(point[1])
                 except (TypeError, ValueError, IndexError):
                     continue
                 if value is not None:
@@ -147,17 +138,12 @@ class Harvest:
         # An exited ateapi's series is re-exported until it expires: at each step, trust the process
         # whose series runs latest.
         last_seen = {process: max(samples) for process, samples in by_process.items() if samples}
-        timeseries, ratios = [], []
+        points = []
         for at in sorted({at for samples in by_process.values() for at in samples}):
             live = max((p for p in last_seen if at in by_process[p]), key=lambda p: (last_seen[p], p))
             states = by_process[live][at]
-            busy = states.get("partial", 0.0) + states.get("at_capacity", 0.0)
-            total = sum(states.values())
-            ratio = round(busy / total, 4) if total > 0 else None
-            timeseries.append({"timestamp": at, "busy_workers": busy, "total_workers": total, "packing_ratio": ratio})
-            if ratio is not None and steady[0] <= at <= steady[1]:
-                ratios.append(ratio)
-        return {"summary": percentile_stats(ratios), "timeseries": timeseries}
+            points.append((at, states.get("partial", 0.0) + states.get("at_capacity", 0.0), sum(states.values())))
+        return packing_block(points, steady)
 
     @staticmethod
     def psi_query(resource: str, selector: str = 'container="node"', by: str = "instance") -> str:

@@ -18,6 +18,7 @@ import sqlglot
 from sqlglot import exp
 
 from substrate_assets.project import project_root
+from substrate_assets.warehouse.checks import TestOutcome, load_tests, run_test
 
 
 class ModelError(ValueError):
@@ -110,3 +111,13 @@ def build(connection: duckdb.DuckDBPyConnection, model: Model) -> BuiltTable:
 
 def build_all(connection: duckdb.DuckDBPyConnection, models: dict[str, Model]) -> list[BuiltTable]:
     return [build(connection, model) for model in build_order(models)]
+
+
+def build_marts(connection: duckdb.DuckDBPyConnection,
+                directory: Path | None = None) -> tuple[list[BuiltTable], list[TestOutcome]]:
+    """Every model under ``directory`` built in order, then every column test of its schema.yml run."""
+    directory = directory or models_directory()
+    models = discover(directory)
+    built = build_all(connection, models)
+    tests = load_tests(directory / "schema.yml", set(models))
+    return built, [run_test(connection, test) for group in tests.values() for test in group]

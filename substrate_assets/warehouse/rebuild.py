@@ -20,9 +20,9 @@ import duckdb
 
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
-from substrate_assets.warehouse.checks import TestOutcome, load_tests, run_test
+from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect
-from substrate_assets.warehouse.models import BuiltTable, build_all, discover
+from substrate_assets.warehouse.models import BuiltTable, build_marts
 from substrate_assets.warehouse.raw import LoadedTable, load_trials
 
 log = logging.getLogger(__name__)
@@ -64,10 +64,7 @@ def rebuild(store: RunStore, warehouse: Path, models_directory: Path, *, wait_s:
             trials = [TrialDirectory(directory) for directory in store.trial_dirs()]
             with connect(partial) as connection:
                 raw = load_trials(connection, trials, preview_rows=preview_rows)
-                models = discover(models_directory)
-                built = build_all(connection, models)
-                tests = load_tests(models_directory / "schema.yml", set(models))
-                outcomes = [run_test(connection, test) for group in tests.values() for test in group]
+                built, outcomes = build_marts(connection, models_directory)
                 connection.execute("CHECKPOINT")
             os.replace(partial, warehouse)
     finally:

@@ -43,3 +43,13 @@ def test_an_unknown_deployment_is_refused(tmp_path):
     done = subprocess.run([sys.executable, "-c", "import substrate_assets.definitions"], cwd=ROOT, text=True,
                           env={**os.environ, "SUBSTRATE_BENCH_DEPLOYMENT": "laptop"}, capture_output=True, timeout=120)
     assert done.returncode != 0 and "SUBSTRATE_BENCH_DEPLOYMENT='laptop': expected workstation or cluster" in done.stderr
+
+
+def test_a_cluster_deployment_never_loads_the_warehouse(tmp_path):
+    """Nothing on the cluster opens the DuckDB file: its code location does not even import DuckDB."""
+    program = ("import sys, substrate_assets.definitions\n"
+               "print(sorted(m for m in sys.modules if m == 'duckdb' or m.startswith('substrate_assets.warehouse')))")
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "DAGSTER_HOME": str(tmp_path), "SUBSTRATE_BENCH_DEPLOYMENT": "cluster"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -7,7 +7,7 @@ import re
 import kubernetes_validate
 import pytest
 
-from substrate_assets.defs.trials.kubernetes import driver_pod, trial_manifests
+from substrate_assets.defs.trials.kubernetes import driver_pod, kubernetes_objects
 from substrate_assets.driver.kubernetes_api import (
     create_objects,
     delete_trial_objects,
@@ -46,7 +46,7 @@ def valid(manifest: dict) -> None:
 @pytest.mark.parametrize("settings", [{}, {"locust_workers": 3, "env_secrets": ["s3-credentials"],
                                           "control_tls": True, "cpu_limit": None, "memory_limit": None}])
 def test_every_manifest_is_valid_for_kubernetes(settings):
-    manifests = trial_manifests(cluster_suite(**settings), TRIAL, SCRIPT)
+    manifests = kubernetes_objects(cluster_suite(**settings), TRIAL, SCRIPT)
     for manifest in manifests:
         valid(manifest)
         assert RFC1123.fullmatch(manifest["metadata"]["name"]) and len(manifest["metadata"]["name"]) <= 63
@@ -138,7 +138,7 @@ def test_names_and_labels_stay_valid_and_distinct_for_long_trial_ids():
     assert all(len(label) <= 63 and RFC1123.fullmatch(label) for label in (trial_label(trial), trial_label(later)))
     assert trial_label(TRIAL) == TRIAL
     suite = cluster_suite(locust_workers=1)
-    for manifest in trial_manifests(suite, "x" * 50 + "-" * 13 + "20261130t101500z", SCRIPT):
+    for manifest in kubernetes_objects(suite, "x" * 50 + "-" * 13 + "20261130t101500z", SCRIPT):
         valid(manifest)
 
 

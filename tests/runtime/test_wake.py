@@ -207,7 +207,7 @@ def test_metrics_under_upstream_names_and_events_as_parquet(control, router, run
                    'ate_actor_checkpoint_duration_seconds_bucket{ate_snapshot_phase="total",le="60.0"}',
                    'ate_actor_restore_duration_seconds_sum{ate_snapshot_phase="total"}'):
         assert series in text, series
-    frame = pl.read_parquet(runtime.write_events_parquet(tmp_path / "runtime_events.parquet"))
+    frame = runtime.events_frame()
     mine = frame.filter(pl.col("actor") == name)
     assert mine["kind"].to_list() == ["restore", "checkpoint", "restore"]
     assert mine["bytes"].to_list()[1] == MI and mine["detail"].to_list()[0] == "boot"

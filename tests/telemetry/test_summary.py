@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 
 from substrate_assets.analysis.statistics import percentile_stats
-from substrate_assets.driver.samples import SAMPLES_SCHEMA
+from substrate_assets.results.runtime_samples import SAMPLES_SCHEMA
 from substrate_assets.results.server_summary import FLAT_KEYS, flatten
 from substrate_assets.runtime.events import EVENT_SCHEMA
 from substrate_assets.telemetry.local import local_server_summary, snapshots

@@ -7,7 +7,7 @@ import dagster as dg
 from substrate_assets.defs.partitions import script_partitions
 from substrate_assets.defs.resources import ScriptLibraryResource
 from substrate_assets.workload import ScriptError, step_table_markdown, summarize
-from substrate_assets.workload.library import display_path
+from substrate_assets.workload.library import display_path, parse_script_file
 
 SCRIPT_IS_VALID = "script_is_valid"
 
@@ -35,7 +35,7 @@ def workload_script(context: dg.AssetExecutionContext,
     sha256 = hashlib.sha256(data).hexdigest()
     common = {"path": dg.MetadataValue.path(display_path(path)), "sha256": sha256}
     try:
-        loaded = library.load(name)
+        loaded = parse_script_file(path, data, expected_name=name)
     except ScriptError as error:
         problems = [str(problem) for problem in error.problems]
         context.log.error("script %s is invalid:\n%s", name, "\n".join(problems))

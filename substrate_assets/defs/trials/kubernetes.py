@@ -43,6 +43,6 @@ def driver_pod(suite: Suite, trial_id: str, pipes_env: dict[str, str] | None = N
             **{**manifest, "metadata": {**manifest["metadata"], "namespace": settings_of(suite).namespace}}}
 
 
-def trial_manifests(suite: Suite, trial_id: str, script_text: str) -> list[dict[str, Any]]:
+def kubernetes_objects(suite: Suite, trial_id: str, script_text: str) -> list[dict[str, Any]]:
     """Every object a kubernetes trial submits, in submission order (the driver pod last)."""
     return [*support_objects(suite, trial_id, script_text), driver_pod(suite, trial_id)]

@@ -1,7 +1,7 @@
 """The DuckDB warehouse as a resource."""
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import dagster as dg
@@ -24,5 +24,5 @@ class WarehouseResource(DuckDBResource):
         with connect(Path(self.database), on_wait=dg.get_dagster_logger().info) as connection:
             yield connection
 
-    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+    def connect(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         return self.get_connection()

@@ -1,0 +1,79 @@
+"""Locust headless as a child process: run to its end or until interrupted, its progress read once a second from
+the stats history it appends, stopped gently (SIGTERM: it tears its sessions down and writes its CSVs) and then,
+if need be, for good."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from substrate_assets.results.readers import read_stats_history
+from substrate_assets.results.trial_directory import LOCUST_LOG, TOTAL_ROW_NAMES, locust_csv
+from substrate_assets.suites import Suite
+
+SHUTDOWN_GRACE_S = 120.0
+
+
+def _latest_totals(history: Path) -> dict[str, Any]:
+    """Users, requests and failures of the last total row Locust appended; empty while there is none (or the row
+    is half-written)."""
+    try:
+        totals = read_stats_history(history).filter(pl.col("name").is_in(TOTAL_ROW_NAMES))
+    except (OSError, pl.exceptions.PolarsError):
+        return {}
+    if totals.height == 0:
+        return {}
+    last = totals.row(-1, named=True)
+    users = last["user_count"]
+    return {"users": None if users is None else int(users), "requests": last["total_request_count"],
+            "failures": last["total_failure_count"]}
+
+
+def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, report: Callable[..., None],
+                 sample: Callable[[int | None], dict[str, Any]] | None = None) -> tuple[int, bool]:
+    """Run Locust to its end (or until interrupted), reporting progress and taking a sample once a second."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    history = locust_csv(work, "stats_history")
+    interrupted = False
+    with (work / LOCUST_LOG).open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=work,
+                                   start_new_session=True)
+        deadline = clock + suite.duration_s + SHUTDOWN_GRACE_S
+        try:
+            while process.poll() is None:
+                totals = _latest_totals(history)
+                state = sample(totals.get("users")) if sample is not None else {}
+                report("running", clock, **totals, running_actors=state.get("running_actors"))
+                if time.monotonic() > deadline:
+                    _stop(process)
+                    break
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=1.0)
+        except KeyboardInterrupt:
+            interrupted = True
+            report("stopping", clock)
+            _stop(process)
+        finally:
+            if process.poll() is None:
+                _stop(process)
+    return process.returncode, interrupted
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM lets Locust tear its sessions down and write its CSVs; SIGKILL if it does not."""
+    with contextlib.suppress(ProcessLookupError):
+        process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()

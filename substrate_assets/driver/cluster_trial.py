@@ -146,7 +146,7 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
                               "control_endpoint": settings.control_endpoint, "router_url": settings.router_url},
                              notes)
         collect_locust_outputs(staging, work, notes, *remote)
-        telemetry = measure_server_summary(staging, record, local_events=False)
+        telemetry = measure_server_summary(staging, record)
         completed = write_trial_files(staging, work, record, telemetry)
         shutil.rmtree(work)
         location = upload_trial(staging, settings.store, key)

@@ -7,7 +7,7 @@ import logging
 import os
 from typing import Any
 
-from substrate_assets.driver.kubernetes_pods import ROLE_LABEL, TRIAL_LABEL, object_name, trial_label
+from substrate_assets.driver.kubernetes_pods import ROLE_LABEL, TRIAL_LABEL, object_name, trial_label, with_owner
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,4 @@ def own_pod_reference(api: Any, namespace: str,
 
 def owned_by(objects: list[dict[str, Any]], owner: dict[str, Any] | None) -> list[dict[str, Any]]:
     """``objects`` with ``owner`` as their ownerReference (the owner must be in their namespace)."""
-    if owner is None:
-        return objects
-    return [{**manifest, "metadata": {**manifest["metadata"], "ownerReferences": [owner]}} for manifest in objects]
+    return [{**manifest, "metadata": with_owner(manifest["metadata"], owner)} for manifest in objects]

@@ -127,12 +127,14 @@ def driver_pod_spec(suite: Suite, trial_id: str) -> dict[str, Any]:
     }
 
 
+def with_owner(metadata: dict[str, Any], owner: dict[str, Any] | None) -> dict[str, Any]:
+    """``metadata`` with ``owner`` as its ownerReference (garbage-collected with it; same namespace), if any."""
+    return metadata if owner is None else {**metadata, "ownerReferences": [owner]}
+
+
 def driver_pod_meta(trial_id: str, owner: dict[str, Any] | None = None) -> dict[str, Any]:
     """The driver pod's labels (the master Service selects it by them) and, in a pod, its owner."""
-    meta: dict[str, Any] = {"labels": labels(trial_id, "master")}
-    if owner is not None:
-        meta["ownerReferences"] = [owner]
-    return meta
+    return with_owner({"labels": labels(trial_id, "master")}, owner)
 
 
 def master_service(trial_id: str, settings: KubernetesSettings) -> dict[str, Any]:

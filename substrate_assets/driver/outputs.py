@@ -31,8 +31,6 @@ from substrate_assets.results.trial_directory import (
     LOGS_TXT,
     REQUEST_LOG,
     REQUESTS_PARQUET,
-    RUNTIME_EVENTS_PARQUET,
-    RUNTIME_SAMPLES_PARQUET,
     SERVER_SUMMARY_JSON,
     STATS_CSV,
     STATS_HISTORY_CSV,
@@ -181,10 +179,11 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     return bool(completed)
 
 
-def measure_server_summary(staging: Path, record: TrialRecord, *, local_events: bool) -> dict[str, Any]:
+def measure_server_summary(staging: Path, record: TrialRecord, *,
+                           runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> dict[str, Any]:
     """Server telemetry inside the steady-state window, as upstream's server_summary.json: harvested from the
-    suite's Prometheus when it has one, else — on the local backend — computed from the runtime's exact events
-    and the trial's samples, else not measured (nulls)."""
+    suite's Prometheus when it has one, else — on the local backend — computed from the embedded runtime's exact
+    events and per-second samples (``runtime_frames``), else not measured (nulls)."""
     key, suite = record.key, record.suite
     start_ts, end_ts = key.run_ts, int(record.ended.timestamp())
     steady = window_from_history(staging / STATS_HISTORY_CSV, start_ts, end_ts)
@@ -192,7 +191,7 @@ def measure_server_summary(staging: Path, record: TrialRecord, *, local_events: 
               "data_timestamp": data_timestamp(record.started)}
     if suite.prometheus_url:
         return harvest_server_summary(suite.prometheus_url, lag_s=suite.atelet_lag_s, **common)
-    if local_events:
-        return local_server_summary(events=pl.read_parquet(staging / RUNTIME_EVENTS_PARQUET),
-                                    samples=pl.read_parquet(staging / RUNTIME_SAMPLES_PARQUET), **common)
+    if runtime_frames is not None:
+        events, samples = runtime_frames
+        return local_server_summary(events=events, samples=samples, **common)
     return unmeasured_server_summary(**common)

@@ -83,10 +83,11 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
         exit_code, interrupted = drive_locust(command, work, suite, clock, report, sample)
         ended = datetime.now(UTC)
         report("finalizing", clock)
-        write_parquet(staging / RUNTIME_EVENTS_PARQUET, runtime.events_frame())
+        events, samples = runtime.events_frame(), sampler.frame()
+        write_parquet(staging / RUNTIME_EVENTS_PARQUET, events)
         if interrupted:
             notes.append("interrupted: Locust was asked to stop before its run time")
-        write_parquet(staging / RUNTIME_SAMPLES_PARQUET, sampler.frame())
+        write_parquet(staging / RUNTIME_SAMPLES_PARQUET, samples)
         runtime_settings = {"workers": config.workers, "actors_per_worker": config.actors_per_worker,
                             "actor_memory_bytes": config.actor_memory, "warm_hosts": config.warm_hosts,
                             "snapshot_fsync": config.snapshot_fsync}
@@ -95,7 +96,7 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
         collect_locust_outputs(staging, work, record.notes)
         # Harvested while the runtime still serves /metrics, as a cluster's exporters outlive a trial: once a
         # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
-        telemetry = measure_server_summary(staging, record, local_events=True)
+        telemetry = measure_server_summary(staging, record, runtime_frames=(events, samples))
     completed = write_trial_files(staging, work, record, telemetry)
     trial_dir = _finalize(store, staging, work, key)
     summary = RequestSummary.of_file(trial_dir / REQUESTS_PARQUET)

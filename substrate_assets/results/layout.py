@@ -93,7 +93,7 @@ class RunStore:
 
     def _second(self, key: TrialKey) -> Path:
         """Where every trial with ``key``'s id lives, whatever its tag."""
-        return self.root / "runs" / key.suite / f"run_date={key.run_date}" / f"run_ts={key.run_ts}"
+        return self.trial_dir(key).parent
 
     def holds(self, key: TrialKey) -> bool:
         """Whether a trial with ``key``'s id exists here, whole (any tag) or being assembled."""

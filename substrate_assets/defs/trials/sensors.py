@@ -30,7 +30,7 @@ def _hashes(script_library: ScriptLibraryResource) -> dict[str, str]:
     description="Hashes scripts/*.yaml. For each script that is new or changed (and valid), adds a trial partition "
     "for every suite that uses it (in a cluster deployment, every kubernetes suite) and requests its run "
     "(run_key = trial + script sha). The first tick records the current scripts as the baseline. An invalid script "
-    "starts nothing; the skip reason says why.",
+    "starts nothing: the skip reason says why when nothing else started, else a warning in the tick's log.",
 )
 def script_change_sensor(context: dg.SensorEvaluationContext, script_library: ScriptLibraryResource,
                          suites: SuitesResource, run_store: RunStoreResource,
@@ -42,8 +42,9 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
     known: dict[str, str] = json.loads(context.cursor)
     try:
         by_script: dict[str, list[Suite]] = {}
+        here = deployment.deployment()
         for suite in suites.all().values():
-            if deployment.deployment().runs_backend(suite.backend):
+            if here.runs_backend(suite.backend):
                 by_script.setdefault(suite.script, []).append(suite)
     except SuiteError as error:
         return dg.SkipReason(f"suites.yaml is invalid, nothing started:\n{error}")

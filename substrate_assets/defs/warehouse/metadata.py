@@ -6,6 +6,7 @@ from typing import Any
 
 import dagster as dg
 
+from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.models import BuiltTable
@@ -57,8 +58,9 @@ def report_loads(instance: dg.DagsterInstance, trials: list[TrialDirectory], raw
     run: each trial's partition of each raw table, each model, each column test. With ``new_partitions_only``,
     partitions the instance has seen materialized are left alone (a rebuild reloads them unchanged; a
     materialization event costs ~10 ms). The number of events reported."""
-    instance.add_dynamic_partitions("trial", [trial.trial_id for trial in trials
-                                              if not instance.has_dynamic_partition("trial", trial.trial_id)])
+    registered = set(instance.get_dynamic_partitions(trial_partitions.name))
+    instance.add_dynamic_partitions(trial_partitions.name,
+                                    [trial.trial_id for trial in trials if trial.trial_id not in registered])
     reported = 0
     for name, loaded in raw.items():
         known = instance.get_materialized_partitions(dg.AssetKey(name)) if new_partitions_only else set()

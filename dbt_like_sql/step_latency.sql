@@ -1,5 +1,6 @@
 -- Per trial and step, the time of the step's ops (Step_<name> rows: ops only, no think, no wake):
--- successful samples, failures, and floor-index p50/p95/p99 of the successful ones.
+-- successful samples, failures, and floor-index p50/p95/p99 of the successful ones. Like the wake
+-- distribution, only rows Locust counted (or whose count is unknown): n + failures is stats.csv's count.
 SELECT
     trial_id,
     substr(name, 6) AS step,
@@ -9,6 +10,6 @@ SELECT
     floor_index(list(latency_ms) FILTER (WHERE success), 950) AS p95_ms,
     floor_index(list(latency_ms) FILTER (WHERE success), 990) AS p99_ms
 FROM request_samples
-WHERE starts_with(name, 'Step_')
+WHERE starts_with(name, 'Step_') AND locust_counted IS NOT FALSE
 GROUP BY ALL
 ORDER BY trial_id, step

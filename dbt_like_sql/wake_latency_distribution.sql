@@ -1,18 +1,24 @@
--- How long a parked actor takes to answer its first request: every successful WakeFirstTouch of a
--- trial, from the exact per-request latencies (not Locust's buckets). Percentiles are floor-index
+-- How long a parked actor takes to answer its first request, from the exact per-request latencies
+-- (not Locust's buckets). The main figures count every WakeFirstTouch Locust counted, failed or
+-- not, as its stats.csv does (n, n_failed); the ok_ columns count the successful ones only. Rows
+-- Locust booked after its last stats write (locust_counted false) are left out; rows whose count is
+-- unknown (locust_counted null: distributed runs) are kept. Percentiles are floor-index
 -- (sorted[min(floor(n * p), n - 1)]); a trial without wakes has n = 0 and null figures.
 WITH wakes AS (
     SELECT
         m.trial_id,
-        list(r.latency_ms) FILTER (WHERE r.latency_ms IS NOT NULL) AS latencies
+        list(r.latency_ms) FILTER (WHERE r.latency_ms IS NOT NULL) AS latencies,
+        count(r.name) FILTER (WHERE NOT r.success) AS n_failed,
+        list(r.latency_ms) FILTER (WHERE r.latency_ms IS NOT NULL AND r.success) AS ok_latencies
     FROM trial_manifests AS m
     LEFT JOIN request_samples AS r
-        ON r.trial_id = m.trial_id AND r.name = 'WakeFirstTouch' AND r.success
+        ON r.trial_id = m.trial_id AND r.name = 'WakeFirstTouch' AND r.locust_counted IS NOT FALSE
     GROUP BY m.trial_id
 )
 SELECT
     trial_id,
     coalesce(len(latencies), 0) AS n,
+    n_failed,
     list_min(latencies) AS min_ms,
     floor_index(latencies, 500) AS p50_ms,
     floor_index(latencies, 900) AS p90_ms,
@@ -20,6 +26,15 @@ SELECT
     floor_index(latencies, 990) AS p99_ms,
     floor_index(latencies, 999) AS p99_9_ms,
     list_max(latencies) AS max_ms,
-    list_avg(latencies) AS mean_ms
+    list_avg(latencies) AS mean_ms,
+    coalesce(len(ok_latencies), 0) AS ok_n,
+    list_min(ok_latencies) AS ok_min_ms,
+    floor_index(ok_latencies, 500) AS ok_p50_ms,
+    floor_index(ok_latencies, 900) AS ok_p90_ms,
+    floor_index(ok_latencies, 950) AS ok_p95_ms,
+    floor_index(ok_latencies, 990) AS ok_p99_ms,
+    floor_index(ok_latencies, 999) AS ok_p99_9_ms,
+    list_max(ok_latencies) AS ok_max_ms,
+    list_avg(ok_latencies) AS ok_mean_ms
 FROM wakes
 ORDER BY trial_id

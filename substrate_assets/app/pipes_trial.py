@@ -49,7 +49,7 @@ def main() -> None:
                 "failures": summary.failures,
                 "steps_completed": summary.steps_completed,
                 "sessions": summary.sessions,
-                "wake_n": summary.wake_n,
+                "wake_n": summary.wake_n, "wake_failed": summary.wake_failed,
                 "wake_p50_ms": {"raw_value": summary.wake_p50_ms, "type": "float"},
                 "wake_p95_ms": {"raw_value": summary.wake_p95_ms, "type": "float"},
                 "wake_p99_ms": {"raw_value": summary.wake_p99_ms, "type": "float"},

@@ -7,12 +7,14 @@ Knobs are Locust options with the reference's names (``--agentsession-script``,
 ``--request-log-dir``, where every request is logged with its exact latency.
 
 Rows go to Locust with whole milliseconds, truncated, as upstream books them;
-the request log keeps the exact float.
+the request log keeps the exact float, the load phase the request completed in
+and its position among the requests of its name (see :mod:`request_log`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ grpc_gevent.init_gevent()
 
 from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
+from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING  # noqa: E402
 
 from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
 from substrate_assets.driver.scripts import DEFAULT_SCRIPT, ScriptSource  # noqa: E402
@@ -35,7 +38,12 @@ from substrate_assets.driver.session import (  # noqa: E402
     TemplateCheck,
 )
 from substrate_assets.project import scripts_directory  # noqa: E402
-from substrate_assets.results.request_log import FLUSH_INTERVAL_S, RequestLogWriter, RequestRecord  # noqa: E402
+from substrate_assets.results.request_log import (  # noqa: E402
+    FLUSH_INTERVAL_S,
+    RequestLogWriter,
+    RequestRecord,
+    start_seconds,
+)
 from substrate_assets.workload import ScriptLibrary  # noqa: E402
 
 log = logging.getLogger(__name__)
@@ -77,6 +85,14 @@ class Shared:
         self.request_log = RequestLogWriter(Path(options.request_log_dir), options.request_log_upload or None) \
             if options.request_log_dir else None
         self.environment = environment
+        self.booked: Counter[tuple[str, str]] = Counter()
+
+    def phase(self) -> str:
+        """The load phase now: users being spawned, all running, or the run over and sessions tearing down."""
+        state = self.environment.runner.state if self.environment.runner is not None else STATE_INIT
+        if state in (STATE_INIT, STATE_SPAWNING):
+            return "ramp_up"
+        return "steady" if state == STATE_RUNNING else "stopping"
 
     def record(self, request_type: str, name: str, started: float, elapsed_s: float, error: BaseException | None,
                context: dict[str, object]) -> None:
@@ -114,12 +130,13 @@ def _log_request(request_type: str, name: str, response_time: float, response_le
         return
     context = context or {}
     latency = context.get("latency_ms", response_time)
+    _shared.booked[request_type, name] += 1
     _shared.request_log.append(RequestRecord(
-        ts=float(context.get("ts", start_time or 0.0)), request_type=request_type, name=name,
+        ts=start_seconds(context.get("ts", start_time)), request_type=request_type, name=name,
         latency_ms=float(latency), response_time_ms=int(response_time), response_length=int(response_length or 0),
         success=exception is None, error=None if exception is None else f"{type(exception).__name__}: {exception}",
         session_id=context.get("session_id"), step=context.get("step"), step_index=context.get("step_index"),
-        lap=context.get("lap")))
+        lap=context.get("lap"), phase=_shared.phase(), locust_seq=_shared.booked[request_type, name]))
 
 
 @events.test_stop.add_listener
@@ -134,6 +151,13 @@ def _finish_at_exit(environment: Environment, **_: Any) -> None:
     # deadline), so each worker's last part is sent here, followed by the done marker the master waits for.
     if _shared is not None and _shared.request_log is not None:
         _shared.request_log.finish()
+
+
+@events.quit.add_listener
+def _flush_after_teardown(**_: Any) -> None:
+    # Locust stops its users (their DeleteActor calls included) after ``quitting``; their rows are kept too.
+    if _shared is not None and _shared.request_log is not None and _shared.request_log.upload_to is None:
+        _shared.request_log.flush()
 
 
 class AgentSessionUser(User):

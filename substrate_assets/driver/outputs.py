@@ -19,6 +19,7 @@ import polars as pl
 
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
+from substrate_assets.results.readers import read_stats
 from substrate_assets.results.request_log import merge_parts
 from substrate_assets.results.server_summary import flatten, unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
@@ -91,15 +92,28 @@ def file_digest(path: Path) -> dict[str, Any]:
 
 
 def collect_locust_outputs(staging: Path, work: Path, notes: list[str], *request_log_dirs: Path) -> None:
-    """Move Locust's CSVs into the trial under their basenames and merge every request-log part."""
+    """Move Locust's CSVs into the trial under their basenames and merge every request-log part.
+
+    ``request_log_dirs`` hold distributed workers' parts; without them the parts come from the one Locust
+    process whose stats.csv says which rows it counted."""
     for kind, basename in LOCUST_CSVS.items():
         source = locust_csv(work, kind)
         if source.is_file():
             os.replace(source, staging / basename)
         else:
             notes.append(f"{basename} not produced")
-    rows = merge_parts([work / REQUEST_LOG, *request_log_dirs], staging / REQUESTS_PARQUET)
+    counts = None if request_log_dirs else locust_request_counts(staging / STATS_CSV)
+    rows = merge_parts([work / REQUEST_LOG, *request_log_dirs], staging / REQUESTS_PARQUET, counts)
     notes.append(f"{REQUESTS_PARQUET}: {rows} requests")
+
+
+def locust_request_counts(stats_csv: Path) -> dict[tuple[str, str], int] | None:
+    """Locust's final ``Request Count`` per (type, name); None when it wrote no stats.csv or a count is unreadable."""
+    if not stats_csv.is_file():
+        return None
+    stats = read_stats(stats_csv).filter(pl.col("name") != "Aggregated")
+    counts = {(kind, name): count for kind, name, count in stats.select("type", "name", "request_count").rows()}
+    return None if None in counts.values() else counts
 
 
 @dataclass(frozen=True)

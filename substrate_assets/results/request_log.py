@@ -3,6 +3,16 @@
 A driver process buffers rows and flushes them every few seconds as numbered
 Parquet parts (each written atomically), so a killed run keeps everything up
 to its last flush. :func:`merge_parts` joins the parts into one file.
+
+Locust's stats.csv and the log are one population: every row carries the
+load ``phase`` it completed in (``ramp_up`` while Locust spawns users,
+``steady`` while it runs them, ``stopping`` once the run is over and sessions
+tear down) and ``locust_seq``, its 1-based position among the requests of its
+(type, name) that the process booked. Locust rewrites stats.csv every second
+and not after its users have stopped, so the requests it counts for a name are
+exactly the first ``Request Count`` of them: ``locust_counted`` says which rows
+those are (null where that cannot be known: a distributed run, whose master
+counts its workers' reports).
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,15 +31,19 @@ import fsspec
 import polars as pl
 
 from substrate_assets.results.atomic import atomic_path
-from substrate_assets.results.readers import REQUESTS_SCHEMA
+from substrate_assets.results.readers import REQUESTS_SCHEMA, read_requests
 
 FLUSH_INTERVAL_S = 2.0
+# Which rows Locust counted is known only once its stats.csv is final, when the parts are merged.
+PART_SCHEMA = {name: dtype for name, dtype in REQUESTS_SCHEMA.items() if name != "locust_counted"}
+# The load phase a request completed in, by the state of the Locust runner that booked it.
+PHASES = ("ramp_up", "steady", "stopping")
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class RequestRecord:
-    ts: float
+    ts: float | None
     request_type: str
     name: str
     latency_ms: float
@@ -40,6 +55,13 @@ class RequestRecord:
     step: str | None = None
     step_index: int | None = None
     lap: int | None = None
+    phase: str | None = None
+    locust_seq: int | None = None
+
+
+def start_seconds(value: object) -> float | None:
+    """A request's start as Unix seconds; a request reported without one has none (it did not start at the epoch)."""
+    return None if value is None else float(value)  # type: ignore[arg-type]
 
 
 class RequestLogWriter:
@@ -83,7 +105,7 @@ class RequestLogWriter:
         self.last_flush = time.monotonic()
         path = None
         if rows:
-            frame = pl.DataFrame([row.__dict__ for row in rows], schema=REQUESTS_SCHEMA, orient="row")
+            frame = pl.DataFrame([row.__dict__ for row in rows], schema=PART_SCHEMA, orient="row")
             path = self.directory / f"part-{self._writer}-{number:06d}.parquet"
             with atomic_path(path) as partial:
                 frame.write_parquet(partial)
@@ -130,18 +152,35 @@ class RequestLogWriter:
         return False
 
 
-def merge_parts(directories: Path | list[Path], output: Path) -> int:
-    """Join every part in ``directories`` into ``output`` (atomically); the number of rows written."""
+def merge_parts(directories: Path | list[Path], output: Path,
+                locust_counts: Mapping[tuple[str, str], int] | None = None) -> int:
+    """Join every part in ``directories`` into ``output`` (atomically); the number of rows written.
+
+    ``locust_counts`` is Locust's final ``Request Count`` per (type, name) of the one process that logged
+    every part; with it each row's ``locust_counted`` is set, without it (unknown) left null."""
     if isinstance(directories, Path):
         directories = [directories]
     parts = sorted(part for directory in directories if directory.is_dir()
                    for part in directory.glob("part-*.parquet"))
-    frames = [pl.read_parquet(part) for part in parts]
-    frame = pl.concat(frames) if frames else pl.DataFrame(schema=REQUESTS_SCHEMA)
+    frames = [read_requests(part).drop("locust_counted") for part in parts]
+    frame = pl.concat(frames) if frames else pl.DataFrame(schema=REQUESTS_SCHEMA).drop("locust_counted")
+    frame = frame.with_columns(_counted(frame, locust_counts)).select(list(REQUESTS_SCHEMA))
     frame = frame.sort("ts", maintain_order=True)
     with atomic_path(output) as partial:
         frame.write_parquet(partial)
     return frame.height
+
+
+def _counted(frame: pl.DataFrame, locust_counts: Mapping[tuple[str, str], int] | None) -> pl.Expr:
+    if locust_counts is None:
+        return pl.lit(None, dtype=pl.Boolean()).alias("locust_counted")
+    counts = pl.DataFrame([{"request_type": kind, "name": name, "_count": count}
+                           for (kind, name), count in locust_counts.items()],
+                          schema={"request_type": pl.Utf8(), "name": pl.Utf8(), "_count": pl.Int64()})
+    joined = frame.select("request_type", "name").join(counts, on=["request_type", "name"], how="left",
+                                                       maintain_order="left")
+    # A name stats.csv does not list was booked after its last write: none of its rows were counted.
+    return (pl.col("locust_seq") <= joined["_count"].fill_null(0)).alias("locust_counted")
 
 
 @dataclass(frozen=True)

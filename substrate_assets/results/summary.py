@@ -1,4 +1,5 @@
-"""The figures printed at the end of a trial, computed from exact request samples."""
+"""The figures printed at the end of a trial, computed from exact request samples: the wakes Locust counted,
+failed or not, as ``wake_latency_distribution``'s main figures."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ class RequestSummary:
     requests: int
     failures: int
     wake_n: int
+    wake_failed: int
     wake_p50_ms: float | None
     wake_p95_ms: float | None
     wake_p99_ms: float | None
@@ -24,25 +26,27 @@ class RequestSummary:
 
     @classmethod
     def of(cls, requests: pl.DataFrame) -> RequestSummary:
-        wakes = requests.filter((pl.col("name") == "WakeFirstTouch") & pl.col("success"))["latency_ms"].to_list()
+        counted = requests.filter((pl.col("name") == "WakeFirstTouch") & pl.col("locust_counted").ne_missing(False))
+        wakes = counted["latency_ms"].drop_nulls().to_list()
         figures = summarize(wakes, ("p50", "p95", "p99"))
         steps = requests.filter(pl.col("name").str.starts_with("Step_"))
         return cls(
             requests=requests.height,
             failures=requests.filter(~pl.col("success")).height,
-            wake_n=len(wakes),
+            wake_n=len(wakes), wake_failed=counted.filter(~pl.col("success")).height,
             wake_p50_ms=figures["p50"], wake_p95_ms=figures["p95"], wake_p99_ms=figures["p99"],
             steps_completed=steps.filter(pl.col("success")).height,
             sessions=requests.filter((pl.col("name") == "CreateActor") & pl.col("success")).height,
         )
 
     def wake_figures(self) -> str:
-        """``n=… p50 … ms p95 … ms p99 … ms``, to 0.1 ms; null where there were no wakes."""
+        """``n=… failed … p50 … ms p95 … ms p99 … ms``, to 0.1 ms; null where there were no wakes."""
 
         def ms(value: float | None) -> str:
             return "null" if value is None else f"{value:.1f} ms"
 
-        return f"n={self.wake_n}  p50 {ms(self.wake_p50_ms)}  p95 {ms(self.wake_p95_ms)}  p99 {ms(self.wake_p99_ms)}"
+        return (f"n={self.wake_n}  failed {self.wake_failed}  p50 {ms(self.wake_p50_ms)}  "
+                f"p95 {ms(self.wake_p95_ms)}  p99 {ms(self.wake_p99_ms)}")
 
     @classmethod
     def of_file(cls, path: Path) -> RequestSummary:

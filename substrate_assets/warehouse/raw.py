@@ -106,8 +106,15 @@ RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
 
 
 def ensure_schema(connection: duckdb.DuckDBPyConnection) -> None:
+    """Every raw table, with every column: a warehouse written before a column existed gains it, null for the
+    trials already loaded (not measured then), until a rebuild reads their files again."""
     for table in RAW_TABLES.values():
         connection.execute(table.ddl())
+    present = set(connection.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall())
+    for table in RAW_TABLES.values():
+        for name, dtype in table.columns.items():
+            if (table.name, name) not in present:
+                connection.execute(f'ALTER TABLE {table.name} ADD COLUMN "{name}" {_duckdb_type(dtype)}')
 
 
 def replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],

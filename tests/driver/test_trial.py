@@ -112,6 +112,29 @@ def test_every_wake_followed_a_restore(cli_trial):
                 assert any(parked_at - 0.001 <= start <= end for start in restores)
 
 
+def test_the_request_log_and_locust_count_one_population(cli_trial):
+    """For every request name, the log's rows Locust counted are exactly stats.csv's Request Count and Failure
+    Count; rows booked after Locust's last stats write stay in the log, marked."""
+    _, trial_dir = cli_trial
+    requests = read_requests(trial_dir / "requests.parquet")
+    stats = read_stats(trial_dir / "stats.csv").filter(pl.col("name") != "Aggregated")
+    assert set(requests["phase"].unique()) <= {"ramp_up", "steady", "stopping"}
+    assert {"ramp_up", "steady"} <= set(requests["phase"].unique())
+    assert requests["locust_counted"].null_count() == 0
+    counted = requests.filter(pl.col("locust_counted")).group_by("request_type", "name").agg(
+        pl.len().alias("n"), (~pl.col("success")).sum().alias("failed"))
+    expected = {(row["type"], row["name"]): (row["request_count"], row["failure_count"])
+                for row in stats.iter_rows(named=True)}
+    assert {(row["request_type"], row["name"]): (row["n"], row["failed"])
+            for row in counted.iter_rows(named=True)} == expected
+    # Each name's counted rows are its first ones in booking order.
+    for (kind, name), (count, _) in expected.items():
+        rows = requests.filter((pl.col("request_type") == kind) & (pl.col("name") == name))
+        assert sorted(rows.filter(pl.col("locust_counted"))["locust_seq"].to_list()) == list(range(1, count + 1))
+    # Sessions still open when the load stops delete their actors afterwards: those rows are kept, marked.
+    assert "stopping" in set(requests.filter(pl.col("name") == "DeleteActor")["phase"].unique())
+
+
 def test_readers_on_files_a_real_locust_wrote(cli_trial):
     _, trial_dir = cli_trial
     stats = read_stats(trial_dir / "stats.csv")

@@ -8,7 +8,7 @@ import pytest
 from substrate_assets.results.atomic import atomic_path, write_json
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.results.readers import read_requests
-from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts
+from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts, start_seconds
 
 
 def test_trial_key_paths_and_ids():
@@ -55,6 +55,32 @@ def test_request_log_parts_merge_in_time_order(tmp_path):
     assert frame["name"].to_list() == ["SuspendActor", "WakeFirstTouch"]
     assert frame["latency_ms"].to_list() == [80.5, 12.345678]
     assert frame["error"].to_list() == ["RpcError: x", None]
+
+
+def test_merge_marks_the_rows_locust_counted(tmp_path):
+    """Locust counts the first ``Request Count`` rows of each (type, name) it booked; later ones are kept, marked."""
+    writer = RequestLogWriter(tmp_path / "parts")
+    for seq in (1, 2, 3):
+        writer.append(RequestRecord(float(seq), "http", "WakeFirstTouch", 1.0, 1, 0, True, phase="steady",
+                                    locust_seq=seq))
+    writer.append(RequestRecord(4.0, "grpc", "DeleteActor", 1.0, 1, 0, True, phase="stopping", locust_seq=1))
+    writer.append(RequestRecord(5.0, "grpc", "WakeFirstTouch", 1.0, 1, 0, True, phase="steady", locust_seq=1))
+    writer.flush()
+    merge_parts(tmp_path / "parts", tmp_path / "counted.parquet", {("http", "WakeFirstTouch"): 2})
+    frame = read_requests(tmp_path / "counted.parquet")
+    assert frame["locust_counted"].to_list() == [True, True, False, False, False]
+    assert frame["phase"].to_list() == ["steady", "steady", "steady", "stopping", "steady"]
+    merge_parts(tmp_path / "parts", tmp_path / "unknown.parquet")
+    assert read_requests(tmp_path / "unknown.parquet")["locust_counted"].to_list() == [None] * 5
+
+
+def test_a_request_without_a_start_time_has_none(tmp_path):
+    assert start_seconds(None) is None and start_seconds(1795132800) == 1795132800.0
+    writer = RequestLogWriter(tmp_path / "parts")
+    writer.append(RequestRecord(start_seconds(None), "http", "WakeFirstTouch", 1.0, 1, 0, True))
+    writer.flush()
+    merge_parts(tmp_path / "parts", tmp_path / "requests.parquet")
+    assert read_requests(tmp_path / "requests.parquet")["ts"].to_list() == [None]  # not the epoch
 
 
 def test_merge_with_no_parts_writes_an_empty_log(tmp_path):

@@ -107,33 +107,59 @@ def test_python_rounding_not_half_away_from_zero(warehouse):
     assert frontier(warehouse, "t")["actors_per_node"] == 0.12
 
 
-def samples(trial_id: str, name: str, latencies: list[float], success: bool = True) -> list[dict]:
+def samples(trial_id: str, name: str, latencies: list[float], success: bool = True,
+            counted: bool | None = True) -> list[dict]:
     return [{"trial_id": trial_id, "ts": 1.0 + i, "request_type": "http", "name": name, "latency_ms": value,
-             "response_time_ms": int(value), "response_length": 0, "success": success}
+             "response_time_ms": int(value), "response_length": 0, "success": success, "locust_counted": counted}
             for i, value in enumerate(latencies)]
 
 
 def test_wake_latency_distribution_reference_vector(warehouse):
+    """The main figures count every wake Locust counted, failed or not; ok_ the successful ones (the reference's
+    vector 1..200); a wake booked after Locust's last stats write counts in neither."""
     insert(warehouse, "trial_manifests", [manifest("t"), manifest("quiet")])
     insert(warehouse, "request_samples", samples("t", "WakeFirstTouch", [float(v) for v in range(200, 0, -1)])
-           + samples("t", "WakeFirstTouch", [99999.0], success=False) + samples("t", "Step_x", [5000.0]))
+           + samples("t", "WakeFirstTouch", [99999.0], success=False)
+           + samples("t", "WakeFirstTouch", [0.5], counted=False) + samples("t", "Step_x", [5000.0]))
     build(warehouse)
     rows = {row["trial_id"]: row for row in fetch(warehouse, "SELECT * FROM wake_latency_distribution")}
     t = rows["t"]
-    assert (t["n"], t["min_ms"], t["p50_ms"], t["p90_ms"], t["p95_ms"], t["p99_ms"], t["max_ms"], t["mean_ms"]) == \
-        (200, 1.0, 101.0, 181.0, 191.0, 199.0, 200.0, 100.5)
-    assert t["p99_9_ms"] == 200.0
+    assert (t["ok_n"], t["ok_min_ms"], t["ok_p50_ms"], t["ok_p90_ms"], t["ok_p95_ms"], t["ok_p99_ms"],
+            t["ok_max_ms"], t["ok_mean_ms"]) == (200, 1.0, 101.0, 181.0, 191.0, 199.0, 200.0, 100.5)
+    assert t["ok_p99_9_ms"] == 200.0
+    assert (t["n"], t["n_failed"], t["min_ms"], t["p50_ms"], t["p99_ms"], t["p99_9_ms"], t["max_ms"]) == \
+        (201, 1, 1.0, 101.0, 199.0, 99999.0, 99999.0)
     quiet = rows["quiet"]
-    assert quiet["n"] == 0 and quiet["p50_ms"] is None and quiet["mean_ms"] is None
+    assert quiet["n"] == 0 and quiet["n_failed"] == 0 and quiet["p50_ms"] is None and quiet["mean_ms"] is None
+    assert quiet["ok_n"] == 0 and quiet["ok_p50_ms"] is None
 
 
-def test_wake_histogram_uses_locusts_buckets(warehouse):
-    values = [2.5, 3.5, 145.0, 155.0, 147.0, 994.0, 995.0, 3450.0, 58500.0, 59500.0, 99.4]
+def test_wake_latency_distribution_keeps_rows_whose_count_is_unknown(warehouse):
     insert(warehouse, "trial_manifests", [manifest("t")])
-    insert(warehouse, "request_samples", samples("t", "WakeFirstTouch", values))
+    insert(warehouse, "request_samples", samples("t", "WakeFirstTouch", [10.0, 20.0], counted=None))
     build(warehouse)
-    buckets = dict(warehouse.execute("SELECT bucket_ms, count FROM wake_latency_histogram").fetchall())
-    assert buckets == {2: 1, 4: 1, 140: 1, 160: 1, 150: 1, 990: 1, 1000: 1, 3400: 1, 58000: 1, 60000: 1, 99: 1}
+    assert fetch(warehouse, "SELECT n FROM wake_latency_distribution") == [{"n": 2}]
+
+
+def test_wake_histogram_is_locusts_own(warehouse):
+    """Locust buckets the whole milliseconds it was given (truncated), failed requests included: the table holds
+    exactly a real ``locust.stats.StatsEntry``'s ``response_times`` for the same requests."""
+    from locust.stats import RequestStats, StatsEntry
+
+    values = [2.5, 3.5, 3.9, 145.0, 155.0, 147.0, 994.0, 995.0, 995.9, 3450.0, 58500.0, 59500.0, 99.4, 99.99,
+              104.9, 125.0, 135.0, 1050.0, 1150.0]
+    failed = [250.7, 12.2]
+    insert(warehouse, "trial_manifests", [manifest("t")])
+    insert(warehouse, "request_samples", samples("t", "WakeFirstTouch", values)
+           + samples("t", "WakeFirstTouch", failed, success=False)
+           + samples("t", "WakeFirstTouch", [7.0], counted=False))
+    build(warehouse)
+    entry = StatsEntry(RequestStats(), "WakeFirstTouch", "http")
+    for value in values + failed:
+        entry.log(int(value), 0)  # the locustfile books int(latency_ms)
+    rows = warehouse.execute("SELECT bucket_ms, count, ok_count FROM wake_latency_histogram").fetchall()
+    assert {bucket: count for bucket, count, _ in rows} == dict(entry.response_times)
+    assert sum(ok for _, _, ok in rows) == len(values)
 
 
 def test_step_latency_and_trial_summary(warehouse):
@@ -205,3 +231,16 @@ def test_a_failed_load_changes_nothing(warehouse):
     with pytest.raises(duckdb.ConversionException):
         replace_rows(warehouse, spec, ["t"], broken)
     assert warehouse.execute("SELECT count(*), any_value(suite) FROM trial_manifests").fetchone() == (1, "s")
+
+
+def test_a_warehouse_from_before_a_column_gains_it_as_null(tmp_path):
+    """Rows loaded before the request log said which rows Locust counted keep an unknown (null) answer."""
+    path = tmp_path / "old.duckdb"
+    with duckdb.connect(str(path)) as old:
+        old.execute("CREATE TABLE request_samples (trial_id VARCHAR, name VARCHAR, latency_ms DOUBLE)")
+        old.execute("INSERT INTO request_samples VALUES ('t', 'WakeFirstTouch', 5.0)")
+    with connect(path) as connection:
+        ensure_schema(connection)
+        ensure_schema(connection)
+        assert fetch(connection, "SELECT latency_ms, locust_counted, phase FROM request_samples") == \
+            [{"latency_ms": 5.0, "locust_counted": None, "phase": None}]

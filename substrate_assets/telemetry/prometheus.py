@@ -3,6 +3,9 @@
 - Window: the steady-state window of the trial's stats_history.csv
   (:mod:`window`); packing and PSI are range queries over the whole run (step
   10 s), summarised over their samples inside the window.
+- Packing reads the one pool by its exact name, un-aggregated
+  (``ate_workerpool_workers{ate_workerpool_name="benchmark-ateom"}``), and at
+  each step takes the state map of one ateapi process (:func:`packing_points`).
 - Snapshots: instant queries at the window's end, both edges read
   ``lag_s // 2`` late because the atelet exports on an interval. Counts and sums
   are window deltas, ``sum(S) - (sum(S @ start) or vector(0))``; quantiles come
@@ -34,8 +37,9 @@ INSTANT_TIMEOUT_S = 5.0
 RANGE_TIMEOUT_S = 8.0
 STEP = "10s"
 MiB = 1024 * 1024
-PACKING_QUERY = ('sum by (exported_instance, instance, ate_worker_state) '
-                 '(ate_workerpool_workers{ate_workerpool_name=~"benchmark-ateom(-.+)?"})')
+# The reference reads raw series of this one pool: a regex would add other pools' workers, and a ``sum by`` would
+# add series that the reference lets overwrite each other (see packing_points).
+PACKING_QUERY = 'ate_workerpool_workers{ate_workerpool_name="benchmark-ateom"}'
 # Each worker pod's whole cgroup (systemd or cgroupfs layout); the pause container is left out.
 POD_SELECTOR = 'pod=~"benchmark-ateom.*", container="", id=~".*[/-]pod[^/]+(\\\\.slice)?"'
 MEMORY_IMAGE = 'atelet_snapshot_size_bytes{suffix}{{file_name=~"pages.img|memory-ranges"}}'
@@ -87,6 +91,37 @@ def _ratio(numerator: float | None, denominator: float | None, scale: float = 1.
     return round(numerator / denominator / scale, 4)
 
 
+def packing_points(results: list[dict[str, Any]]) -> list[tuple[int, float, float]]:
+    """(timestamp, busy, total) per step of a range result of :data:`PACKING_QUERY`, as the reference reads it.
+
+    Series are keyed by ateapi process (``exported_instance``, else ``instance``) and state; every other label
+    (pod, job, a pool's namespace, ...) is ignored, so when one process has several series for one state the
+    value of the later series in the result wins at that step. Prometheus sorts a range result by label set, so
+    the labels, not chance, decide which series that is."""
+    by_process: dict[str, dict[int, dict[str, float]]] = {}
+    for series in results:
+        labels = series.get("metric") or {}
+        process = labels.get("exported_instance") or labels.get("instance", "")
+        state = labels.get("ate_worker_state", "unknown")
+        samples = by_process.setdefault(process, {})
+        for point in series.get("values") or []:
+            try:
+                at, value = int(float(point[0])), measured(point[1])
+            except (TypeError, ValueError, IndexError):
+                continue
+            if value is not None:
+                samples.setdefault(at, {})[state] = value
+    # An exited ateapi's series is re-exported until it expires: at each step, trust the process
+    # whose series runs latest.
+    last_seen = {process: max(samples) for process, samples in by_process.items() if samples}
+    points = []
+    for at in sorted({at for samples in by_process.values() for at in samples}):
+        live = max((p for p in last_seen if at in by_process[p]), key=lambda p: (last_seen[p], p))
+        states = by_process[live][at]
+        points.append((at, states.get("partial", 0.0) + states.get("at_capacity", 0.0), sum(states.values())))
+    return points
+
+
 class Harvest:
     def __init__(self, prometheus: Prometheus) -> None:
         self.prometheus = prometheus
@@ -122,28 +157,7 @@ class Harvest:
     # -- the four blocks ---------------------------------------------------
 
     def packing(self, start: int, end: int, steady: tuple[int, int]) -> dict[str, Any]:
-        by_process: dict[str, dict[int, dict[str, float]]] = {}
-        for series in self.prometheus.range(PACKING_QUERY, start, end):
-            labels = series.get("metric") or {}
-            process = labels.get("exported_instance") or labels.get("instance", "")
-            state = labels.get("ate_worker_state", "unknown")
-            samples = by_process.setdefault(process, {})
-            for point in series.get("values") or []:
-                try:
-                    at, value = int(float(point[0])), measured(point[1])
-                except (TypeError, ValueError, IndexError):
-                    continue
-                if value is not None:
-                    samples.setdefault(at, {})[state] = value
-        # An exited ateapi's series is re-exported until it expires: at each step, trust the process
-        # whose series runs latest.
-        last_seen = {process: max(samples) for process, samples in by_process.items() if samples}
-        points = []
-        for at in sorted({at for samples in by_process.values() for at in samples}):
-            live = max((p for p in last_seen if at in by_process[p]), key=lambda p: (last_seen[p], p))
-            states = by_process[live][at]
-            points.append((at, states.get("partial", 0.0) + states.get("at_capacity", 0.0), sum(states.values())))
-        return packing_block(points, steady)
+        return packing_block(packing_points(self.prometheus.range(PACKING_QUERY, start, end)), steady)
 
     @staticmethod
     def psi_query(resource: str, selector: str = 'container="node"', by: str = "instance") -> str:

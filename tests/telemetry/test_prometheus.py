@@ -63,17 +63,35 @@ def histogram(series: Series, name: str, labels: dict[str, str], bounds: list[fl
     series.add(f"{name}_sum", labels, growth(sum_base, sum_added))
 
 
+POOL_STATES = {"idle": (3, 1), "partial": (1, 1), "at_capacity": (0, 2)}  # (before T0+400, from T0+400)
+
+
+def pool_states(at: int) -> dict[str, int]:
+    return {state: early if at < T0 + 400 else late for state, (early, late) in POOL_STATES.items()}
+
+
 def known_series() -> str:
     series = Series()
-    states = {"idle": (3, 1), "partial": (1, 1), "at_capacity": (0, 2)}  # (before T0+400, from T0+400)
-    for state, (early, late) in states.items():
-        series.add("ate_workerpool_workers", {"ate_workerpool_name": "benchmark-ateom", "ate_worker_state": state,
-                                              "exported_instance": "ateapi-live", "instance": "collector:8888"},
-                   lambda at, e=early, lt=late: e if at < T0 + 400 else lt)
+    for state in POOL_STATES:
+        pool = {"ate_workerpool_name": "benchmark-ateom", "ate_workerpool_namespace": "benchmark-workloads",
+                "ate_worker_state": state}
+        series.add("ate_workerpool_workers", {**pool, "exported_instance": "ateapi-live", "instance": "collector:8888"},
+                   lambda at, s=state: pool_states(at)[s])
         # An exited ateapi, still re-exported by the collector for a while: all idle, never the one to trust.
-        series.add("ate_workerpool_workers", {"ate_workerpool_name": "benchmark-ateom", "ate_worker_state": state,
-                                              "exported_instance": "ateapi-exited", "instance": "collector:8888"},
+        series.add("ate_workerpool_workers", {**pool, "exported_instance": "ateapi-exited",
+                                              "instance": "collector:8888"},
                    lambda at, s=state: 4 if s == "idle" else 0, times=range(T0, T0 + 301, STEP))
+        # Another pool whose name extends ours: not the benchmark's, so none of its workers count.
+        for process in ("ateapi-live", "ateapi-exited"):
+            series.add("ate_workerpool_workers", {**pool, "ate_workerpool_name": "benchmark-ateom-other",
+                                                  "exported_instance": process, "instance": "collector:8888"},
+                       lambda at, s=state: {"idle": 5, "partial": 0, "at_capacity": 7}[s])
+        # A pool of our name in another namespace, reported by the live ateapi: the reference keys series by
+        # process and state only, so of the two series per state the later in Prometheus' label order wins at
+        # each step ("ate-system" sorts before "benchmark-workloads": ours), and neither is added to the other.
+        series.add("ate_workerpool_workers", {**pool, "ate_workerpool_namespace": "ate-system",
+                                              "exported_instance": "ateapi-live", "instance": "collector:8888"},
+                   lambda at, s=state: {"idle": 0, "partial": 6, "at_capacity": 6}[s])
     pod = {"pod": "benchmark-ateom-abc", "id": "/kubepods/burstable/pod1234", "namespace": "benchmark-workloads"}
     for resource, node_rate, pod_rate in (("cpu", 0.25, 0.10), ("memory", 0.05, 0.02)):
         name = f"container_pressure_{resource}_waiting_seconds_total"
@@ -108,15 +126,19 @@ def summary(prometheus):
                                   tag="x", data_timestamp="2026-11-30T00:00:00Z", wait=False)
 
 
-def test_packing_trusts_the_live_ateapi(summary):
+def test_packing_trusts_the_live_ateapi_in_the_one_pool(summary):
     packing = summary["cluster_packing"]
     # 22 steady samples at 1/4 busy, 21 at 3/4: floor-index over exact ratios.
     assert packing["summary"] == {"min": 0.25, "p50": 0.25, "p90": 0.75, "p95": 0.75, "p99": 0.75, "max": 0.75,
                                   "avg": 0.4942}
-    points = {point["timestamp"]: point for point in packing["timeseries"]}
-    assert points[T0 + 200] == {"timestamp": T0 + 200, "busy_workers": 1.0, "total_workers": 4.0,
-                                "packing_ratio": 0.25}
-    assert len(points) == 61  # every 10 s step of the run, not only the window
+    # Every 10 s step of the run, not only the window, and only the live ateapi's benchmark-ateom workers.
+    expected = []
+    for at in range(START, END + 1, STEP):
+        states = pool_states(at)
+        busy, total = float(states["partial"] + states["at_capacity"]), float(sum(states.values()))
+        expected.append({"timestamp": at, "busy_workers": busy, "total_workers": total,
+                         "packing_ratio": round(busy / total, 4)})
+    assert packing["timeseries"] == expected
 
 
 def test_node_and_pod_psi(summary):

@@ -91,21 +91,23 @@ def container_facts(pods: list[Any]) -> dict[str, Any]:
 
 
 def node_facts(nodes: list[Any]) -> dict[str, Any]:
-    """The five node facts over the worker nodes (an empty list is an empty pool: zeros, not nulls)."""
+    """The five node facts over the worker nodes (an empty list is an empty pool: zeros, not nulls). A node that
+    does not say what it can allocate leaves that sum unknown (null), not short by one node."""
     from kubernetes.utils import parse_quantity
 
-    cores = 0.0
-    memory = 0
+    cores: float | None = 0.0
+    memory: int | None = 0
     for node in nodes:
         allocatable = node.status.allocatable or {}
-        cores += float(parse_quantity(allocatable.get("cpu", "0")))
-        memory += int(parse_quantity(allocatable.get("memory", "0")))
+        cpu, ram = allocatable.get("cpu"), allocatable.get("memory")
+        cores = None if cores is None or cpu is None else cores + float(parse_quantity(cpu))
+        memory = None if memory is None or ram is None else memory + int(parse_quantity(ram))
     return {
         "machine_type": _joined({label for node in nodes if (label := (node.metadata.labels or {}).get(
             INSTANCE_TYPE_LABEL))}),
         "node_count": len(nodes),
-        "allocatable_cores": round(cores, 2),
-        "allocatable_ram_gb": round(memory / GiB, 2),
+        "allocatable_cores": None if cores is None else round(cores, 2),
+        "allocatable_ram_gb": None if memory is None else round(memory / GiB, 2),
         "gke_version": _joined({version for node in nodes if node.status.node_info
                                 and (version := node.status.node_info.kubelet_version)}),
     }

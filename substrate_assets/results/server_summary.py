@@ -76,8 +76,8 @@ def summary_metadata(*, test_name: str, tag: str, data_timestamp: str, start_ts:
 
 
 def unmeasured_psi(counted: str) -> dict[str, Any]:
-    """A PSI block (``node_psi`` counts ``nodes``, ``pod_psi`` ``pods``) with nothing measured."""
-    return {**{f"{key}_stall_pct": percentile_stats([]) for key, _ in PSI_RESOURCES}, counted: 0}
+    """A PSI block (``node_psi`` counts ``nodes``, ``pod_psi`` ``pods``) with nothing measured: no count either."""
+    return {**{f"{key}_stall_pct": percentile_stats([]) for key, _ in PSI_RESOURCES}, counted: None}
 
 
 def unmeasured_server_summary(*, start_ts: int, end_ts: int, steady: tuple[int, int], test_name: str, tag: str,

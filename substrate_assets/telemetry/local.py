@@ -56,7 +56,7 @@ def node_psi(samples: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
             previous = (ts, total)
         measured = measured or bool(rates)
         result[f"{key}_stall_pct"] = percentile_stats(rates)
-    result["nodes"] = 1 if measured else 0
+    result["nodes"] = 1 if measured else None
     return result
 
 

@@ -172,7 +172,7 @@ class Harvest:
             results = self.prometheus.range(query, start, end)
             nodes.update((series.get("metric") or {}).get("instance", "") for series in results)
             out[f"{key}_stall_pct"] = percentile_stats(self.steady_values(results, steady))
-        out["nodes"] = len(nodes - {""})
+        out["nodes"] = len(nodes - {""}) or None  # no PSI series: not measured, not "no nodes"
         return out
 
     def pod_psi(self, start: int, end: int, steady: tuple[int, int]) -> dict[str, Any]:
@@ -182,7 +182,7 @@ class Harvest:
             results = self.prometheus.range(self.psi_query(resource, POD_SELECTOR, "pod"), start, end)
             pods.update((series.get("metric") or {}).get("pod", "") for series in results)
             out[f"{key}_stall_pct"] = percentile_stats(self.steady_values(results, steady))
-        out["pods"] = len(pods - {""})
+        out["pods"] = len(pods - {""}) or None
         return out
 
     def snapshots(self, steady: tuple[int, int], lag_s: int) -> dict[str, Any]:

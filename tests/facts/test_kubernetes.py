@@ -87,6 +87,19 @@ def test_a_malformed_flag_nulls_the_container_facts_only(api, tmp_path):
     assert facts["node_count"] == 2 and facts["worker_pod_count"] == 5
 
 
+def test_a_node_without_allocatable_values_leaves_the_sums_unknown():
+    from kubernetes.client import V1Node, V1NodeStatus, V1ObjectMeta
+
+    from substrate_assets.facts.kubernetes import node_facts
+
+    full = V1Node(metadata=V1ObjectMeta(name="a"), status=V1NodeStatus(allocatable={"cpu": "3920m",
+                                                                                     "memory": "13591700Ki"}))
+    silent = V1Node(metadata=V1ObjectMeta(name="b"), status=V1NodeStatus(allocatable={"memory": "13591700Ki"}))
+    assert (node_facts([full])["allocatable_cores"], node_facts([full])["allocatable_ram_gb"]) == (3.92, 12.96)
+    facts = node_facts([full, silent])
+    assert facts["allocatable_cores"] is None and facts["allocatable_ram_gb"] == 25.92 and facts["node_count"] == 2
+
+
 def test_no_pods_no_container_facts():
     assert container_facts([]) == {"worker_actor_capacity": None, "worker_memory_limit_gb": None,
                                    "sandbox_class": None}

@@ -184,7 +184,8 @@ def test_unreachable_or_malformed_prometheus_gives_nulls_not_errors(tmp_path):
     summary = harvest_server_summary("http://127.0.0.1:9", start_ts=START, end_ts=END, steady=STEADY, lag_s=LAG,
                                      test_name="t", tag="x", data_timestamp="d", wait=False)
     assert set(flatten(summary).values()) == {None}
-    assert summary["node_psi"]["nodes"] == 0 and summary["cluster_packing"]["timeseries"] == []
+    assert summary["node_psi"]["nodes"] is None and summary["pod_psi"]["pods"] is None  # not measured, not 0
+    assert summary["cluster_packing"]["timeseries"] == []
     for malformed in ([], [{"value": None}], [{"value": [1, None]}], [{"value": [1, "NaN"]}], [{}]):
         assert instant_value(malformed) is None
 

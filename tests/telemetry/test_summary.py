@@ -84,5 +84,10 @@ def test_local_summary_packing_and_psi():
     assert summary["node_psi"]["cpu_stall_pct"]["max"] == pytest.approx(50.0)
     assert summary["node_psi"]["mem_stall_pct"]["p50"] is None and summary["node_psi"]["nodes"] == 1
     assert summary["pod_psi"]["cpu_stall_pct"]["p50"] is None
+    assert summary["pod_psi"]["pods"] is None  # no pods here: not measured, not 0
     flat = flatten(summary)
     assert flat["cluster_packing_p50"] == "0.5" and flat["pod_psi_cpu_stall_p50"] is None
+    without_psi = samples.with_columns(pl.lit(None, dtype=pl.Int64).alias("psi_cpu_some_total_us"))
+    unmeasured = local_server_summary(events=events([]), samples=without_psi, steady=(100, 103), start_ts=100,
+                                      end_ts=104, test_name="t", tag="x", data_timestamp="2026-11-30T00:00:00Z")
+    assert unmeasured["node_psi"]["nodes"] is None

@@ -34,8 +34,10 @@ def telemetry(prometheus_url: str, start_ts: int, end_ts: int, stats_history: Pa
     from substrate_assets.telemetry.window import window_from_history
 
     steady = window_from_history(stats_history, start_ts, end_ts)
+    if steady.whole_run_because is not None:
+        click.echo(f"warning: the steady window is the whole run, because {steady.whole_run_because}", err=True)
     summary = harvest_server_summary(
-        prometheus_url, start_ts=start_ts, end_ts=end_ts, steady=steady, lag_s=lag_s, test_name=test_name, tag=tag,
+        prometheus_url, start_ts=start_ts, end_ts=end_ts, steady=steady.span, lag_s=lag_s, test_name=test_name, tag=tag,
         data_timestamp=data_timestamp(datetime.fromtimestamp(start_ts, UTC)))
     if out is not None:
         write_json(out, summary)

@@ -36,6 +36,8 @@ def _print_trial(console: Console, result: Any) -> None:
     table.add_row("failures", f"{summary.failures} of {summary.requests} requests")
     table.add_row("sessions", str(summary.sessions))
     console.print(table)
+    for warning in result.warnings:
+        console.print(f"warning: {warning}", style="yellow", highlight=False)
 
 
 def _trial_suite(suite_name: str, changes: dict[str, Any], cluster: dict[str, Any]) -> Suite:

@@ -153,4 +153,4 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
         summary = RequestSummary.of_file(staging / REQUESTS_PARQUET)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return TrialResult(key, location, exit_code, completed, summary)
+    return TrialResult(key, location, exit_code, completed, summary, tuple(record.warnings))

@@ -123,6 +123,7 @@ class TrialResult:
     locust_exit_code: int
     completed: bool
     summary: RequestSummary
+    warnings: tuple[str, ...] = ()
 
     @property
     def trial_id(self) -> str:
@@ -145,6 +146,8 @@ class TrialRecord:
     facts: dict[str, Any]
     runtime: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    # What changed the measurement without stopping the trial; in logs.txt and trial.json, never only in a log.
+    warnings: list[str] = field(default_factory=list)
 
 
 def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_summary: dict[str, Any]) -> bool:
@@ -161,6 +164,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     write_status(staging / STATUS_JSON, record.exit_code, generated)
     locust_log = (work / LOCUST_LOG).read_text(errors="replace") if (work / LOCUST_LOG).exists() else ""
     write_text(staging / LOGS_TXT, "".join(f"{line}\n" for line in record.notes)
+               + "".join(f"warning: {line}\n" for line in record.warnings)
                + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
     files = {path.name: file_digest(path) for path in sorted(staging.iterdir()) if path.is_file()}
     write_json(staging / TRIAL_JSON, {
@@ -175,6 +179,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "ended_at": record.ended.isoformat().replace("+00:00", "Z"),
         "completed": completed,
         "interrupted": record.interrupted,
+        "warnings": record.warnings,
         "locust_exit_code": record.exit_code,
         "script": {"name": record.script.script.name, "sha256": record.script.sha256, "text": record.script.text,
                    "path": str(record.script.path)},
@@ -200,8 +205,11 @@ def measure_server_summary(staging: Path, record: TrialRecord, *,
     events and per-second samples (``runtime_frames``), else not measured (nulls)."""
     key, suite = record.key, record.suite
     start_ts, end_ts = key.run_ts, int(record.ended.timestamp())
-    steady = window_from_history(staging / STATS_HISTORY_CSV, start_ts, end_ts)
-    common = {"start_ts": start_ts, "end_ts": end_ts, "steady": steady, "test_name": suite.name, "tag": key.tag,
+    window = window_from_history(staging / STATS_HISTORY_CSV, start_ts, end_ts)
+    if window.whole_run_because is not None:
+        record.warnings.append(f"the steady window is the whole run [{start_ts}, {end_ts}], because "
+                               f"{window.whole_run_because}: windowed telemetry includes ramp-up and teardown")
+    common = {"start_ts": start_ts, "end_ts": end_ts, "steady": window.span, "test_name": suite.name, "tag": key.tag,
               "data_timestamp": data_timestamp(record.started)}
     if suite.prometheus_url:
         return harvest_server_summary(suite.prometheus_url, lag_s=suite.atelet_lag_s, **common)

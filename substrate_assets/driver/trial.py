@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from substrate_assets.driver.locust_process import drive_locust
 from substrate_assets.driver.outputs import (
     TrialRecord,
@@ -92,7 +94,7 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
                             "actor_memory_bytes": config.actor_memory, "warm_hosts": config.warm_hosts,
                             "snapshot_fsync": config.snapshot_fsync}
         record = TrialRecord(key, suite, loaded, "local", command, exit_code, started, ended, interrupted, facts,
-                             runtime_settings, notes)
+                             runtime_settings, notes, warnings=host_start_warnings(events))
         collect_locust_outputs(staging, work, record.notes)
         # Harvested while the runtime still serves /metrics, as a cluster's exporters outlive a trial: once a
         # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
@@ -100,7 +102,16 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
     completed = write_trial_files(staging, work, record, telemetry)
     trial_dir = _finalize(store, staging, work, key)
     summary = RequestSummary.of_file(trial_dir / REQUESTS_PARQUET)
-    return TrialResult(key, trial_dir, exit_code, completed, summary)
+    return TrialResult(key, trial_dir, exit_code, completed, summary, tuple(record.warnings))
+
+
+def host_start_warnings(events: pl.DataFrame) -> list[str]:
+    """What the runtime's event log says changed the wakes: warm hosts that failed to start."""
+    failed = events.filter(pl.col("kind") == "host_start_failed")
+    if failed.is_empty():
+        return []
+    return [f"the warm pool failed to start {failed.height} host(s) (first: {failed['detail'][0]}): wakes that "
+            f"found no warm host waited for a cold start"]
 
 
 def _finalize(store: RunStore, staging: Path, work: Path, key: TrialKey) -> Path:

@@ -1,4 +1,5 @@
-"""The runtime's event log: every checkpoint, restore, pause, unpause and crash, with exact timings."""
+"""The runtime's event log: every checkpoint, restore, pause, unpause and crash, with exact timings, and every
+warm host that failed to start (a wake that finds no warm host waits for a cold start)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import polars as pl
 
-EVENT_KINDS = ("checkpoint", "restore", "pause", "unpause", "crash")
+EVENT_KINDS = ("checkpoint", "restore", "pause", "unpause", "crash", "host_start_failed")
 
 EVENT_SCHEMA = {
     "kind": pl.Utf8,

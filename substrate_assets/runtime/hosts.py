@@ -5,12 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from substrate_assets.runtime.events import EventLog, RuntimeEvent
+
+log = logging.getLogger(__name__)
 
 
 class HostFailure(Exception):
@@ -126,8 +132,9 @@ async def spawn_host(log_path: Path, ready_timeout: float) -> HostProcess:
 class WarmPool:
     """Keeps ``size`` started, idle hosts so a wake never waits for a Python start."""
 
-    def __init__(self, size: int, log_dir: Path, ready_timeout: float) -> None:
+    def __init__(self, size: int, log_dir: Path, ready_timeout: float, events: EventLog | None = None) -> None:
         self.size = size
+        self.events = events
         self.log_dir = log_dir
         self.ready_timeout = ready_timeout
         self._idle: list[HostProcess] = []
@@ -148,9 +155,16 @@ class WarmPool:
             task.add_done_callback(self._tasks.discard)
 
     async def _add_one(self) -> None:
+        started = time.time()
         try:
             host = await self._spawn()
-        except Exception:
+        except Exception as error:
+            # The pool stays short until the next take refills it, and a wake that finds it empty waits for a
+            # cold start: that changes wake latencies, so it is said and kept in the event log.
+            log.warning("warm pool: a host failed to start (%s)", error)
+            if self.events is not None:
+                self.events.append(RuntimeEvent("host_start_failed", "", "", started, time.time() - started,
+                                                detail=f"{type(error).__name__}: {error}"))
             return
         finally:
             self._spawning -= 1

@@ -205,7 +205,8 @@ class EmbeddedRuntime:
         assert self.state_dir is not None
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
-        pool = WarmPool(self.config.warm_hosts, self.state_dir / "logs", self.config.host_command_timeout_s)
+        pool = WarmPool(self.config.warm_hosts, self.state_dir / "logs", self.config.host_command_timeout_s,
+                        self.events)
         assert self.live_dir is not None
         self.lifecycle = Lifecycle(self.config, self.state_dir, self.live_dir, self.metrics, self.events, pool)
         self.router = Router(self.lifecycle, self.config.router_timeout_s, self.config.max_parked)

@@ -4,41 +4,68 @@ Samples are (timestamp, users) from stats_history rows named ``""``,
 ``Aggregated`` or ``Total``. The peak is the observed maximum (not ``-u``);
 steady samples have users ≥ 0.9 × peak; the window runs from the first to the
 last steady sample, clamped to the run. Without a usable peak, or when the
-first steady sample lies outside the run, the window is the whole run.
+first steady sample lies outside the run, the window is the whole run: that
+changes every windowed figure, so the window says why, and it is logged.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from substrate_assets.results.readers import read_stats_history
-from substrate_assets.results.trial_directory import TOTAL_ROW_NAMES
+from substrate_assets.results.trial_directory import STATS_HISTORY_CSV, TOTAL_ROW_NAMES
 
 STEADY_FRACTION = 0.9
+log = logging.getLogger(__name__)
 
 
-def steady_window(samples: Iterable[tuple[int, float]], start_ts: int, end_ts: int) -> tuple[int, int]:
+@dataclass(frozen=True)
+class SteadyWindow:
+    """The window the telemetry is summarised over; ``whole_run_because`` says why it fell back to the run."""
+
+    start: int
+    end: int
+    whole_run_because: str | None = None
+
+    @property
+    def span(self) -> tuple[int, int]:
+        return self.start, self.end
+
+
+def locate_steady_window(samples: Iterable[tuple[int, float]], start_ts: int, end_ts: int) -> SteadyWindow:
     points = list(samples)
     peak = max((users for _, users in points), default=0.0)
     if peak <= 0:
-        return start_ts, end_ts
+        reason = "no user count above 0" if points else "no user-count samples"
+        return SteadyWindow(start_ts, end_ts, reason)
     steady = [ts for ts, users in points if users >= STEADY_FRACTION * peak]
     first, last = steady[0], steady[-1]
     if start_ts <= first <= end_ts:
-        return first, min(max(last, first), end_ts)
-    return start_ts, end_ts
+        return SteadyWindow(first, min(max(last, first), end_ts))
+    return SteadyWindow(start_ts, end_ts, f"the first steady sample ({first}) lies outside the run")
 
 
-def window_from_history(path: Path | None, start_ts: int, end_ts: int) -> tuple[int, int]:
-    """The steady window from a stats_history.csv; a missing or unreadable file gives the whole run."""
+def steady_window(samples: Iterable[tuple[int, float]], start_ts: int, end_ts: int) -> tuple[int, int]:
+    return locate_steady_window(samples, start_ts, end_ts).span
+
+
+def window_from_history(path: Path | None, start_ts: int, end_ts: int) -> SteadyWindow:
+    """The steady window from a trial's Locust user-count history; a missing or unreadable file gives the whole run."""
     if path is None or not path.is_file():
-        return start_ts, end_ts
-    try:
-        samples = history_samples(read_stats_history(path).iter_rows(named=True))
-    except Exception:  # a partial read would understate the peak; the reference drops every sample instead
-        samples = []
-    return steady_window(samples, start_ts, end_ts)
+        window = SteadyWindow(start_ts, end_ts, f"no {STATS_HISTORY_CSV}")
+    else:
+        try:
+            samples = history_samples(read_stats_history(path).iter_rows(named=True))
+        except Exception as error:  # a partial read would understate the peak; the reference drops every sample
+            window = SteadyWindow(start_ts, end_ts, f"{path.name} could not be read ({error})")
+        else:
+            window = locate_steady_window(samples, start_ts, end_ts)
+    if window.whole_run_because is not None:
+        log.warning("steady window: the whole run [%d, %d], because %s", start_ts, end_ts, window.whole_run_because)
+    return window
 
 
 def history_samples(rows: Iterable[dict[str, object]]) -> list[tuple[int, float]]:

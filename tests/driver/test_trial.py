@@ -69,6 +69,7 @@ def test_the_manifest(cli_trial):
     manifest = read_json(trial_dir / "trial.json")
     assert manifest["trial_id"] == TrialKey.parse(trial_dir.as_posix()).trial_id
     assert manifest["completed"] is True and manifest["backend"] == "local"
+    assert manifest["warnings"] == []  # a steady window was found and every warm host started
     assert manifest["script"]["text"] == (ROOT / "scripts" / "quick-session.yaml").read_text()
     assert len(manifest["script"]["sha256"]) == 64
     assert manifest["knobs"]["users"] == 3 and manifest["knobs"]["duration_s"] == 12

@@ -8,7 +8,7 @@ from substrate_assets.results.runtime_samples import SAMPLES_SCHEMA
 from substrate_assets.results.server_summary import FLAT_KEYS, flatten
 from substrate_assets.runtime.events import EVENT_SCHEMA
 from substrate_assets.telemetry.local import local_server_summary, snapshots
-from substrate_assets.telemetry.window import history_samples, steady_window
+from substrate_assets.telemetry.window import history_samples, locate_steady_window, steady_window
 
 MiB = 1 << 20
 
@@ -19,6 +19,13 @@ def test_steady_window_reference_vectors():
     assert steady_window([(120, 0)], 100, 150) == (100, 150)
     assert steady_window([], 100, 150) == (100, 150)
     assert steady_window([(90, 5)], 100, 150) == (100, 150)  # first steady sample outside the run
+
+
+def test_a_window_that_falls_back_to_the_whole_run_says_why():
+    assert locate_steady_window([(100, 2), (120, 6.3)], 100, 150).whole_run_because is None
+    assert locate_steady_window([(120, 0)], 100, 150).whole_run_because == "no user count above 0"
+    assert locate_steady_window([], 100, 150).whole_run_because == "no user-count samples"
+    assert "outside the run" in locate_steady_window([(90, 5)], 100, 150).whole_run_because
 
 
 def test_history_samples_take_total_rows_and_skip_bad_ones():

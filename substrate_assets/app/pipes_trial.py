@@ -16,6 +16,7 @@ from dagster_pipes import open_dagster_pipes
 from substrate_assets.defs.trials.checks import TRIAL_COMPLETED
 from substrate_assets.driver.cluster_trial import run_cluster_trial
 from substrate_assets.driver.kubernetes_pods import SCRIPT_FILE
+from substrate_assets.driver.preflight import TrialRefused
 from substrate_assets.driver.progress import log_lines
 from substrate_assets.driver.trial import run_local_trial
 from substrate_assets.results.layout import RunStore, TrialKey
@@ -30,12 +31,16 @@ def main() -> None:
         key = TrialKey.from_trial_id(trial_id, suite.tag)
         pipes.log.info(f"trial {trial_id}: suite {suite.name} ({suite.users} users, {suite.duration}, think scale "
                        f"{suite.think_scale:g}) on the {suite.backend} backend")
-        if suite.backend == "kubernetes":
-            result = run_cluster_trial(suite, key, Path(SCRIPT_FILE), on_progress=log_lines(pipes.log.info))
-        else:
-            result = run_local_trial(suite, RunStore(Path(pipes.get_extra("store"))),
-                                     ScriptLibrary(Path(pipes.get_extra("scripts"))),
-                                     on_progress=log_lines(pipes.log.info), key=key)
+        try:
+            if suite.backend == "kubernetes":
+                result = run_cluster_trial(suite, key, Path(SCRIPT_FILE), on_progress=log_lines(pipes.log.info))
+            else:
+                result = run_local_trial(suite, RunStore(Path(pipes.get_extra("store"))),
+                                         ScriptLibrary(Path(pipes.get_extra("scripts"))),
+                                         on_progress=log_lines(pipes.log.info), key=key)
+        except TrialRefused as error:
+            pipes.log.error(f"trial {trial_id} refused, nothing was run: {error}")
+            raise SystemExit(2) from None
         summary = result.summary
         pipes.log.info(f"trial {trial_id} written to {result.trial_dir}: WakeFirstTouch {summary.wake_figures()}; "
                        f"{summary.steps_completed} steps, {summary.failures} failures")

@@ -107,6 +107,7 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
     Trials on the kubernetes backend run through Dagster (`substrate-bench run SUITE` or the UI);
     with --dry-run this command prints the objects such a trial would submit.
     """
+    from substrate_assets.driver.preflight import TrialRefused
     from substrate_assets.driver.trial import run_local_trial
     from substrate_assets.results.layout import RunStore
 
@@ -136,6 +137,9 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
                                      ScriptLibrary(scripts_directory()), on_progress=update)
     except ScriptError as error:
         _fail_with_problems(error)
+    except TrialRefused as error:
+        click.echo(f"trial refused, nothing was run: {error}", err=True)
+        sys.exit(2)
     _print_trial(console, result)
     sys.exit(0 if result.completed else 1)
 

@@ -48,6 +48,7 @@ from substrate_assets.driver.outputs import (
     measure_server_summary,
     write_trial_files,
 )
+from substrate_assets.driver.preflight import check_before_load
 from substrate_assets.driver.progress import Progress, progress_reporter
 from substrate_assets.facts.kubernetes import Discovery
 from substrate_assets.results.importer import already_stored, fetch_trial, upload_trial
@@ -107,6 +108,7 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
     """
     settings = settings_of(suite)
     loaded = load_script_file(script_file)
+    check_before_load(loaded, settings.control_endpoint, settings.router_url, control_tls=settings.control_tls)
     started = datetime.fromtimestamp(key.run_ts, UTC)
     root = Path(tempfile.mkdtemp(prefix="substrate-trial-"))
     staging = root / key.trial_id

@@ -28,6 +28,7 @@ from substrate_assets.driver.outputs import (
     measure_server_summary,
     write_trial_files,
 )
+from substrate_assets.driver.preflight import TrialRefused, check_before_load
 from substrate_assets.driver.progress import Progress, progress_reporter
 from substrate_assets.driver.samples import Sampler
 from substrate_assets.facts.local import local_cluster_facts
@@ -75,6 +76,11 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
     clock = time.monotonic()
     report("starting", clock)
     with EmbeddedRuntime(config) as runtime:
+        try:
+            check_before_load(loaded, runtime.control_address, runtime.router_url)
+        except TrialRefused:
+            shutil.rmtree(staging)  # nothing ran: no trial to keep
+            raise
         command = locust_command(suite, script_file, work, runtime.control_address, runtime.router_url)
         notes.append("locust: " + " ".join(command))
         def sample(users: int | None) -> dict[str, Any]:

@@ -1,5 +1,8 @@
 """SQL models against the reference's formulas and vectors, on raw tables filled by hand."""
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -143,9 +146,8 @@ def test_wake_latency_distribution_keeps_rows_whose_count_is_unknown(warehouse):
 
 def test_wake_histogram_is_locusts_own(warehouse):
     """Locust buckets the whole milliseconds it was given (truncated), failed requests included: the table holds
-    exactly a real ``locust.stats.StatsEntry``'s ``response_times`` for the same requests."""
-    from locust.stats import RequestStats, StatsEntry
-
+    exactly a real ``locust.stats.StatsEntry``'s ``response_times`` for the same requests (in a process of its
+    own: importing Locust patches the interpreter with gevent)."""
     values = [2.5, 3.5, 3.9, 145.0, 155.0, 147.0, 994.0, 995.0, 995.9, 3450.0, 58500.0, 59500.0, 99.4, 99.99,
               104.9, 125.0, 135.0, 1050.0, 1150.0]
     failed = [250.7, 12.2]
@@ -154,11 +156,14 @@ def test_wake_histogram_is_locusts_own(warehouse):
            + samples("t", "WakeFirstTouch", failed, success=False)
            + samples("t", "WakeFirstTouch", [7.0], counted=False))
     build(warehouse)
-    entry = StatsEntry(RequestStats(), "WakeFirstTouch", "http")
-    for value in values + failed:
-        entry.log(int(value), 0)  # the locustfile books int(latency_ms)
+    program = ("import json, sys\nfrom locust.stats import RequestStats, StatsEntry\n"
+               "entry = StatsEntry(RequestStats(), 'WakeFirstTouch', 'http')\n"
+               "for value in json.load(sys.stdin):\n    entry.log(int(value), 0)\n"  # the locustfile books int(ms)
+               "print(json.dumps(sorted(entry.response_times.items())))")
+    done = subprocess.run([sys.executable, "-c", program], input=json.dumps(values + failed), capture_output=True,
+                          text=True, timeout=120, check=True)
     rows = warehouse.execute("SELECT bucket_ms, count, ok_count FROM wake_latency_histogram").fetchall()
-    assert {bucket: count for bucket, count, _ in rows} == dict(entry.response_times)
+    assert [[bucket, count] for bucket, count, _ in sorted(rows)] == json.loads(done.stdout)
     assert sum(ok for _, _, ok in rows) == len(values)
 
 

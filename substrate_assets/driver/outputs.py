@@ -41,6 +41,7 @@ from substrate_assets.results.trial_directory import (
     locust_csv,
     run_completed,
 )
+from substrate_assets.results.trial_summary import trial_summary_row
 from substrate_assets.suites import Suite
 from substrate_assets.telemetry.local import local_server_summary
 from substrate_assets.telemetry.prometheus import harvest_server_summary
@@ -158,7 +159,10 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     completed = run_completed(record.exit_code, generated, record.interrupted)
     write_json(staging / SERVER_SUMMARY_JSON, server_summary)
     envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
-    rows = per_request_rows(staging / STATS_CSV, **envelope) if generated else []
+    rows = [*per_request_rows(staging / STATS_CSV, **envelope), trial_summary_row(
+        envelope, stats_csv=staging / STATS_CSV, stats_history_csv=staging / STATS_HISTORY_CSV, facts=record.facts,
+        run_start=key.run_ts, run_end=int(record.ended.timestamp()), metadata=suite.metadata,
+        users=suite.users)] if generated else []
     rows.append({**envelope, "metric": "server_summary", "measurements": flatten(server_summary)})
     write_stats_jsonl(staging / STATS_JSONL, rows)
     write_status(staging / STATUS_JSON, record.exit_code, generated)

@@ -34,11 +34,10 @@ def test_a_runtime_that_fits_the_script_passes(runtime, script):
 
 
 def test_a_template_below_the_memory_floor_is_refused(script):
-    with EmbeddedRuntime(RuntimeConfig(workers=1, actors_per_worker=1, warm_hosts=0,
-                                       actor_memory=parse_byte_count("128Mi"))) as small:
-        with pytest.raises(TrialRefused, match=r"memory limit 128Mi is below script quick-session's "
-                                               r"min_actor_memory 256Mi"):
-            check_before_load(script, small.control_address, small.router_url)
+    small = RuntimeConfig(workers=1, actors_per_worker=1, warm_hosts=0, actor_memory=parse_byte_count("128Mi"))
+    refusal = r"memory limit 128Mi is below script quick-session's min_actor_memory 256Mi"
+    with EmbeddedRuntime(small) as runtime, pytest.raises(TrialRefused, match=refusal):
+        check_before_load(script, runtime.control_address, runtime.router_url)
 
 
 def test_endpoints_that_do_not_answer_are_named(runtime, script):

@@ -15,6 +15,7 @@ from substrate_assets.results.importer import import_runs
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.readers import read_stats_jsonl
 from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.warehouse.checks import load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import build_all, discover
 from substrate_assets.warehouse.raw import load_trials
@@ -23,6 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM = ROOT / "tests" / "data" / "upstream_runs"
 NEWEST = "glutton_baseline_5_users-20261120t000000z"
 OLDEST = "glutton_baseline_1_user-20260502t080000z"
+RECORDED = ROOT / "tests" / "data" / "upstream_runs_newest"  # runs with their logs.txt
+THREE_PER_USER = "glutton_actors_per_user_3-20261121t000000z"
+NO_HISTORY = "glutton_no_stats_history-20261122t000000z"
+FLAT_SERVER_SUMMARY = "glutton_flat_server_summary-20261123t000000z"
+FIGURES = ("actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "actors_per_pod_p50", "actors_per_pod_p90",
+           "actors_per_pod_p99", "aggregate_failure_ratio")
 
 
 def fetch(connection, sql: str, parameters=None) -> list[dict]:
@@ -76,6 +83,77 @@ def test_density_frontiers_match_the_runs_own_trial_summary(loaded):
     ratios = dict(trial_summary["operation_failure_ratios"])
     assert {key: ratios[key] for key in ("resume_actor_failure_ratio", "create_actor_failure_ratio")} == \
         {"resume_actor_failure_ratio": 0.005, "create_actor_failure_ratio": 0.0}
+
+
+def test_runs_without_their_records_keep_their_figures_and_no_defaults(loaded):
+    connection, _ = loaded
+    manifests = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM trial_manifests")}
+    # Neither run kept a log: nothing says -u or --actors-per-user, so neither is assumed.
+    assert all((manifests[run]["users"], manifests[run]["actors_per_user"]) == (None, None) for run in (NEWEST, OLDEST))
+    rows = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM density_frontiers")}
+    for run in (NEWEST, OLDEST):
+        assert (rows[run]["figures_from"], rows[run]["frontier_mismatch"]) == ("trial_summary", False)
+        assert rows[run]["recomputed_actors_per_node"] is None  # not recomputable without actors per user
+    assert rows[OLDEST]["actors_per_pod_p50"] == 1.0  # the oldest schema's ap_ratio_p50
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("recorded")
+    runs = import_runs(str(RECORDED), RunStore(tmp / "store"))
+    with connect(tmp / "w.duckdb") as connection:
+        load_trials(connection, [TrialDirectory(run.trial_dir) for run in runs])
+        models = discover(ROOT / "dbt_like_sql")
+        build_all(connection, models)
+        yield connection, {run.trial_id: run for run in runs}, models
+
+
+def reported(run) -> dict:
+    [summary] = [row["measurements"] for row in read_stats_jsonl(run.trial_dir / "stats.jsonl")
+                 if row["metric"] == "trial_summary"]
+    return {key: None if summary[key] is None else float(summary[key]) for key in FIGURES}
+
+
+def test_a_run_with_several_actors_per_user_keeps_its_own_numbers(recorded):
+    connection, runs, _ = recorded
+    [frontier] = fetch(connection, "SELECT * FROM density_frontiers WHERE trial_id = ?", [THREE_PER_USER])
+    assert {key: frontier[key] for key in FIGURES} == reported(runs[THREE_PER_USER])
+    assert (frontier["actors_per_node"], frontier["actors_per_vcpu"], frontier["actors_per_gb_ram"],
+            frontier["actors_per_pod_p50"]) == (30.0, 7.65, 2.31, 6.0)  # 10 users × 3 actors, not 10
+    # Recomputed from the run's own records (-u 10, --actors-per-user 3 in its log), the figures agree.
+    assert {key: frontier[f"recomputed_{key}"] for key in FIGURES} == reported(runs[THREE_PER_USER])
+    assert (frontier["figures_from"], frontier["frontier_mismatch"]) == ("trial_summary", False)
+    [manifest] = fetch(connection, "SELECT users, actors_per_user, metadata FROM trial_manifests WHERE trial_id = ?",
+                       [THREE_PER_USER])
+    assert (manifest["users"], manifest["actors_per_user"]) == (10, 3)
+    assert json.loads(manifest["metadata"]) == {"cluster_name": "bench-c3", "nodes": "1"}
+
+
+def test_a_run_without_stats_history_falls_back_to_its_users(recorded):
+    connection, runs, _ = recorded
+    [frontier] = fetch(connection, "SELECT * FROM density_frontiers WHERE trial_id = ?", [NO_HISTORY])
+    assert (frontier["peak_users"], frontier["actors_per_node"], frontier["actors_per_vcpu"],
+            frontier["actors_per_gb_ram"], frontier["actors_per_pod_p50"]) == (10.0, 10.0, 2.55, 0.77, None)
+    assert {key: frontier[f"recomputed_{key}"] for key in FIGURES} == reported(runs[NO_HISTORY])
+    assert frontier["frontier_mismatch"] is False
+    [summary] = fetch(connection, "SELECT multi_actor_worker FROM trial_summary WHERE trial_id = ?", [NO_HISTORY])
+    assert summary["multi_actor_worker"] is None
+
+
+def test_a_flat_server_summary_row_fills_server_telemetry(recorded):
+    connection, _, _ = recorded
+    [telemetry] = fetch(connection, "SELECT * FROM server_telemetry WHERE trial_id = ?", [FLAT_SERVER_SUMMARY])
+    assert (telemetry["cluster_packing_p50"], telemetry["psi_cpu_stall_p95"], telemetry["restore_p99_s"],
+            telemetry["checkpoints_in_window"], telemetry["checkpoint_mb_s"]) == (0.4, 4.2, 0.79, 597, 512.25)
+    assert telemetry["psi_mem_stall_p50"] is None
+
+
+def test_the_recorded_runs_pass_every_column_test(recorded):
+    connection, _, models = recorded
+    tests = load_tests(ROOT / "dbt_like_sql" / "schema.yml", set(models))
+    failed = [outcome for model_tests in tests.values() for test in model_tests
+              if not (outcome := run_test(connection, test)).passed]
+    assert failed == []
 
 
 def test_imported_trials_sit_beside_native_ones(loaded):

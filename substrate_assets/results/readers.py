@@ -2,7 +2,7 @@
 other Locust versions.
 
 Locust CSVs are read as text and typed here: ``N/A`` percentiles become null,
-an empty ``Type`` stays an empty string, and columns a Locust version does not
+an empty ``Type``, ``Method`` or ``Name`` stays an empty string, and columns a Locust version does not
 write (``failures.csv``'s ``First Seen``/``Last Seen`` before 2.44) are added
 as nulls, so every reader returns the same schema whatever wrote the file.
 Column names are the stats.jsonl keys (``request_count``, ``p50``, ``requests_per_s``).
@@ -60,7 +60,9 @@ def _typed(raw: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
             continue
         text = pl.col(name).str.strip_chars()
         if dtype == pl.Utf8():
-            columns.append(text.fill_null("") if name in ("type", "method") else text)
+            # A CSV has no null: an empty Type, Method or Name is Locust's own "" (its total rows' Type and
+            # method, the Name of an aggregate row some versions write), which polars reads as null.
+            columns.append(text.fill_null("") if name in ("type", "method", "name") else text)
         elif isinstance(dtype, pl.Datetime):
             columns.append(text.str.to_datetime("%Y-%m-%dT%H:%M:%SZ", time_zone="UTC", strict=False).cast(dtype))
         elif dtype == pl.Int64():

@@ -35,6 +35,17 @@ def _flat_keys() -> tuple[str, ...]:
 FLAT_KEYS = _flat_keys()
 
 
+def flat_key_block(key: str) -> str:
+    """The server_summary.json block a flat key is read from (``psi_*`` is node PSI, ``pod_psi_*`` pod PSI)."""
+    if key.startswith("cluster_packing_"):
+        return "cluster_packing"
+    if key.startswith("pod_psi_"):
+        return "pod_psi"
+    if key.startswith("psi_"):
+        return "node_psi"
+    return "snapshots"
+
+
 def _text(value: Any) -> str | None:
     """Row values are strings, or null when unmeasured."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):

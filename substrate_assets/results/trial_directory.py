@@ -7,13 +7,13 @@ version — into one shape, so that no reader above it ever sees an upstream for
 | file | holds |
 |---|---|
 | ``stats.csv``, ``stats_history.csv``, ``failures.csv``, ``exceptions.csv`` | Locust's own CSVs |
-| ``stats.jsonl`` | one row per stats.csv entry in upstream's envelope, and the ``server_summary`` row |
+| ``stats.jsonl`` | one row per stats.csv entry (upstream's envelope), then ``trial_summary``, ``server_summary`` |
 | ``status.json`` | ``{locust_exit_code, stats_generated}``, as upstream CI reads it |
 | ``server_summary.json`` | server telemetry inside the steady-state window |
 | ``trial.json`` | our manifest: suite, script, knobs, cluster facts, versions (absent from upstream runs) |
 | ``requests.parquet`` | every request with its exact latency (ours) |
 | ``runtime_events.parquet``, ``runtime_samples.parquet`` | the embedded runtime's events and per-second samples |
-| ``logs.txt`` | the runner's notes and Locust's output |
+| ``logs.txt`` | the runner's notes and Locust's output (upstream's: also how the run was started) |
 
 Upstream's runner, run locally, prefixes its files with the test name (``<test>_stats.csv``); readers accept
 both forms.
@@ -40,8 +40,9 @@ from substrate_assets.results.readers import (
     read_stats_history,
     read_stats_jsonl,
 )
-from substrate_assets.results.server_summary import FLAT_KEYS, flatten
-from substrate_assets.results.stats_jsonl import FACT_KEYS
+from substrate_assets.results.run_log import RunLog, read_run_log
+from substrate_assets.results.server_summary import FLAT_KEYS, flat_key_block, flatten
+from substrate_assets.results.stats_jsonl import FACT_KEYS, REPORTED_FIGURES, SERVER_SUMMARY, TRIAL_SUMMARY
 
 STATS_CSV = "stats.csv"
 STATS_HISTORY_CSV = "stats_history.csv"
@@ -156,14 +157,41 @@ class TrialDirectory:
         path = self.file(STATS_JSONL)
         return read_stats_jsonl(path) if path is not None else []
 
+    def _last_row(self, metric: str) -> dict[str, Any] | None:
+        rows = [row for row in self._jsonl if row.get("metric") == metric]
+        return rows[-1] if rows else None
+
     def jsonl_measurements(self, metric: str) -> dict[str, Any] | None:
         """The measurements of the last stats.jsonl row of ``metric`` (``trial_summary``, ``server_summary``).
 
         The oldest runners nest a trial_summary's facts, as native numbers, under ``raw_configuration``."""
-        rows = [row for row in self._jsonl if row.get("metric") == metric]
-        if not rows:
+        row = self._last_row(metric)
+        if row is None:
             return None
-        return rows[-1].get("measurements") or rows[-1].get("raw_configuration") or {}
+        return row.get("measurements") or row.get("raw_configuration") or {}
+
+    @cached_property
+    def run_log(self) -> RunLog:
+        """What logs.txt records of how the run was started (users, actors per user); nothing without one."""
+        path = self.file(LOGS_TXT)
+        return read_run_log(path.read_text(errors="replace")) if path is not None else RunLog()
+
+    def reported_figures(self) -> dict[str, Any]:
+        """The density figures the trial's own trial_summary row reported, as ``reported_<figure>`` numbers, and
+        ``has_trial_summary``; all null when it wrote no such row. The newest and intermediate rows keep them in
+        ``measurements``; the oldest under ``frontiers``, naming actors per pod the A/P ratio (``ap_ratio_p50``)."""
+        row = self._last_row(TRIAL_SUMMARY)
+        figures = (row.get("measurements") or {}) if row is not None else {}
+        if row is not None and not figures and isinstance(row.get("frontiers"), dict):
+            figures = {key.replace("ap_ratio_", "actors_per_pod_"): value for key, value in row["frontiers"].items()}
+        return {"has_trial_summary": row is not None,
+                **{f"reported_{key}": measured(figures.get(key)) for key in REPORTED_FIGURES}}
+
+    def _summary_metadata(self) -> dict[str, Any]:
+        """The ``--metadata`` entries a trial_summary row carries as ``metadata_<key>``, as it stores them."""
+        measurements = self.jsonl_measurements(TRIAL_SUMMARY) or {}
+        return {key.removeprefix("metadata_"): value for key, value in measurements.items()
+                if key.startswith("metadata_")}
 
     @property
     def completed(self) -> bool | None:
@@ -172,10 +200,14 @@ class TrialDirectory:
 
     def manifest_fields(self) -> dict[str, Any]:
         """What ran and how it ended: identity, knobs, times, outcome. Upstream runs take suite, tag and start from
-        their path and their run window from the trial_summary row; their backend is ``import``."""
+        their path, their run window and metadata from the trial_summary row, users and actors per user from their
+        log (null when it does not say); their backend is ``import``."""
         manifest, key = self.manifest, self.key
         knobs, script = manifest.get("knobs", {}), manifest.get("script", {})
-        window = {} if manifest else (self.jsonl_measurements("trial_summary") or {})
+        window = {} if manifest else (self.jsonl_measurements(TRIAL_SUMMARY) or {})
+        # A native agent session (one Locust user) drives one actor, so trial.json need not say.
+        users = knobs.get("users") if manifest else self.run_log.users
+        actors_per_user = knobs.get("actors_per_user", 1) if manifest else self.run_log.actors_per_user
         return {
             "suite": manifest.get("suite") or (key.suite if key else None),
             "script": script.get("name"), "script_sha256": script.get("sha256"),
@@ -186,11 +218,12 @@ class TrialDirectory:
             "completed": self.completed,
             "locust_exit_code": self.status.get("locust_exit_code", manifest.get("locust_exit_code")),
             "stats_generated": self.status.get("stats_generated"),
-            "users": knobs.get("users"), "spawn_rate": knobs.get("spawn_rate"), "duration_s": knobs.get("duration_s"),
+            "users": users, "spawn_rate": knobs.get("spawn_rate"), "duration_s": knobs.get("duration_s"),
             "think_scale": knobs.get("think_scale"), "lifecycle_mode": knobs.get("lifecycle_mode"),
-            "resume_mode": knobs.get("resume_mode"), "actors_per_user": knobs.get("actors_per_user", 1),
+            "resume_mode": knobs.get("resume_mode"), "actors_per_user": actors_per_user,
             "trial_dir": str(self.path),
-            "metadata": json.dumps(manifest.get("metadata", {}), sort_keys=True),
+            "metadata": json.dumps(manifest.get("metadata", {}) if manifest else self._summary_metadata(),
+                                   sort_keys=True),
         }
 
     def cluster_facts(self) -> dict[str, Any]:
@@ -199,7 +232,7 @@ class TrialDirectory:
         if facts is not None:
             values = {**facts, "run_start": self.manifest.get("run_start"), "run_end": self.manifest.get("run_end")}
         else:
-            measurements = self.jsonl_measurements("trial_summary") or {}
+            measurements = self.jsonl_measurements(TRIAL_SUMMARY) or {}
             values = {key: measurements.get(key) for key in (*FACT_KEYS, "run_start", "run_end")}
         return {
             "machine_type": values.get("machine_type"), "node_count": _whole(values.get("node_count")),
@@ -213,14 +246,14 @@ class TrialDirectory:
         }
 
     def server_telemetry(self) -> dict[str, float | int | None]:
-        """The 45 flat server_summary keys as numbers: server_summary.json, else the stats.jsonl row; null where
-        nothing was measured."""
+        """The 45 flat server_summary keys as numbers: from server_summary.json's blocks, else — for a block the
+        document lacks, or no document — from the stats.jsonl server_summary row; null where nothing was
+        measured."""
         document = self._json(SERVER_SUMMARY_JSON)
-        if document is not None:
-            flat: dict[str, Any] = flatten(document)
-        else:
-            measurements = self.jsonl_measurements("server_summary") or {}
-            flat = {key: measurements.get(key) for key in FLAT_KEYS}
+        document = document if isinstance(document, dict) else {}
+        from_document = flatten(document)
+        row = self.jsonl_measurements(SERVER_SUMMARY) or {}
+        flat = {key: from_document[key] if flat_key_block(key) in document else row.get(key) for key in FLAT_KEYS}
         values = {key: measured(value) for key, value in flat.items()}
         values["checkpoints_in_window"] = _whole(values["checkpoints_in_window"])
         return values

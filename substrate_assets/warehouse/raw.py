@@ -6,7 +6,7 @@
 | ``stats_history`` | stats_history.csv |
 | ``locust_stats`` | stats.csv |
 | ``request_samples`` | requests.parquet |
-| ``cluster_facts`` | trial.json ``cluster_facts``, or the stats.jsonl ``trial_summary`` row |
+| ``cluster_facts`` | trial.json ``cluster_facts``, or the stats.jsonl ``trial_summary`` row; that row's figures |
 | ``server_telemetry`` | server_summary.json, or the stats.jsonl ``server_summary`` row, as the 45 flat keys |
 
 Every load — one raw asset's table for one trial, an import, a rebuild — goes
@@ -31,6 +31,7 @@ from substrate_assets.results.readers import (
     STATS_SCHEMA,
 )
 from substrate_assets.results.server_summary import FLAT_KEYS
+from substrate_assets.results.stats_jsonl import REPORTED_FIGURES
 from substrate_assets.results.trial_directory import (
     REQUESTS_PARQUET,
     STATS_CSV,
@@ -52,6 +53,8 @@ CLUSTER_FACTS_SCHEMA: dict[str, pl.DataType] = {
     "allocatable_ram_gb": pl.Float64(), "worker_pod_count": pl.Int64(), "gke_version": pl.Utf8(),
     "worker_actor_capacity": pl.Utf8(), "worker_memory_limit_gb": pl.Utf8(), "sandbox_class": pl.Utf8(),
     "run_start": pl.Int64(), "run_end": pl.Int64(),
+    # The figures the trial's own trial_summary row reported (kept beside the facts it reported them from).
+    "has_trial_summary": pl.Boolean(), **{f"reported_{key}": pl.Float64() for key in REPORTED_FIGURES},
 }
 SERVER_TELEMETRY_SCHEMA: dict[str, pl.DataType] = {
     key: (pl.Int64() if key == "checkpoints_in_window" else pl.Float64()) for key in FLAT_KEYS
@@ -97,8 +100,9 @@ RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
     RawTable("request_samples", REQUESTS_SCHEMA, TrialDirectory.requests,
              f"Every request with its exact latency ({REQUESTS_PARQUET})."),
     RawTable("cluster_facts", CLUSTER_FACTS_SCHEMA,
-             lambda trial: _one_row(trial.cluster_facts(), CLUSTER_FACTS_SCHEMA),
-             "What the trial ran on, under the reference's fact keys."),
+             lambda trial: _one_row({**trial.cluster_facts(), **trial.reported_figures()}, CLUSTER_FACTS_SCHEMA),
+             "What the trial ran on, under the reference's fact keys, and the density figures its own "
+             "trial_summary row reported (reported_*)."),
     RawTable("server_telemetry", SERVER_TELEMETRY_SCHEMA,
              lambda trial: _one_row(trial.server_telemetry(), SERVER_TELEMETRY_SCHEMA),
              "The 45 flat server_summary keys; null where nothing was measured."),

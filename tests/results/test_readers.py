@@ -90,3 +90,25 @@ def test_stats_generated_needs_a_named_row(tmp_path):
                           ",Aggregated,0,0,0,0,0,0,0,0,0,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A\n")
     assert not stats_generated(only_total)
     assert not stats_generated(tmp_path / "missing.csv")
+
+
+def _history_named(tmp_path: Path, name: str) -> Path:
+    """The reference's window test samples, as total rows named ``name``."""
+    path = tmp_path / f"history_{name or 'empty'}.csv"
+    rows = [(100, 2), (110, 4), (120, 6.3), (130, 7), (140, 3)]
+    path.write_text("Timestamp,User Count,Type,Name,Requests/s\n"
+                    + "".join(f"{ts},{users},,{name},1.0\n" for ts, users in rows))
+    return path
+
+
+def test_an_empty_name_stays_empty(tmp_path):
+    """Some Locust versions write the aggregate row's Name empty; a CSV field is never null."""
+    frame = read_stats_history(_history_named(tmp_path, ""))
+    assert frame["name"].to_list() == [""] * 5 and frame["type"].to_list() == [""] * 5
+
+
+def test_an_empty_name_gives_the_same_steady_window_as_aggregated(tmp_path):
+    from substrate_assets.telemetry.window import window_from_history
+
+    windows = {name: window_from_history(_history_named(tmp_path, name), 100, 150) for name in ("", "Aggregated")}
+    assert windows[""] == windows["Aggregated"] and windows[""].span == (120, 130)  # the reference's window vector

@@ -108,3 +108,54 @@ def test_no_trial_file_is_named_outside_the_contract():
                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
                   and any(name in node.value for name in names)]
     assert found == []
+
+
+RECORDED = ROOT / "tests" / "data" / "upstream_runs_newest" / "runs"
+TAG = "run_tag=4f8a1c0d2b9e7f6a5c3d1e0f9a8b7c6d5e4f3a2b"
+THREE_PER_USER = RECORDED / "glutton_actors_per_user_3/run_date=2026-11-21/run_ts=1795219200" / TAG
+NO_HISTORY = RECORDED / "glutton_no_stats_history/run_date=2026-11-22/run_ts=1795305600" / TAG
+FLAT_SERVER_SUMMARY = RECORDED / "glutton_flat_server_summary/run_date=2026-11-23/run_ts=1795392000" / TAG
+
+
+def test_an_upstream_run_takes_users_and_actors_per_user_from_its_own_log():
+    fields = TrialDirectory(THREE_PER_USER).manifest_fields()
+    assert (fields["users"], fields["actors_per_user"]) == (10, 3)  # -u 10; boomer started --actors-per-user 3
+    assert json.loads(fields["metadata"]) == {"cluster_name": "bench-c3", "nodes": "1"}  # as its row stores them
+    assert (TrialDirectory(NO_HISTORY).manifest_fields()["users"],
+            TrialDirectory(NO_HISTORY).manifest_fields()["actors_per_user"]) == (10, 1)
+
+
+def test_a_run_that_does_not_say_gets_no_default():
+    for run in (NEWEST, OLDEST):  # no logs.txt: nothing records -u or --actors-per-user
+        fields = TrialDirectory(run).manifest_fields()
+        assert (fields["users"], fields["actors_per_user"]) == (None, None)
+    assert json.loads(TrialDirectory(NEWEST).manifest_fields()["metadata"]) == {"runner": "nightly"}
+
+
+def test_the_figures_a_run_reported():
+    newest = TrialDirectory(NEWEST).reported_figures()
+    assert newest["has_trial_summary"] is True
+    assert (newest["reported_actors_per_node"], newest["reported_actors_per_pod_p50"],
+            newest["reported_aggregate_failure_ratio"]) == (10.0, 2.0, 0.0017)
+    oldest = TrialDirectory(OLDEST).reported_figures()  # nested under frontiers, actors per pod as ap_ratio_*
+    assert (oldest["reported_actors_per_vcpu"], oldest["reported_actors_per_pod_p99"]) == (0.42, 1.0)
+    assert TrialDirectory(NO_HISTORY).reported_figures()["reported_actors_per_pod_p50"] is None  # reported null
+
+
+def test_a_native_trial_without_a_trial_summary_reported_nothing(tmp_path):
+    figures = TrialDirectory(native_trial(tmp_path, exit_code=0, generated=True, interrupted=False)).reported_figures()
+    assert figures.pop("has_trial_summary") is False and set(figures.values()) == {None}
+
+
+def test_the_flat_server_summary_row_stands_in_for_missing_blocks(tmp_path):
+    telemetry = TrialDirectory(FLAT_SERVER_SUMMARY).server_telemetry()
+    assert (telemetry["cluster_packing_p50"], telemetry["psi_cpu_stall_p90"], telemetry["pod_psi_cpu_stall_p50"],
+            telemetry["checkpoints_in_window"], telemetry["checkpoint_mb_s"]) == (0.4, 4.0, 1.5, 597, 512.25)
+    assert telemetry["psi_mem_stall_p50"] is None  # null in the row too: not measured
+    assert TrialDirectory(NEWEST).server_telemetry() == telemetry  # the same figures, from the blocks
+    # A document with its blocks stays the source, whatever the row says.
+    copied = tmp_path / "copy" / NEWEST.relative_to(UPSTREAM.parent)
+    shutil.copytree(NEWEST, copied)
+    rows = (copied / "stats.jsonl").read_text().replace('"cluster_packing_p50": "0.4"', '"cluster_packing_p50": "9"')
+    (copied / "stats.jsonl").write_text(rows)
+    assert TrialDirectory(copied).server_telemetry()["cluster_packing_p50"] == 0.4

@@ -37,6 +37,8 @@ base AS (
     FROM trial_manifests AS m
     LEFT JOIN observed AS o USING (trial_id)
     LEFT JOIN cluster_facts AS f USING (trial_id)
+    -- A trial in which no session ever started measured nothing: it has no frontier.
+    WHERE m.sessions_started IS DISTINCT FROM 0
 ),
 per_pod AS (
     SELECT

@@ -3,7 +3,8 @@
 -- not, as its stats.csv does (n, n_failed); the ok_ columns count the successful ones only. Rows
 -- Locust booked after its last stats write (locust_counted false) are left out; rows whose count is
 -- unknown (locust_counted null: distributed runs) are kept. Percentiles are floor-index
--- (sorted[min(floor(n * p), n - 1)]); a trial without wakes has n = 0 and null figures.
+-- (sorted[min(floor(n * p), n - 1)]); a trial without wakes has n = 0 and null figures; a trial in
+-- which no session ever started measured nothing and has no row.
 WITH wakes AS (
     SELECT
         m.trial_id,
@@ -13,6 +14,7 @@ WITH wakes AS (
     FROM trial_manifests AS m
     LEFT JOIN request_samples AS r
         ON r.trial_id = m.trial_id AND r.name = 'WakeFirstTouch' AND r.locust_counted IS NOT FALSE
+    WHERE m.sessions_started IS DISTINCT FROM 0
     GROUP BY m.trial_id
 )
 SELECT

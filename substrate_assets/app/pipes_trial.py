@@ -49,6 +49,7 @@ def main() -> None:
                 "trial_dir": {"raw_value": str(result.trial_dir), "type": "path"},
                 "backend": suite.backend,
                 "completed": result.completed,
+                **({"failure": result.failure} if result.failure else {}),
                 "locust_exit_code": result.locust_exit_code,
                 "requests": summary.requests,
                 "failures": summary.failures,
@@ -63,7 +64,8 @@ def main() -> None:
         )
         pipes.report_asset_check(
             check_name=TRIAL_COMPLETED, passed=result.completed, severity="WARN",
-            metadata={"locust_exit_code": result.locust_exit_code, "failures": summary.failures},
+            metadata={"locust_exit_code": result.locust_exit_code, "failures": summary.failures,
+                      **({"failure": result.failure} if result.failure else {})},
         )
 
 

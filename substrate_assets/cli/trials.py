@@ -30,7 +30,8 @@ def _print_trial(console: Console, result: Any) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column("figure", style="bold")
     table.add_column("value")
-    table.add_row("completed", "yes" if result.completed else f"no (locust exit code {result.locust_exit_code})")
+    why = result.failure or f"locust exit code {result.locust_exit_code}"
+    table.add_row("completed", "yes" if result.completed else f"no ({why})")
     table.add_row("WakeFirstTouch", summary.wake_figures())
     table.add_row("steps completed", str(summary.steps_completed))
     table.add_row("failures", f"{summary.failures} of {summary.requests} requests")

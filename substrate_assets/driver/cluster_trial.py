@@ -149,10 +149,11 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
                              notes)
         collect_locust_outputs(staging, work, notes, *remote)
         telemetry = measure_server_summary(staging, record)
-        completed = write_trial_files(staging, work, record, telemetry)
+        outcome = write_trial_files(staging, work, record, telemetry)
         shutil.rmtree(work)
         location = upload_trial(staging, settings.store, key)
         summary = RequestSummary.of_file(staging / REQUESTS_PARQUET)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return TrialResult(key, location, exit_code, completed, summary, tuple(record.warnings))
+    return TrialResult(key, location, exit_code, outcome.completed, summary, tuple(record.warnings),
+                       outcome.failure)

@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from substrate_assets.driver.session import SESSION_START_FAILED
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.readers import read_stats
@@ -125,6 +126,7 @@ class TrialResult:
     completed: bool
     summary: RequestSummary
     warnings: tuple[str, ...] = ()
+    failure: str | None = None
 
     @property
     def trial_id(self) -> str:
@@ -151,12 +153,37 @@ class TrialRecord:
     warnings: list[str] = field(default_factory=list)
 
 
-def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_summary: dict[str, Any]) -> bool:
-    """server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json; whether the trial
-    completed."""
+@dataclass(frozen=True)
+class TrialOutcome:
+    """How a trial ended: whether it completed, and why it failed when nothing could be measured."""
+
+    completed: bool
+    failure: str | None = None
+
+
+def sessions_started(requests_parquet: Path) -> int | None:
+    """How many sessions got their actor (successful CreateActor); None without a request log."""
+    return RequestSummary.of_file(requests_parquet).sessions if requests_parquet.is_file() else None
+
+
+def no_session_failure(started: int | None, locust_log: str) -> str | None:
+    """Why a trial in which no session ever started measured nothing, quoting the sessions' first refusal."""
+    if started != 0:
+        return None
+    reasons = (line.split(f"{SESSION_START_FAILED}: ", 1)[1] for line in locust_log.splitlines()
+               if f"{SESSION_START_FAILED}: " in line)
+    reason = next(reasons, None)
+    return "no session ever started" + (f": {reason}" if reason else " (no CreateActor succeeded)")
+
+
+def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_summary: dict[str, Any]) -> TrialOutcome:
+    """server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json; how the trial ended."""
     key, suite, started = record.key, record.suite, record.started
     generated = stats_generated(staging / STATS_CSV)
-    completed = run_completed(record.exit_code, generated, record.interrupted)
+    locust_log = (work / LOCUST_LOG).read_text(errors="replace") if (work / LOCUST_LOG).exists() else ""
+    sessions = sessions_started(staging / REQUESTS_PARQUET)
+    failure = no_session_failure(sessions, locust_log)
+    completed = run_completed(record.exit_code, generated, record.interrupted, sessions)
     write_json(staging / SERVER_SUMMARY_JSON, server_summary)
     envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
     rows = [*per_request_rows(staging / STATS_CSV, **envelope), trial_summary_row(
@@ -166,8 +193,8 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     rows.append({**envelope, "metric": "server_summary", "measurements": flatten(server_summary)})
     write_stats_jsonl(staging / STATS_JSONL, rows)
     write_status(staging / STATUS_JSON, record.exit_code, generated)
-    locust_log = (work / LOCUST_LOG).read_text(errors="replace") if (work / LOCUST_LOG).exists() else ""
     write_text(staging / LOGS_TXT, "".join(f"{line}\n" for line in record.notes)
+               + (f"failed: {failure}\n" if failure else "")
                + "".join(f"warning: {line}\n" for line in record.warnings)
                + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
     files = {path.name: file_digest(path) for path in sorted(staging.iterdir()) if path.is_file()}
@@ -183,6 +210,8 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "ended_at": record.ended.isoformat().replace("+00:00", "Z"),
         "completed": completed,
         "interrupted": record.interrupted,
+        "sessions_started": sessions,
+        "failure": failure,
         "warnings": record.warnings,
         "locust_exit_code": record.exit_code,
         "script": {"name": record.script.script.name, "sha256": record.script.sha256, "text": record.script.text,
@@ -199,7 +228,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
         "files": files,
     })
-    return bool(completed)
+    return TrialOutcome(bool(completed), failure)
 
 
 def measure_server_summary(staging: Path, record: TrialRecord, *,

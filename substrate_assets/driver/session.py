@@ -46,6 +46,8 @@ RETRY_PAUSE_S = 2.0
 READY_PINGS = 30
 READY_PING_INTERVAL_S = 2.0
 TEMPLATE_RECHECK_S = 30.0
+# Logged with the reason each time a session cannot start; a trial in which none started quotes the first.
+SESSION_START_FAILED = "cannot start an agent session"
 CRASHED_MESSAGE = "actor entered ACTOR_STATE_CRASHED"
 LIFECYCLE_MODES = ("", "suspend", "pause")
 RESUME_MODES = ("", "explicit", "implicit")
@@ -214,7 +216,7 @@ class AgentSessionVU:
             try:
                 self.session = self.start(loaded)
             except SessionStartError as error:
-                log.error("cannot start an agent session: %s", error)
+                log.error("%s: %s", SESSION_START_FAILED, error)
                 self.sleep(RETRY_PAUSE_S)
                 return
         session = self.session

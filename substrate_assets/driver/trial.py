@@ -105,10 +105,10 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
         # Harvested while the runtime still serves /metrics, as a cluster's exporters outlive a trial: once a
         # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
         telemetry = measure_server_summary(staging, record, runtime_frames=(events, samples))
-    completed = write_trial_files(staging, work, record, telemetry)
+    outcome = write_trial_files(staging, work, record, telemetry)
     trial_dir = _finalize(store, staging, work, key)
     summary = RequestSummary.of_file(trial_dir / REQUESTS_PARQUET)
-    return TrialResult(key, trial_dir, exit_code, completed, summary, tuple(record.warnings))
+    return TrialResult(key, trial_dir, exit_code, outcome.completed, summary, tuple(record.warnings), outcome.failure)
 
 
 def host_start_warnings(events: pl.DataFrame) -> list[str]:

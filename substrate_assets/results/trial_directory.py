@@ -83,12 +83,14 @@ def locust_csv(work: Path, kind: str) -> Path:
 
 
 def run_completed(locust_exit_code: int | None, stats_generated: bool | None,
-                  interrupted: bool = False) -> bool | None:
+                  interrupted: bool = False, sessions_started: int | None = None) -> bool | None:
     """A trial *completed* when Locust ran its whole duration, exited 0 (it exits 1 when any request failed) and
-    wrote stats, and nobody stopped it early. Null when Locust's exit is not known."""
+    wrote stats, nobody stopped it early, and a session started (``sessions_started`` 0: every session was
+    refused, nothing was measured; null: not known, as for upstream runs). Null when Locust's exit is not
+    known."""
     if locust_exit_code is None:
         return None
-    return locust_exit_code == 0 and bool(stats_generated) and not interrupted
+    return locust_exit_code == 0 and bool(stats_generated) and not interrupted and sessions_started != 0
 
 
 def _whole(value: Any) -> int | None:
@@ -196,7 +198,8 @@ class TrialDirectory:
     @property
     def completed(self) -> bool | None:
         exit_code = self.status.get("locust_exit_code", self.manifest.get("locust_exit_code"))
-        return run_completed(exit_code, self.status.get("stats_generated"), bool(self.manifest.get("interrupted")))
+        return run_completed(exit_code, self.status.get("stats_generated"), bool(self.manifest.get("interrupted")),
+                             self.manifest.get("sessions_started"))
 
     def manifest_fields(self) -> dict[str, Any]:
         """What ran and how it ended: identity, knobs, times, outcome. Upstream runs take suite, tag and start from
@@ -218,6 +221,7 @@ class TrialDirectory:
             "completed": self.completed,
             "locust_exit_code": self.status.get("locust_exit_code", manifest.get("locust_exit_code")),
             "stats_generated": self.status.get("stats_generated"),
+            "sessions_started": manifest.get("sessions_started"), "failure": manifest.get("failure"),
             "users": users, "spawn_rate": knobs.get("spawn_rate"), "duration_s": knobs.get("duration_s"),
             "think_scale": knobs.get("think_scale"), "lifecycle_mode": knobs.get("lifecycle_mode"),
             "resume_mode": knobs.get("resume_mode"), "actors_per_user": actors_per_user,

@@ -44,6 +44,7 @@ MANIFEST_SCHEMA: dict[str, pl.DataType] = {
     "suite": pl.Utf8(), "script": pl.Utf8(), "script_sha256": pl.Utf8(), "backend": pl.Utf8(), "tag": pl.Utf8(),
     "run_ts": pl.Int64(), "started_at": pl.Datetime("us", "UTC"), "ended_at": pl.Datetime("us", "UTC"),
     "completed": pl.Boolean(), "locust_exit_code": pl.Int64(), "stats_generated": pl.Boolean(),
+    "sessions_started": pl.Int64(), "failure": pl.Utf8(),
     "users": pl.Int64(), "spawn_rate": pl.Float64(), "duration_s": pl.Int64(), "think_scale": pl.Float64(),
     "lifecycle_mode": pl.Utf8(), "resume_mode": pl.Utf8(), "actors_per_user": pl.Int64(), "trial_dir": pl.Utf8(),
     "metadata": pl.Utf8(),

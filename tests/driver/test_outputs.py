@@ -6,9 +6,17 @@ from pathlib import Path
 
 import polars as pl
 
-from substrate_assets.driver.outputs import TrialRecord, measure_server_summary, write_trial_files
+from substrate_assets.driver.outputs import (
+    TrialOutcome,
+    TrialRecord,
+    measure_server_summary,
+    no_session_failure,
+    write_trial_files,
+)
 from substrate_assets.driver.trial import host_start_warnings
 from substrate_assets.results.layout import TrialKey
+from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts
+from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.runtime.events import EventLog, RuntimeEvent
 from substrate_assets.suites import get_suite
 from substrate_assets.workload import ScriptLibrary
@@ -47,3 +55,35 @@ def test_failed_warm_host_starts_become_a_trial_warning():
     [warning] = host_start_warnings(events.frame())
     assert "2 host(s)" in warning and "HostFailure: not ready in 5 s" in warning
     assert host_start_warnings(pl.DataFrame(schema=events.frame().schema)) == []
+
+
+def test_a_trial_in_which_no_session_started_failed_and_says_why(tmp_path):
+    started, ended = datetime(2026, 11, 30, 10, tzinfo=UTC), datetime(2026, 11, 30, 10, 1, tzinfo=UTC)
+    trial = record(started, ended)
+    work = tmp_path / ".work"
+    work.mkdir()
+    # Locust ran to its end and exited 0; it wrote stats (a refused CreateActor) but no session got its actor.
+    (tmp_path / "stats.csv").write_text(
+        "Type,Name,Request Count,Failure Count\ngrpc,CreateActor,2,2\n,Aggregated,2,2\n")
+    writer = RequestLogWriter(tmp_path / "parts")
+    for second in (1.0, 2.0):
+        writer.append(RequestRecord(second, "grpc", "CreateActor", 3.0, 3, 0, False, error="RpcError: no capacity"))
+    writer.flush()
+    merge_parts(tmp_path / "parts", tmp_path / "requests.parquet")
+    (work / "locust.log").write_text("[2026-11-30 10:00:01,000] h/ERROR/session: cannot start an agent session: "
+                                     "CreateActor agent-1: no capacity\n")
+    summary = measure_server_summary(tmp_path, trial)
+    outcome = write_trial_files(tmp_path, work, trial, summary)
+    assert outcome == TrialOutcome(False, "no session ever started: CreateActor agent-1: no capacity")
+    manifest = json.loads((tmp_path / "trial.json").read_text())
+    assert (manifest["completed"], manifest["sessions_started"], manifest["failure"]) == \
+        (False, 0, outcome.failure)
+    assert f"failed: {outcome.failure}\n" in (tmp_path / "logs.txt").read_text()
+    directory = TrialDirectory(tmp_path)
+    assert directory.completed is False
+    assert directory.manifest_fields()["failure"] == outcome.failure
+
+
+def test_no_session_failure_only_when_none_started():
+    assert no_session_failure(None, "") is None and no_session_failure(3, "") is None
+    assert no_session_failure(0, "") == "no session ever started (no CreateActor succeeded)"

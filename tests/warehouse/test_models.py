@@ -249,3 +249,17 @@ def test_a_warehouse_from_before_a_column_gains_it_as_null(tmp_path):
         ensure_schema(connection)
         assert fetch(connection, "SELECT latency_ms, locust_counted, phase FROM request_samples") == \
             [{"latency_ms": 5.0, "locust_counted": None, "phase": None}]
+
+
+def test_a_trial_in_which_no_session_started_is_kept_out_of_the_figures(warehouse):
+    why = "no session ever started: CreateActor agent-1: no capacity"
+    insert(warehouse, "trial_manifests", [manifest("empty", completed=False, sessions_started=0, failure=why),
+                                          manifest("ran", sessions_started=4)])
+    insert(warehouse, "stats_history", history("empty", [10, 10]) + history("ran", [10, 10]))
+    insert(warehouse, "cluster_facts", [facts("empty"), facts("ran")])
+    build(warehouse)
+    trials = {row["trial_id"]: row for row in fetch(warehouse, "SELECT * FROM trials")}
+    assert (trials["empty"]["status"], trials["empty"]["failure"]) == ("failed", why)
+    assert trials["ran"]["status"] == "completed" and trials["ran"]["failure"] is None
+    assert [row["trial_id"] for row in fetch(warehouse, "SELECT trial_id FROM density_frontiers")] == ["ran"]
+    assert [row["trial_id"] for row in fetch(warehouse, "SELECT trial_id FROM wake_latency_distribution")] == ["ran"]

@@ -72,11 +72,16 @@ class Usage:
 
 @dataclass
 class Glutton:
-    """One actor's glutton. ``on_over_limit(used, limit)`` is called instead of exceeding ``memory_limit``."""
+    """One actor's glutton. ``on_over_limit(used, limit)`` is called instead of exceeding ``memory_limit``.
+
+    ``clock`` is the monotonic clock BurnCPU's deadline is read from, replaceable so that a burn can be driven
+    without spending real time; every burn thread reads it, so it must be safe to call from several at once.
+    """
 
     data_dir: Path
     memory_limit: int | None = None
     on_over_limit: Callable[[int, int], None] | None = None
+    clock: Callable[[], float] = time.monotonic
     arrays: dict[str, RamArray] = field(default_factory=dict)
     file_sizes: dict[str, int] = field(default_factory=dict)
     pings: int = 0
@@ -248,14 +253,15 @@ class Glutton:
         if request.duration_ms < 0:
             raise invalid(f"duration_ms must not be negative, got {request.duration_ms}")
         workers = min(max(request.parallelism, 1), 4 * (os.cpu_count() or 1))
-        deadline = time.monotonic() + request.duration_ms / 1000
+        clock = self.clock
+        deadline = clock() + request.duration_ms / 1000
         counts = [0] * workers
         block = self._stream().chunk(HASH_BLOCK)
 
         def spin(index: int) -> None:
             # sha256 of a 64 KiB block releases the GIL, so the workers burn in parallel.
             n = 0
-            while time.monotonic() < deadline:
+            while clock() < deadline:
                 hashlib.sha256(block).digest()
                 n += 1
             counts[index] = n

@@ -1,18 +1,19 @@
 """The agent-session state machine against a real embedded runtime, row by row."""
 
+import contextlib
 import os
 import signal
-import threading
-import time
+from collections.abc import Iterator
 
 import grpc
 import pytest
 
-from substrate_assets.driver.clients import ControlClient, RouterClient
+from substrate_assets.driver.clients import ControlClient
 from substrate_assets.driver.session import CRASHED_MESSAGE, SessionKnobs, TemplateCheck
-from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig, TemplateConfig
 from tests.driver.conftest import Rows, make_vu, write_script
+from tests.support.faults import FailingRouter
+from tests.support.waiting import wait_until
 
 SIMPLE = """\
 name: test-session
@@ -36,8 +37,6 @@ steps:
       - burn_cpu: {millis: 20, parallel: 2}
       - ping: {}
 """
-SLOW = SIMPLE.replace("      - fill_ram: {key: ctx, size: 1Mi}\n", "      - burn_cpu: {millis: 600}\n"
-                      "      - fill_ram: {key: ctx, size: 1Mi}\n")
 
 
 def wakes_followed_wake_ups(rows: Rows, runtime: EmbeddedRuntime, actor: str, kinds=("restore",)) -> None:
@@ -151,8 +150,10 @@ def test_503_keeps_the_session():
 
 
 def test_three_persistent_failures_in_a_row_replace_the_session(tmp_path, runtime, rows):
-    # A client timeout shorter than the step's first op: a transport failure, which may persist.
-    vu = make_vu(runtime, write_script(tmp_path, SLOW), rows, router_timeout_s=0.25)
+    vu = make_vu(runtime, write_script(tmp_path, SIMPLE), rows)
+    # Step 1's first op (fill_ram) times out on every attempt: a transport failure, which may persist. Every
+    # other call, the wake probe's ping included, reaches the actor.
+    vu.router = FailingRouter(vu.router, ["/writeram"])
     vu.iterate()  # start, then step 1 fails
     first = vu.session.actor
     assert vu.session.consecutive_failures == 1 and not vu.session.broken
@@ -161,7 +162,8 @@ def test_three_persistent_failures_in_a_row_replace_the_session(tmp_path, runtim
     vu.iterate()
     assert vu.session is None
     step_rows = [row for row in rows.rows if row.name == "Step_01_fill"]
-    assert len(step_rows) == 3 and not any(row.ok for row in step_rows)
+    assert len(step_rows) == 3 and all(isinstance(row.error, TimeoutError) for row in step_rows)
+    assert vu.router.failed == ["/writeram"] * 3
     assert all(row.ok for row in rows.rows if row.name == "WakeFirstTouch")  # wakes alone never reset the count
     assert rows.names()[-1] == "DeleteActor"
 
@@ -175,25 +177,45 @@ def test_a_whole_step_resets_the_count(tmp_path, runtime, rows):
     vu.stop()
 
 
+@contextlib.contextmanager
+def request_in_flight(runtime: EmbeddedRuntime, actor: str) -> Iterator[None]:
+    """Another client's request that the router is forwarding to ``actor``, in flight until the block ends.
+
+    A suspend waits for in-flight requests for at most the runtime's drain timeout, so while this is held a
+    suspend of ``actor`` is refused however fast or slow the machine is.
+    """
+    async def begin():
+        record = runtime.lifecycle.actor("benchmark", actor)
+        record.begin_request()
+        return record
+
+    record = runtime.call(begin())
+
+    async def end() -> None:
+        record.end_request()
+
+    try:
+        yield
+    finally:
+        runtime.call(end())
+
+
 def test_hibernate_pending_redrives_only_the_hibernate():
     with EmbeddedRuntime(RuntimeConfig(workers=2, actors_per_worker=2, warm_hosts=1, drain_timeout_s=0.3)) as rt:
         rows = Rows()
         vu = make_vu(rt, write_script(_tmp(), SIMPLE), rows)
         vu.iterate()
         actor = vu.session.actor
-        other = RouterClient(rt.router_url)
-        busy = threading.Thread(target=other.post, args=(f"benchmark/{actor}", "/burncpu",
-                                                         g.BurnCPURequest(duration_ms=1500).SerializeToString()))
-        busy.start()
-        time.sleep(0.4)
-        rows.clear()
-        vu.iterate()  # the step succeeds; parking it times out on the in-flight burn
-        assert rows.names() == ["WakeFirstTouch", "Step_02_read", "SuspendActor"]
-        assert rows.rows[1].ok and not rows.rows[2].ok
-        assert rows.rows[2].error.code() == grpc.StatusCode.ABORTED
-        # A later hibernate failure does not undo the step's success: the session advanced (and lapped).
-        assert vu.session.hibernate_pending and (vu.session.step_index, vu.session.lap) == (0, 1)
-        busy.join()
+        ControlClient(rt.control_address).resume("benchmark", actor)  # awake, as another client's request finds it
+        with request_in_flight(rt, actor):
+            rows.clear()
+            vu.iterate()  # the step succeeds; parking it times out on the other request
+            assert rows.names() == ["WakeFirstTouch", "Step_02_read", "SuspendActor"]
+            assert rows.rows[1].ok and not rows.rows[2].ok
+            assert rows.rows[2].error.code() == grpc.StatusCode.ABORTED
+            assert "requests in flight" in rows.rows[2].error.details()
+            # A later hibernate failure does not undo the step's success: the session advanced (and lapped).
+            assert vu.session.hibernate_pending and (vu.session.step_index, vu.session.lap) == (0, 1)
         rows.clear()
         vu.iterate()
         assert rows.names() == ["SuspendActor"] and rows.rows[0].ok  # no wake probe on an awake actor
@@ -212,9 +234,7 @@ def test_a_crashed_actor_books_crash_count_in_explicit_mode(tmp_path, runtime, r
         return runtime.lifecycle.actor("benchmark", actor).host.pid
 
     os.kill(runtime.call(host_pid()), signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while control.get_actor("benchmark", actor).status.state != 7 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: control.get_actor("benchmark", actor).status.state == 7, f"{actor} to be CRASHED")
     rows.clear()
     vu.iterate()
     assert rows.names() == ["ResumeActor", "CrashCount", "DeleteActor"]

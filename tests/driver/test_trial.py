@@ -1,12 +1,11 @@
 """Whole trials: Locust headless against the embedded runtime, and the trial directory it leaves."""
 
+import contextlib
 import json
-import os
 import re
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import polars as pl
@@ -29,6 +28,7 @@ from substrate_assets.results.readers import (
 )
 from substrate_assets.suites import get_suite
 from substrate_assets.workload import ScriptLibrary
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).parent / "substrate-bench")
@@ -165,24 +165,59 @@ def test_runtime_samples_show_the_pool(cli_trial):
     assert samples["running_actors"].max() >= 1
 
 
+def _locust_process() -> psutil.Process | None:
+    """This test's Locust child (``python -m locust ...``), if it is running."""
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            if process.cmdline()[1:3] == ["-m", "locust"] and process.status() != psutil.STATUS_ZOMBIE:
+                return process
+    return None
+
+
+def _still_running(processes: list[psutil.Process]) -> list[psutil.Process]:
+    running = []
+    for process in processes:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if process.status() != psutil.STATUS_ZOMBIE:
+                running.append(process)
+    return running
+
+
 def test_kill_9_of_locust_leaves_a_readable_partial_trial(tmp_path):
-    suite = get_suite("quick-smoke").with_overrides(users=2, duration="60s")
-    result = {}
-    runner = threading.Thread(target=lambda: result.setdefault(
-        "trial", run_local_trial(suite, RunStore(tmp_path), ScriptLibrary(ROOT / "scripts"))))
+    # A run time no test reaches: Locust is killed mid-run however slowly it starts, never after it ended.
+    suite = get_suite("quick-smoke").with_overrides(users=2, duration="1h")
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            result["trial"] = run_local_trial(suite, RunStore(tmp_path), ScriptLibrary(ROOT / "scripts"))
+        except BaseException as error:  # handed to the test's thread
+            result["error"] = error
+
+    runner = threading.Thread(target=run, daemon=True)
     runner.start()
-    locust = None
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        children = psutil.Process().children(recursive=True)
-        locust = next((p for p in children if "locust" in " ".join(p.cmdline())), None)
-        parts = list((tmp_path / ".staging").glob("*/.work/requests/part-*.parquet"))
-        if locust is not None and len(parts) >= 2:
-            break
-        time.sleep(0.2)
-    assert locust is not None
-    os.kill(locust.pid, 9)
-    runner.join(timeout=120)
+    try:
+        def measured_mid_run() -> psutil.Process | None:
+            if "error" in result:  # the trial failed before Locust was killed: nothing to wait for
+                raise result["error"]
+            locust = _locust_process()
+            parts = list((tmp_path / ".staging").glob("*/.work/requests/part-*.parquet"))
+            return locust if locust is not None and len(parts) >= 2 else None
+
+        locust = wait_until(measured_mid_run, "Locust running with two request-log parts written",
+                            timeout_s=150, interval_s=0.2)
+        locust.kill()  # SIGKILL, to this very process: psutil refuses a pid that was reused
+        runner.join(timeout=120)
+        assert not runner.is_alive(), "the trial did not finish within 120 s of Locust's death"
+    finally:
+        if runner.is_alive():  # a failure above: stop the 1 h Locust rather than leave it running
+            leftover = _locust_process()
+            if leftover is not None:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    leftover.kill()
+            runner.join(timeout=120)
+    if "error" in result:
+        raise result["error"]
     trial = result["trial"]
     assert trial.locust_exit_code == -9 and not trial.completed
     assert read_json(trial.trial_dir / "status.json")["locust_exit_code"] == -9
@@ -191,4 +226,4 @@ def test_kill_9_of_locust_leaves_a_readable_partial_trial(tmp_path):
     requests = read_requests(trial.trial_dir / trial_directory.REQUESTS_PARQUET)
     assert requests.height > 0 and requests.filter(pl.col("name") == "WakeFirstTouch").height > 0
     assert not list(tmp_path.glob(".staging/*"))
-    assert not [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]
+    assert not _still_running(psutil.Process().children(recursive=True))

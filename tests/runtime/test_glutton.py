@@ -1,7 +1,7 @@
 """Glutton semantics, route by route, on the service object itself."""
 
 import hashlib
-import resource
+import threading
 import time
 
 import pytest
@@ -155,20 +155,44 @@ def test_ingest_truncates_or_appends_and_hashes_the_payload(glutton):
     assert (glutton.data_dir / "i").read_bytes() == b"z"
 
 
-def test_burn_cpu_runs_to_a_wall_clock_deadline_in_parallel(glutton):
-    cpu_before = resource.getrusage(resource.RUSAGE_SELF)
-    started = time.monotonic()
-    reply = glutton.burn_cpu(pb.BurnCPURequest(duration_ms=600, parallelism=2))
-    wall = time.monotonic() - started
-    cpu_after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
-    assert 0.6 <= wall < 1.5
-    assert reply.iterations > 0
-    # Two hashing threads release the GIL: together they use clearly more than one core-second per second.
-    assert cpu > 1.3 * wall
+class TickingClock:
+    """A monotonic clock that moves on by ``tick`` seconds at every reading, and notes which threads read it."""
+
+    def __init__(self, tick: float) -> None:
+        self.tick = tick
+        self.readings = 0
+        self.readers: set[int] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self) -> float:
+        with self._lock:
+            self.readers.add(threading.get_ident())
+            now = self.readings * self.tick
+            self.readings += 1
+            return now
+
+
+def test_burn_cpu_spins_every_worker_until_the_deadline(tmp_path):
+    # Readings 0, 0.125, 0.25, ...: the deadline is 1.0, so exactly 7 readings fall before it, and each is one
+    # hash by whichever worker read it. Every worker then stops at its first reading at or past the deadline.
+    clock = TickingClock(0.125)
+    glutton = Glutton(tmp_path / "data", clock=clock)
+    reply = glutton.burn_cpu(pb.BurnCPURequest(duration_ms=1000, parallelism=2))
+    assert reply.iterations == 7
+    assert len(clock.readers) == 2  # the calling thread and one more worker, each spinning
+    assert clock.readings == 1 + 7 + 2  # the deadline, the iterations, one last look per worker
+    # A deadline that has already passed burns nothing: no iteration starts after it. Parallelism 0 means one.
+    clock = TickingClock(0.125)
+    assert Glutton(tmp_path / "data", clock=clock).burn_cpu(pb.BurnCPURequest(duration_ms=0)).iterations == 0
+    assert clock.readings == 2 and len(clock.readers) == 1
     assert status_of(lambda: glutton.burn_cpu(pb.BurnCPURequest(duration_ms=-1))) == 400
-    # A deadline that has already passed burns nothing: no iteration starts after it.
-    assert glutton.burn_cpu(pb.BurnCPURequest(duration_ms=0, parallelism=0)).iterations == 0
+
+
+def test_burn_cpu_never_returns_before_its_deadline(glutton):
+    # On the real clock only the lower bound is certain; how much CPU the workers get is bench/glutton_burn.py's.
+    started = time.monotonic()
+    glutton.burn_cpu(pb.BurnCPURequest(duration_ms=50, parallelism=2))
+    assert time.monotonic() - started >= 0.05
 
 
 def test_memory_limit_refuses_growth_and_reports(tmp_path):

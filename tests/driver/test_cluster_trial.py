@@ -14,7 +14,7 @@ from substrate_assets.driver.outputs import LOCUSTFILE
 from substrate_assets.facts.kubernetes import Discovery
 from substrate_assets.results.importer import fetch_trial
 from substrate_assets.results.layout import RunStore, TrialKey
-from substrate_assets.results.readers import read_json, read_requests
+from substrate_assets.results.readers import read_json, read_requests, read_stats
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.suites import Suite
 
@@ -62,7 +62,15 @@ def test_a_cluster_trial_lands_in_the_object_store(tmp_path, workers):
     if workers:  # every worker's last part, sent after the master quit, made it into the trial
         assert f"request log: {workers} of {workers} Locust workers sent all their parts" in logs
     requests = read_requests(local.trial_dir / "requests.parquet")
-    assert requests.filter(pl.col("name") == "WakeFirstTouch").height == result.summary.wake_n
+    # The summary counts the wakes Locust counted: all of them with workers (unknown which, so all kept), the
+    # first stats.csv Request Count of them without (a wake that ended after Locust's last write is not).
+    wakes = requests.filter(pl.col("name") == "WakeFirstTouch")
+    assert wakes["locust_counted"].is_null().all() == bool(workers)
+    stats = read_stats(local.trial_dir / "stats.csv").filter(pl.col("name") == "WakeFirstTouch")
+    counted = wakes.filter(pl.col("locust_counted").ne_missing(False)).height
+    assert counted == result.summary.wake_n
+    if not workers:
+        assert counted == stats["request_count"].item()
     assert sorted(requests.filter(pl.col("name") == "CreateActor")["session_id"].to_list()) == \
         sorted(requests.filter(pl.col("name") == "DeleteActor")["session_id"].to_list())
     summary = read_json(local.trial_dir / "server_summary.json")

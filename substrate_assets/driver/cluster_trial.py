@@ -54,8 +54,7 @@ from substrate_assets.facts.kubernetes import Discovery
 from substrate_assets.results.importer import already_stored, fetch_trial, upload_trial
 from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
 from substrate_assets.results.request_log import take_uploaded_parts
-from substrate_assets.results.summary import RequestSummary
-from substrate_assets.results.trial_directory import REQUESTS_PARQUET, WORK
+from substrate_assets.results.trial_directory import WORK
 from substrate_assets.suites import Suite
 from substrate_assets.workload import load_script_file
 
@@ -152,8 +151,8 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
         outcome = write_trial_files(staging, work, record, telemetry)
         shutil.rmtree(work)
         location = upload_trial(staging, settings.store, key)
-        summary = RequestSummary.of_file(staging / REQUESTS_PARQUET)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return TrialResult(key, location, exit_code, outcome.completed, summary, tuple(record.warnings),
+    assert outcome.requests is not None, "collect_locust_outputs always writes the request log"
+    return TrialResult(key, location, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),
                        outcome.failure)

@@ -159,11 +159,12 @@ class TrialOutcome:
 
     completed: bool
     failure: str | None = None
+    requests: RequestSummary | None = None  # the request log's figures; None without a log
 
 
-def sessions_started(requests_parquet: Path) -> int | None:
-    """How many sessions got their actor (successful CreateActor); None without a request log."""
-    return RequestSummary.of_file(requests_parquet).sessions if requests_parquet.is_file() else None
+def request_summary(requests_parquet: Path) -> RequestSummary | None:
+    """The request log's figures (its sessions: successful CreateActor); None without a request log."""
+    return RequestSummary.of_file(requests_parquet) if requests_parquet.is_file() else None
 
 
 def no_session_failure(started: int | None, locust_log: str) -> str | None:
@@ -181,7 +182,8 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     key, suite, started = record.key, record.suite, record.started
     generated = stats_generated(staging / STATS_CSV)
     locust_log = (work / LOCUST_LOG).read_text(errors="replace") if (work / LOCUST_LOG).exists() else ""
-    sessions = sessions_started(staging / REQUESTS_PARQUET)
+    requests = request_summary(staging / REQUESTS_PARQUET)
+    sessions = None if requests is None else requests.sessions
     failure = no_session_failure(sessions, locust_log)
     completed = run_completed(record.exit_code, generated, record.interrupted, sessions)
     write_json(staging / SERVER_SUMMARY_JSON, server_summary)
@@ -228,7 +230,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
         "files": files,
     })
-    return TrialOutcome(bool(completed), failure)
+    return TrialOutcome(bool(completed), failure, requests)
 
 
 def measure_server_summary(staging: Path, record: TrialRecord, *,

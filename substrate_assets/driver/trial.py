@@ -34,9 +34,7 @@ from substrate_assets.driver.samples import Sampler
 from substrate_assets.facts.local import local_cluster_facts
 from substrate_assets.results.atomic import write_parquet
 from substrate_assets.results.layout import RunStore, TrialKey
-from substrate_assets.results.summary import RequestSummary
 from substrate_assets.results.trial_directory import (
-    REQUESTS_PARQUET,
     RUNTIME_EVENTS_PARQUET,
     RUNTIME_SAMPLES_PARQUET,
     WORK,
@@ -107,8 +105,9 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
         telemetry = measure_server_summary(staging, record, runtime_frames=(events, samples))
     outcome = write_trial_files(staging, work, record, telemetry)
     trial_dir = _finalize(store, staging, work, key)
-    summary = RequestSummary.of_file(trial_dir / REQUESTS_PARQUET)
-    return TrialResult(key, trial_dir, exit_code, outcome.completed, summary, tuple(record.warnings), outcome.failure)
+    assert outcome.requests is not None, "collect_locust_outputs always writes the request log"
+    return TrialResult(key, trial_dir, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),
+                       outcome.failure)
 
 
 def host_start_warnings(events: pl.DataFrame) -> list[str]:

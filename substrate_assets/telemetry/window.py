@@ -48,10 +48,6 @@ def locate_steady_window(samples: Iterable[tuple[int, float]], start_ts: int, en
     return SteadyWindow(start_ts, end_ts, f"the first steady sample ({first}) lies outside the run")
 
 
-def steady_window(samples: Iterable[tuple[int, float]], start_ts: int, end_ts: int) -> tuple[int, int]:
-    return locate_steady_window(samples, start_ts, end_ts).span
-
-
 def window_from_history(path: Path | None, start_ts: int, end_ts: int) -> SteadyWindow:
     """The steady window from a trial's Locust user-count history; a missing or unreadable file gives the whole run."""
     if path is None or not path.is_file():

@@ -8,17 +8,17 @@ from substrate_assets.results.runtime_samples import SAMPLES_SCHEMA
 from substrate_assets.results.server_summary import FLAT_KEYS, flatten
 from substrate_assets.runtime.events import EVENT_SCHEMA
 from substrate_assets.telemetry.local import local_server_summary, snapshots
-from substrate_assets.telemetry.window import history_samples, locate_steady_window, steady_window
+from substrate_assets.telemetry.window import history_samples, locate_steady_window
 
 MiB = 1 << 20
 
 
 def test_steady_window_reference_vectors():
     samples = [(100, 2), (110, 4), (120, 6.3), (130, 7), (140, 3)]
-    assert steady_window(samples, 100, 150) == (120, 130)
-    assert steady_window([(120, 0)], 100, 150) == (100, 150)
-    assert steady_window([], 100, 150) == (100, 150)
-    assert steady_window([(90, 5)], 100, 150) == (100, 150)  # first steady sample outside the run
+    assert locate_steady_window(samples, 100, 150).span == (120, 130)
+    assert locate_steady_window([(120, 0)], 100, 150).span == (100, 150)
+    assert locate_steady_window([], 100, 150).span == (100, 150)
+    assert locate_steady_window([(90, 5)], 100, 150).span == (100, 150)  # first steady sample outside the run
 
 
 def test_a_window_that_falls_back_to_the_whole_run_says_why():

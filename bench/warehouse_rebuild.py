@@ -66,7 +66,9 @@ def write_trial(store: RunStore, index: int, samples: int, rng: random.Random) -
     frame = pl.DataFrame({"ts": [key.run_ts + i * 0.006 for i in range(samples)], "request_type": "http",
                           "name": names, "latency_ms": latency, "response_time_ms": [int(v) for v in latency],
                           "response_length": 0, "success": True, "error": None, "session_id": "agent-x",
-                          "step": "s", "step_index": 0, "lap": 0}, schema=REQUESTS_SCHEMA)
+                          "step": "s", "step_index": 0, "lap": 0, "phase": "steady",
+                          "locust_seq": [i // len(NAMES) + 1 for i in range(samples)], "locust_counted": True},
+                         schema=REQUESTS_SCHEMA)
     frame.write_parquet(directory / "requests.parquet")
     summary = {"cluster_packing": {"summary": {"p50": 0.5, "p90": 0.75, "p95": 0.75, "p99": 1.0}},
                "snapshots": {"size_p50_mb": 16.0, "checkpoints_in_window": 40, "restore_p50_s": 0.02}}

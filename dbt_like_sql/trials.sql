@@ -1,28 +1,38 @@
 -- One row per trial: what ran (suite, script and its sha256, backend, tag), when, and how it ended
--- (completed: Locust exited 0 and produced stats; failed: no session ever started, so nothing was
--- measured, and failure says why; incomplete: otherwise not completed; unknown: no status).
+-- (completed: it ran to its end — Locust exited by itself, 0 or 1, the 1 saying only that some requests failed —
+-- and produced stats; failed: no session ever started, so nothing was measured, and failure says why; incomplete:
+-- otherwise not completed (stopped early, Locust killed or crashed); unknown: no status). failed_requests counts
+-- what failed, apart from how the trial ended: the failures of Locust's Aggregated stats.csv row (null without
+-- one), so a completed trial can have failed requests.
+WITH aggregated AS (
+    SELECT trial_id, failure_count AS failed_requests
+    FROM locust_stats
+    WHERE name = 'Aggregated'
+)
 SELECT
-    trial_id,
-    suite,
-    script,
-    script_sha256,
-    backend,
-    tag,
-    started_at,
-    ended_at,
+    m.trial_id,
+    m.suite,
+    m.script,
+    m.script_sha256,
+    m.backend,
+    m.tag,
+    m.started_at,
+    m.ended_at,
     CASE
-        WHEN completed THEN 'completed'
-        WHEN sessions_started = 0 THEN 'failed'
-        WHEN completed IS NULL THEN 'unknown'
+        WHEN m.completed THEN 'completed'
+        WHEN m.sessions_started = 0 THEN 'failed'
+        WHEN m.completed IS NULL THEN 'unknown'
         ELSE 'incomplete'
     END AS status,
-    failure,
-    sessions_started,
-    locust_exit_code,
-    stats_generated,
-    users,
-    duration_s,
-    think_scale,
-    lifecycle_mode,
-    resume_mode
-FROM trial_manifests
+    m.failure,
+    a.failed_requests,
+    m.sessions_started,
+    m.locust_exit_code,
+    m.stats_generated,
+    m.users,
+    m.duration_s,
+    m.think_scale,
+    m.lifecycle_mode,
+    m.resume_mode
+FROM trial_manifests AS m
+LEFT JOIN aggregated AS a USING (trial_id)

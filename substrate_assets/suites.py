@@ -8,28 +8,40 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from substrate_assets.project import project_root
 from substrate_assets.results.server_summary import DEFAULT_ATELET_LAG_S
+from substrate_assets.workload.decode import alias_expansion_problem
+from substrate_assets.workload.library import read_document
+from substrate_assets.workload.model import RFC1123_LABEL, script_name_problem
 from substrate_assets.workload.quantity import QuantityError, format_binary_si, parse_byte_count
 
 SLUG = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?")
+# The error type of a kubernetes suite without its kubernetes: section, which a command line can supply.
+KUBERNETES_SECTION_MISSING = "kubernetes_section_missing"
 
 
 class SuiteError(ValueError):
-    """suites.yaml (or one suite in it) cannot be used; the message names the file and line."""
+    """suites.yaml (or one suite in it) cannot be used; the message names the file and line.
+
+    ``kinds`` holds the pydantic error types behind it, so a caller can tell which problem it could help with."""
+
+    def __init__(self, message: str, kinds: frozenset[str] = frozenset()) -> None:
+        super().__init__(message)
+        self.kinds = kinds
 
 
 def parse_run_time(text: str | int) -> int:
     """Locust's ``-t`` form (``90``, ``60s``, ``2m``, ``1h30m``) in whole seconds."""
     match = _DURATION.fullmatch(str(text).strip())
     if not str(text).strip() or match is None or not any(match.groups()):
-        raise ValueError(f"duration {text!r} must look like 60s, 2m or 1h30m")
+        raise ValueError(f"{text!r} is not a run time: it must look like 60s, 2m or 1h30m")
     hours, minutes, seconds = (int(part or 0) for part in match.groups())
     total = hours * 3600 + minutes * 60 + seconds
     if total <= 0:
-        raise ValueError(f"duration {text!r} must be positive")
+        raise ValueError(f"run time {text!r} must be positive")
     return total
 
 
@@ -68,7 +80,7 @@ class KubernetesSettings(BaseModel):
     @field_validator("namespace", "service_account")
     @classmethod
     def _label(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?", value):
+        if not RFC1123_LABEL.fullmatch(value):
             raise ValueError(f"{value!r} must be an RFC 1123 label")
         return value
 
@@ -106,6 +118,15 @@ class Suite(BaseModel):
             raise ValueError(f"{value!r} must be a slug ([a-z0-9_-], starting with a letter or digit)")
         return value
 
+    @field_validator("script")
+    @classmethod
+    def _script(cls, value: str) -> str:
+        # The name becomes scripts/<name>.yaml: checked here, where suites.yaml's line is known, not at the open.
+        problem = script_name_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
     @field_validator("duration")
     @classmethod
     def _duration(cls, value: str) -> str:
@@ -124,7 +145,8 @@ class Suite(BaseModel):
     @model_validator(mode="after")
     def _backend_settings(self) -> Suite:
         if self.backend == "kubernetes" and self.kubernetes is None:
-            raise ValueError("backend kubernetes needs a kubernetes: section (image, store, …)")
+            raise PydanticCustomError(KUBERNETES_SECTION_MISSING,
+                                      "backend kubernetes needs a kubernetes: section (image, store, …)")
         return self
 
     @property
@@ -148,7 +170,8 @@ class Suite(BaseModel):
         except ValidationError as error:
             reasons = "; ".join(": ".join([*map(str, detail["loc"]), detail["msg"].removeprefix("Value error, ")])
                                 for detail in error.errors())
-            raise SuiteError(f"suite {self.name!r}: {reasons}") from None
+            raise SuiteError(f"suite {self.name!r}: {reasons}",
+                             frozenset(detail["type"] for detail in error.errors())) from None
 
     def knobs(self) -> dict[str, Any]:
         return {"users": self.users, "spawn_rate": self.spawn_rate, "duration_s": self.duration_s,
@@ -176,14 +199,25 @@ def load_suites(path: Path | None = None) -> dict[str, Suite]:
     """Every suite in ``suites.yaml``, by name; a SuiteError says which line is wrong and why."""
     path = path or project_root() / "suites.yaml"
     try:
-        text = path.read_text()
+        text = read_document(path).decode("utf-8")
     except OSError as error:
         raise SuiteError(f"{path}: cannot read: {error.strerror}") from None
+    except UnicodeDecodeError as error:
+        raise SuiteError(f"{path}: not UTF-8 text: {error.reason} at byte {error.start}") from None
+    except ValueError as error:  # larger than any suites file needs
+        raise SuiteError(f"{path}: {error}") from None
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
+        # Checked before anything is built from the nodes: a "billion laughs" document composes in a moment, but
+        # every walk of what it constructs (validation, trial.json) would run out of memory.
+        bomb = alias_expansion_problem(root) if root is not None else None
+        if bomb is not None:
+            raise SuiteError(f"{path}:{bomb.line}:{bomb.column}: {bomb.message}")
         document = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise SuiteError(f"{path}: invalid YAML: {error}") from None
+    except RecursionError:
+        raise SuiteError(f"{path}: invalid YAML: nested too deeply") from None
     if root is None or not isinstance(document, dict) or not isinstance(document.get("suites"), list):
         raise SuiteError(f"{path}:1:1: expected a mapping with a 'suites' list")
     unknown = set(document) - {"suites"}
@@ -201,7 +235,8 @@ def load_suites(path: Path | None = None) -> dict[str, Suite]:
                 node = _node_at(root, ("suites", index, *detail["loc"]))
                 field = ".".join(str(part) for part in detail["loc"]) or "suite"
                 line, column = node.start_mark.line + 1, node.start_mark.column + 1
-                problems.append(f"{path}:{line}:{column}: {label}: {field}: {detail['msg']}")
+                message = detail["msg"].removeprefix("Value error, ")
+                problems.append(f"{path}:{line}:{column}: {label}: {field}: {message}")
             continue
         if suite.name in suites:
             node = _node_at(root, ("suites", index, "name"))

@@ -38,7 +38,7 @@ def write(tmp_path, body: str) -> Path:
 @pytest.mark.parametrize(("entry", "fragment", "line"), [
     ("  - name: a\n    script: s\n    users: 0\n", "suite 'a': users: Input should be greater than or equal to 1", 4),
     ("  - name: a\n    script: s\n    users: 1\n    colour: red\n", "suite 'a': colour: Extra inputs", 5),
-    ("  - name: a\n    script: s\n    users: 1\n    duration: soon\n", "duration 'soon' must look like 60s", 5),
+    ("  - name: a\n    script: s\n    users: 1\n    duration: soon\n", "'soon' is not a run time: it must look like 60s", 5),
     ("  - name: a\n    script: s\n    users: 1\n    actor_memory: lots\n", "is not a positive whole byte count", 5),
     ("  - name: a\n    script: s\n    users: 1\n    lifecycle_mode: freeze\n", "lifecycle_mode", 5),
     ("  - name: Bad Name\n    script: s\n    users: 1\n", "must be a slug", 2),

@@ -14,8 +14,8 @@ from rich.table import Table
 
 from substrate_assets.cli.output import print_rows, progress_display, wide_console
 from substrate_assets.project import scripts_directory, store_directory, warehouse_path
-from substrate_assets.suites import Suite, SuiteError, get_suite
-from substrate_assets.workload import ScriptError, ScriptLibrary
+from substrate_assets.suites import KUBERNETES_SECTION_MISSING, Suite, SuiteError, get_suite
+from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound
 
 
 def _fail_with_problems(error: ScriptError) -> None:
@@ -30,8 +30,7 @@ def _print_trial(console: Console, result: Any) -> None:
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column("figure", style="bold")
     table.add_column("value")
-    why = result.failure or f"locust exit code {result.locust_exit_code}"
-    table.add_row("completed", "yes" if result.completed else f"no ({why})")
+    table.add_row("completed", "yes" if result.completed else f"no ({_why_incomplete(result)})")
     table.add_row("WakeFirstTouch", summary.wake_figures())
     table.add_row("steps completed", str(summary.steps_completed))
     table.add_row("failures", f"{summary.failures} of {summary.requests} requests")
@@ -39,6 +38,21 @@ def _print_trial(console: Console, result: Any) -> None:
     console.print(table)
     for warning in result.warnings:
         console.print(f"warning: {warning}", style="yellow", highlight=False)
+
+
+def _why_incomplete(result: Any) -> str:
+    """Why a trial did not run to its end, in the words of how Locust exited; failed requests are never the
+    reason (they have their own line)."""
+    from substrate_assets.results.trial_directory import LOCUST_RAN_TO_ITS_END
+
+    code = result.locust_exit_code
+    if result.failure:
+        return result.failure
+    if code < 0:
+        return f"Locust was killed by signal {-code}"
+    if code not in LOCUST_RAN_TO_ITS_END:
+        return f"Locust failed with exit code {code}"
+    return f"stopped before its run time, or no stats written; locust exit code {code}"
 
 
 def _trial_suite(suite_name: str, changes: dict[str, Any], cluster: dict[str, Any]) -> Suite:
@@ -49,11 +63,17 @@ def _trial_suite(suite_name: str, changes: dict[str, Any], cluster: dict[str, An
         raise click.UsageError(str(error)) from None
     given = {name: value for name, value in cluster.items() if value is not None}
     try:
-        return suite.with_overrides(**changes, kubernetes=given or None)
+        chosen = suite.with_overrides(**changes, kubernetes=given or None)
     except SuiteError as error:
-        hint = "" if suite.kubernetes or given else \
-            "; add one to the suite in suites.yaml or pass --image and --object-store"
+        # The flags can supply only a missing kubernetes: section; any other problem is the value given.
+        hint = "; add one to the suite in suites.yaml or pass --image and --object-store" \
+            if KUBERNETES_SECTION_MISSING in error.kinds else ""
         raise click.UsageError(f"{error}{hint}") from None
+    try:
+        ScriptLibrary(scripts_directory()).path_of(chosen.script)
+    except ScriptNotFound as error:
+        raise click.UsageError(f"suite {chosen.name!r}: {error}") from None
+    return chosen
 
 
 class _ManifestDumper(yaml.SafeDumper):

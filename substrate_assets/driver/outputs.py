@@ -20,7 +20,7 @@ import polars as pl
 from substrate_assets.driver.session import SESSION_START_FAILED
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
-from substrate_assets.results.readers import read_stats
+from substrate_assets.results.readers import DamagedCsv, read_stats
 from substrate_assets.results.request_log import merge_parts
 from substrate_assets.results.server_summary import flatten, unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
@@ -113,7 +113,10 @@ def locust_request_counts(stats_csv: Path) -> dict[tuple[str, str], int] | None:
     """Locust's final ``Request Count`` per (type, name); None when it wrote no stats.csv or a count is unreadable."""
     if not stats_csv.is_file():
         return None
-    stats = read_stats(stats_csv).filter(pl.col("name") != "Aggregated")
+    try:
+        stats = read_stats(stats_csv).filter(pl.col("name") != "Aggregated")
+    except DamagedCsv:  # write_trial_files warns of it; no row's locust_counted is known
+        return None
     counts = {(kind, name): count for kind, name, count in stats.select("type", "name", "request_count").rows()}
     return None if None in counts.values() else counts
 
@@ -155,7 +158,8 @@ class TrialRecord:
 
 @dataclass(frozen=True)
 class TrialOutcome:
-    """How a trial ended: whether it completed, and why it failed when nothing could be measured."""
+    """How a trial ended: whether it completed (ran to its end; failed requests are ``requests.failures``, apart),
+    and why it failed when nothing could be measured."""
 
     completed: bool
     failure: str | None = None
@@ -180,7 +184,7 @@ def no_session_failure(started: int | None, locust_log: str) -> str | None:
 def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_summary: dict[str, Any]) -> TrialOutcome:
     """server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json; how the trial ended."""
     key, suite, started = record.key, record.suite, record.started
-    generated = stats_generated(staging / STATS_CSV)
+    generated = stats_generated(staging / STATS_CSV, record.warnings)
     locust_log = (work / LOCUST_LOG).read_text(errors="replace") if (work / LOCUST_LOG).exists() else ""
     requests = request_summary(staging / REQUESTS_PARQUET)
     sessions = None if requests is None else requests.sessions
@@ -214,6 +218,8 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "interrupted": record.interrupted,
         "sessions_started": sessions,
         "failure": failure,
+        # Apart from completed: a trial that ran to its end may have failed requests (the request log's count).
+        "failed_requests": None if requests is None else requests.failures,
         "warnings": record.warnings,
         "locust_exit_code": record.exit_code,
         "script": {"name": record.script.script.name, "sha256": record.script.sha256, "text": record.script.text,

@@ -6,10 +6,15 @@ an empty ``Type``, ``Method`` or ``Name`` stays an empty string, and columns a L
 write (``failures.csv``'s ``First Seen``/``Last Seen`` before 2.44) are added
 as nulls, so every reader returns the same schema whatever wrote the file.
 Column names are the stats.jsonl keys (``request_count``, ``p50``, ``requests_per_s``).
+
+A CSV cut short (Locust stopped while rewriting it, a full disk) or not text at all raises
+:class:`DamagedCsv`, naming the file and line, rather than reading as rows of nulls.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -51,6 +56,47 @@ REQUESTS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
+class DamagedCsv(pl.exceptions.ComputeError, ValueError):
+    """A CSV cut short or not text. Also a polars ComputeError, as polars' own error for an unreadable CSV is, so a
+    caller that already copes with an unreadable file copes with a damaged one."""
+
+    def __init__(self, path: Path, line: int | None, reason: str) -> None:
+        self.path, self.line, self.reason = path, line, reason
+        super().__init__(f"{path}:{line}: {reason}" if line is not None else f"{path}: {reason}")
+
+
+def csv_damage(path: Path) -> DamagedCsv | None:
+    """Why the CSV at ``path`` cannot be trusted row by row, or None.
+
+    polars pads a row with missing fields with nulls and reads a value cut mid-number as the shorter number, so
+    both are looked for here first: a record whose field count differs from the header's, and a last record
+    without its line end (every CSV writer ends each row with one)."""
+    data = path.read_bytes()
+    if not data:
+        return None
+    if b"\0" in data:
+        at = data.index(b"\0")
+        return DamagedCsv(path, data.count(b"\n", 0, at) + 1, f"binary data (a NUL byte at byte {at}), not CSV text")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return DamagedCsv(path, data.count(b"\n", 0, error.start) + 1,
+                          f"not UTF-8 text ({error.reason} at byte {error.start}): binary data, not CSV text")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader)
+        for record in reader:
+            if len(record) != len(header) and record:
+                return DamagedCsv(path, reader.line_num, f"{len(record)} fields where the header has "
+                                  f"{len(header)}: the row is cut short or the file is not Locust's")
+    except csv.Error as error:
+        return DamagedCsv(path, reader.line_num, f"not CSV: {error}")
+    if not text.endswith(("\n", "\r")):
+        return DamagedCsv(path, reader.line_num, "the last row has no line end: the file was cut short while "
+                          "being written")
+    return None
+
+
 def _typed(raw: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     frame = raw.rename({column: measurement_key(column) for column in raw.columns})
     columns = []
@@ -73,6 +119,9 @@ def _typed(raw: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _read_csv(path: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    damage = csv_damage(path)
+    if damage is not None:
+        raise damage
     raw = pl.read_csv(path, infer_schema=False)
     return _typed(raw, schema)
 

@@ -82,15 +82,22 @@ def locust_csv(work: Path, kind: str) -> Path:
     return work / f"{LOCUST_CSV_PREFIX}_{kind}.csv"
 
 
+# Locust's exit codes when it shut down by itself at the end of its run time: 0, or 1 when it saw failed requests or
+# errors in its users — a measurement, reported apart (trial.json's failed_requests, the trials mart's), not an end
+# cut short. 2 is an unhandled error in Locust itself; a negative code, a signal that killed it.
+LOCUST_RAN_TO_ITS_END = (0, 1)
+
+
 def run_completed(locust_exit_code: int | None, stats_generated: bool | None,
                   interrupted: bool = False, sessions_started: int | None = None) -> bool | None:
-    """A trial *completed* when Locust ran its whole duration, exited 0 (it exits 1 when any request failed) and
-    wrote stats, nobody stopped it early, and a session started (``sessions_started`` 0: every session was
-    refused, nothing was measured; null: not known, as for upstream runs). Null when Locust's exit is not
-    known."""
+    """A trial *completed* when it ran to its end, whether or not requests failed: Locust exited by itself (0, or 1
+    for failures) and wrote stats, nobody stopped it early, and a session started (``sessions_started`` 0: every
+    session was refused, nothing was measured; null: not known, as for upstream runs). Null when Locust's exit is
+    not known."""
     if locust_exit_code is None:
         return None
-    return locust_exit_code == 0 and bool(stats_generated) and not interrupted and sessions_started != 0
+    return (locust_exit_code in LOCUST_RAN_TO_ITS_END and bool(stats_generated) and not interrupted
+            and sessions_started != 0)
 
 
 def _whole(value: Any) -> int | None:

@@ -8,7 +8,6 @@ finish.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -21,8 +20,9 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.runtime.config import TemplateConfig
 from substrate_assets.runtime.hosts import HostProcess
+from substrate_assets.workload.model import RFC1123_LABEL
 
-NAME_PATTERN = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+NAME_PATTERN = RFC1123_LABEL
 State = pb.ActorState
 STATE_NAMES = {value: name for name, value in pb.ActorState.items()}
 

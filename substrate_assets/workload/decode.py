@@ -26,6 +26,13 @@ _INTEGER = re.compile(r"[-+]?[0-9]+")
 _INT32_MIN = -(2**31)
 _INT64_MIN = -(2**63)
 
+# A script, or suites.yaml, is a page or two of YAML (coding-session: 4.4 KiB); a thousand times that is still no
+# real workload, and the cap keeps a runaway file from costing minutes and gigabytes to parse.
+MAX_DOCUMENT_BYTES = 1 << 20
+# What aliases may add to a document, in nodes. Anchors that share a section a few times add hundreds; a "billion
+# laughs" document adds billions, which no walk of it would survive.
+ALIAS_EXPANSION_LIMIT = 100_000
+
 _SCRIPT_FIELDS = ("name", "min_actor_memory", "steps")
 _STEP_FIELDS = ("name", "agent", "think", "ops")
 _OP_ARGUMENTS = ("key", "size", "millis", "parallel")
@@ -273,6 +280,55 @@ def _shape(node: yaml.Node) -> str:
     return f"scalar {quote(node.value)}"
 
 
+def size_problem(size: int, what: str) -> str | None:
+    """Why a document of ``size`` bytes is refused, or None."""
+    if size <= MAX_DOCUMENT_BYTES:
+        return None
+    return (f"{what} is {size} bytes, above the {MAX_DOCUMENT_BYTES}-byte (1 MiB) cap, far beyond any real "
+            "workload")
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def alias_expansion_problem(root: yaml.Node) -> ScriptProblem | None:
+    """A problem when the document's aliases would expand it by more than ALIAS_EXPANSION_LIMIT nodes, or an alias
+    sits inside the node it names; located at the anchored node (a composed alias is that node itself).
+
+    Each node's expanded size is counted once and reused wherever an alias repeats it, so the check costs one visit
+    per distinct node however far the aliases would expand."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    added = 0
+    pending: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while pending:
+        node, finished = pending.pop()
+        key = id(node)
+        if finished:
+            open_nodes.discard(key)
+            sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
+            continue
+        if key in open_nodes:
+            return ScriptProblem("invalid YAML: an alias refers to a node that contains it (a recursive document)",
+                                 position=position_of(node))
+        if key in sizes:
+            added += sizes[key]
+            if added > ALIAS_EXPANSION_LIMIT:
+                return ScriptProblem(f"invalid YAML: aliases of the node anchored here expand the document by more "
+                                     f"than {ALIAS_EXPANSION_LIMIT} nodes (a YAML bomb?); write the repeated parts "
+                                     "out", position=position_of(node))
+            continue
+        open_nodes.add(key)
+        pending.append((node, True))
+        pending.extend((child, False) for child in reversed(_children(node)))
+    return None
+
+
 def compose_document(text: str) -> yaml.Node:
     """The single YAML document in ``text``, or a ScriptError for syntax errors and empty input."""
     try:
@@ -293,6 +349,9 @@ def compose_document(text: str) -> yaml.Node:
     if len(documents) > 1:
         raise ScriptError(ScriptProblem("a script file holds exactly one YAML document",
                                         position=position_of(documents[1])))
+    bomb = alias_expansion_problem(documents[0])
+    if bomb is not None:
+        raise ScriptError(bomb)
     return documents[0]
 
 
@@ -301,6 +360,10 @@ def decode(data: str | bytes, path: str | None = None) -> Script:
     from substrate_assets.workload.validate import validate
 
     try:
+        size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
+        too_large = size_problem(size, "the script")
+        if too_large is not None:
+            raise ScriptError(ScriptProblem(too_large))
         if isinstance(data, bytes):
             try:
                 text = data.decode("utf-8")

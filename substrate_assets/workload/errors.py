@@ -114,3 +114,7 @@ class ScriptError(ValueError):
 
     def located(self, path: str) -> ScriptError:
         return ScriptError([problem.located(path) for problem in self.problems])
+
+
+class ScriptNotFound(ScriptError, FileNotFoundError):
+    """No script of that name: reported as a script problem, and caught as the missing file it also is."""

@@ -6,9 +6,9 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from substrate_assets.workload.decode import decode
-from substrate_assets.workload.errors import Position, ScriptError, ScriptProblem
-from substrate_assets.workload.model import Script
+from substrate_assets.workload.decode import MAX_DOCUMENT_BYTES, decode, size_problem
+from substrate_assets.workload.errors import Position, ScriptError, ScriptNotFound, ScriptProblem
+from substrate_assets.workload.model import Script, script_name_problem
 from substrate_assets.workload.text import quote
 
 SCRIPT_SUFFIXES = (".yaml", ".yml")
@@ -39,10 +39,25 @@ def load_script_file(path: Path, *, expected_name: str | None = None) -> ScriptF
     including an unreadable file.
     """
     try:
-        data = path.read_bytes()
+        data = read_document(path)
     except OSError as error:
         raise ScriptError(ScriptProblem(f"cannot read: {error.strerror or error}", path=display_path(path))) from None
+    except ValueError as error:
+        raise ScriptError(ScriptProblem(str(error), path=display_path(path))) from None
     return parse_script_file(path, data, expected_name=expected_name)
+
+
+def read_document(path: Path) -> bytes:
+    """The bytes of a YAML document file (a script, suites.yaml); a ValueError, before anything is read, when it is
+    larger than MAX_DOCUMENT_BYTES. At most one byte past the cap is ever read, should the file grow meanwhile."""
+    too_large = size_problem(path.stat().st_size, "the file")
+    if too_large is None:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_DOCUMENT_BYTES + 1)
+        too_large = size_problem(len(data), "the file")
+    if too_large is not None:
+        raise ValueError(too_large)
+    return data
 
 
 def parse_script_file(path: Path, data: bytes, *, expected_name: str | None = None) -> ScriptFile:
@@ -73,12 +88,18 @@ class ScriptLibrary:
         return [p.stem for p in self.paths()]
 
     def path_of(self, name: str) -> Path:
+        """``scripts/<name>.yaml`` (or ``.yml``); a ScriptNotFound, which is also a FileNotFoundError, when the name
+        is not a script name (nothing outside the directory is ever looked at) or no such file exists."""
+        shown = display_path(self.directory)
+        refused = script_name_problem(name)
+        if refused is not None:
+            raise ScriptNotFound(ScriptProblem(f"no such script: {refused}", path=shown))
         for suffix in SCRIPT_SUFFIXES:
             candidate = self.directory / f"{name}{suffix}"
             if candidate.is_file():
                 return candidate
         have = ", ".join(self.names()) or "none"
-        raise FileNotFoundError(f"no script {quote(name)} in {display_path(self.directory)} (have {have})")
+        raise ScriptNotFound(ScriptProblem(f"no script {quote(name)} (have {have})", path=shown))
 
     def load(self, name: str) -> ScriptFile:
         return load_script_file(self.path_of(name), expected_name=name)

@@ -7,9 +7,26 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from substrate_assets.workload.errors import Position
+from substrate_assets.workload.text import quote
 
 SCRIPT_NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 KEY_PATTERN = re.compile(r"^[a-zA-Z0-9_-]+$")
+# Kubernetes object names (a namespace, a service account) and the runtime's actor and atespace names: one RFC 1123
+# label. Here, at the bottom of the layers, so that suites and the runtime check names by the same rule.
+RFC1123_LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+# A script name is its file name in scripts/ (and a Kubernetes ConfigMap key on a cluster): past this length no
+# file system would take it.
+SCRIPT_NAME_MAX = 200
+
+
+def script_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a script, or None. Names are looked up as ``scripts/<name>.yaml``, so, as op keys
+    inside an actor's data directory, they must not reach outside the directory that holds them."""
+    if not SCRIPT_NAME_PATTERN.fullmatch(name):
+        return f"script name {quote(name)} must match {SCRIPT_NAME_PATTERN.pattern}"
+    if len(name) > SCRIPT_NAME_MAX:
+        return f"script name {quote(name[:20] + '…')} is {len(name)} characters long; at most {SCRIPT_NAME_MAX}"
+    return None
 
 
 class OpKind(StrEnum):

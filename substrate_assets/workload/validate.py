@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from substrate_assets.workload.budget import budgets
 from substrate_assets.workload.errors import Position, ScriptProblem
-from substrate_assets.workload.model import SCRIPT_NAME_PATTERN, OpKind, Script
+from substrate_assets.workload.model import OpKind, Script, script_name_problem
 from substrate_assets.workload.quantity import format_size
 from substrate_assets.workload.text import quote
 
@@ -24,8 +24,8 @@ def validate(script: Script) -> list[ScriptProblem]:
     def top(message: str, field: str) -> None:
         problems.append(ScriptProblem(message, position=at.get(field, script.position)))
 
-    if not SCRIPT_NAME_PATTERN.fullmatch(script.name):
-        top(f"script name {quote(script.name)} must match {SCRIPT_NAME_PATTERN.pattern}", "name")
+    if (name_problem := script_name_problem(script.name)) is not None:
+        top(name_problem, "name")
     if not script.steps:
         top(f"script {quote(script.name)} has no steps", "steps")
 

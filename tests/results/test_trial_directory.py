@@ -22,7 +22,9 @@ OLDEST = UPSTREAM / "glutton_baseline_1_user/run_date=2026-05-02/run_ts=17777088
 @pytest.mark.parametrize(("exit_code", "generated", "interrupted", "completed"), [
     (0, True, False, True),
     (0, False, False, False),  # Locust exited 0 having measured nothing
-    (1, True, False, False),  # Locust exits 1 when any request failed
+    (1, True, False, True),  # Locust exits 1 when any request failed: it still ran to its end
+    (2, True, False, False),  # an unhandled error in Locust
+    (-9, True, False, False),  # Locust killed
     (0, True, True, False),  # stopped before its run time
     (None, None, False, None),  # no status: not known
 ])
@@ -46,12 +48,12 @@ def test_native_and_imported_trials_complete_by_the_same_rule(tmp_path):
     interrupted = TrialDirectory(native_trial(tmp_path, exit_code=0, generated=True, interrupted=True))
     assert interrupted.completed is False and interrupted.manifest_fields()["completed"] is False
     upstream = TrialDirectory(NEWEST)
-    assert upstream.status == {"locust_exit_code": 1, "stats_generated": True}
-    assert upstream.completed is False and upstream.manifest_fields()["completed"] is False
+    assert upstream.status == {"locust_exit_code": 1, "stats_generated": True}  # it saw failed requests
+    assert upstream.completed is True and upstream.manifest_fields()["completed"] is True
     copied = tmp_path / "copy" / NEWEST.relative_to(UPSTREAM.parent)
     shutil.copytree(NEWEST, copied)
-    (copied / "status.json").write_text('{"locust_exit_code": 0, "stats_generated": true}')
-    assert TrialDirectory(copied).completed is True
+    (copied / "status.json").write_text('{"locust_exit_code": -15, "stats_generated": true}')
+    assert TrialDirectory(copied).completed is False
 
 
 def test_an_upstream_run_reads_like_a_native_trial():

@@ -28,9 +28,10 @@ from substrate_assets.workload import ScriptError
     group_name="trials",
     kinds={"locust"},
     pool="trials",  # two trials at once on one runtime or cluster would measure each other
-    check_specs=[dg.AssetCheckSpec(TRIAL_COMPLETED, asset="trial_run", description="Locust ran its whole "
-                                   "duration and exited 0 (no failed requests); a trial that did not still keeps "
-                                   "everything it measured.")],
+    check_specs=[dg.AssetCheckSpec(TRIAL_COMPLETED, asset="trial_run", description="The trial ran to its end: "
+                                   "Locust ran its whole duration, exited by itself and wrote stats, and a session "
+                                   "started. Failed requests do not fail it (they are the failures metadata); a "
+                                   "trial that did not complete still keeps everything it measured.")],
     description="One trial: the suite named by the partition key (<suite>-<yyyymmddthhmmssz>), run on its backend "
     "— local (embedded runtime, Locust as a Pipes subprocess) or kubernetes (a driver pod through PipesK8sClient, "
     "optional Locust worker pods, an object-store run store) — and written once, atomically, into the run store "

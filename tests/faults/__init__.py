@@ -1,0 +1,1 @@
+"""Fault injection: real processes, real signals, hostile input; each test names the fault it drives."""

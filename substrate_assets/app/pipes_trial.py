@@ -5,6 +5,11 @@ backend, as the driver pod (``PipesK8sClient``) for the kubernetes backend. Extr
 ``suite`` (the suite's settings as JSON, so the trial runs exactly what was launched), and for local
 trials ``store`` and ``scripts``. Progress goes to the run's logs every 10 s; the finished trial's
 figures come back as the materialization's metadata and the ``trial_completed`` check.
+
+A local trial waits for the machine while another trial (a ``substrate-bench trial`` beside Dagster) runs,
+saying so in the run's logs. SIGTERM (a run terminated) stops the trial as Ctrl-C does: it lands what was
+measured, marked interrupted. A local child also receives SIGTERM when the process that launched it dies (a
+``substrate-bench run`` killed outright), so it never runs on unowned beside the next trial.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from substrate_assets.driver.cluster_trial import run_cluster_trial
 from substrate_assets.driver.kubernetes_pods import SCRIPT_FILE
 from substrate_assets.driver.preflight import TrialRefused
 from substrate_assets.driver.progress import log_lines
+from substrate_assets.driver.stopping import signals_stop_the_trial, stop_when_parent_dies
 from substrate_assets.driver.trial import run_local_trial
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.suites import Suite
@@ -25,7 +31,8 @@ from substrate_assets.workload import ScriptLibrary
 
 
 def main() -> None:
-    with open_dagster_pipes() as pipes:
+    stop_when_parent_dies()
+    with open_dagster_pipes() as pipes, signals_stop_the_trial() as stop:
         trial_id = pipes.get_extra("trial_id")
         suite = Suite.model_validate_json(pipes.get_extra("suite"))
         key = TrialKey.from_trial_id(trial_id, suite.tag)
@@ -37,7 +44,11 @@ def main() -> None:
             else:
                 result = run_local_trial(suite, RunStore(Path(pipes.get_extra("store"))),
                                          ScriptLibrary(Path(pipes.get_extra("scripts"))),
-                                         on_progress=log_lines(pipes.log.info), key=key)
+                                         on_progress=log_lines(pipes.log.info), key=key, wait_for_machine=True,
+                                         on_notice=pipes.log.warning)
+        except KeyboardInterrupt:
+            pipes.log.error(f"trial {trial_id} stopped by {stop.signal_name} before it landed; nothing was kept")
+            raise SystemExit(stop.exit_code) from None
         except TrialRefused as error:
             pipes.log.error(f"trial {trial_id} refused, nothing was run: {error}")
             raise SystemExit(2) from None

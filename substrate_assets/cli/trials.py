@@ -119,16 +119,23 @@ def _print_manifests(suite: Suite) -> None:
 @click.option("--object-store", "object_store", help="kubernetes: run store URL (gs://…, s3://…).")
 @click.option("--namespace", help="kubernetes: namespace of the trial's pods.")
 @click.option("--locust-workers", type=click.IntRange(min=0), help="kubernetes: Locust worker pods (0: none).")
+@click.option("--wait", "wait_for_machine", is_flag=True, help="When another trial is running on this machine, "
+              "wait for it to end instead of refusing.")
 def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: float | None, duration: str | None,
           think_scale: float | None, lifecycle_mode: str | None, resume_mode: str | None,
           actor_memory: str | None, backend: str | None, dry_run: bool, image: str | None, object_store: str | None,
-          namespace: str | None, locust_workers: int | None) -> None:
+          namespace: str | None, locust_workers: int | None, wait_for_machine: bool) -> None:
     """Run one trial of SUITE on the local backend and print its trial directory and summary.
+
+    One local trial runs on a machine at a time: while another runs, this one is refused (exit 2) or, with
+    --wait, waits for it. Ctrl-C or SIGTERM stops the trial, which keeps what was measured until then (exit 130
+    or 143).
 
     Trials on the kubernetes backend run through Dagster (`substrate-bench run SUITE` or the UI);
     with --dry-run this command prints the objects such a trial would submit.
     """
-    from substrate_assets.driver.preflight import TrialRefused
+    from substrate_assets.driver.preflight import TrialRefused, TrialStopped
+    from substrate_assets.driver.stopping import signals_stop_the_trial
     from substrate_assets.driver.trial import run_local_trial
     from substrate_assets.results.layout import RunStore
 
@@ -152,16 +159,30 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
         raise click.UsageError("--dry-run prints a kubernetes trial's pods; add --backend kubernetes")
     console = Console()
     display, update = progress_display(console)
-    try:
-        with display:
-            result = run_local_trial(suite, RunStore(store or store_directory()),
-                                     ScriptLibrary(scripts_directory()), on_progress=update)
-    except ScriptError as error:
-        _fail_with_problems(error)
-    except TrialRefused as error:
-        click.echo(f"trial refused, nothing was run: {error}", err=True)
-        sys.exit(2)
+    with signals_stop_the_trial() as stop:
+        try:
+            with display:
+                result = run_local_trial(suite, RunStore(store or store_directory()),
+                                         ScriptLibrary(scripts_directory()), on_progress=update,
+                                         wait_for_machine=wait_for_machine,
+                                         on_notice=lambda line: console.print(line, highlight=False,
+                                                                              soft_wrap=True))
+        except KeyboardInterrupt:
+            click.echo(f"trial stopped by {stop.signal_name} before it landed; nothing was kept", err=True)
+            sys.exit(stop.exit_code)
+        except ScriptError as error:
+            _fail_with_problems(error)
+        except TrialRefused as error:
+            click.echo(f"trial refused, nothing was run: {error}", err=True)
+            sys.exit(2)
+        except TrialStopped as error:
+            click.echo(f"trial stopped: {error}", err=True)
+            sys.exit(1)
     _print_trial(console, result)
+    if stop.signum is not None:
+        click.echo(f"trial {result.trial_id} stopped by {stop.signal_name} before its run time; it keeps what was "
+                   "measured until then (status: interrupted)", err=True)
+        sys.exit(stop.exit_code)
     sys.exit(0 if result.completed else 1)
 
 

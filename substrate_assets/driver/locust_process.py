@@ -1,6 +1,11 @@
 """Locust headless as a child process: run to its end or until interrupted, its progress read once a second from
 the stats history it appends, stopped gently (SIGTERM: it tears its sessions down and writes its CSVs) and then,
-if need be, for good."""
+if need be, for good.
+
+Locust runs in a session of its own, so a terminal's Ctrl-C reaches only the trial, which stops Locust gently; and
+it dies with the trial's process (:func:`~substrate_assets.driver.stopping.dying_with_this_process`), so a trial
+killed outright leaves no Locust calling a runtime that is gone.
+"""
 
 from __future__ import annotations
 
@@ -15,13 +20,12 @@ from typing import Any
 
 import polars as pl
 
+from substrate_assets.driver.stopping import dying_with_this_process
 from substrate_assets.results.readers import read_stats_history
 from substrate_assets.results.trial_directory import LOCUST_LOG, TOTAL_ROW_NAMES, locust_csv
 from substrate_assets.suites import Suite
 
 SHUTDOWN_GRACE_S = 120.0
-
-
 def _latest_totals(history: Path) -> dict[str, Any]:
     """Users, requests and failures of the last total row Locust appended; empty while there is none (or the row
     is half-written)."""
@@ -44,8 +48,8 @@ def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, rep
     history = locust_csv(work, "stats_history")
     interrupted = False
     with (work / LOCUST_LOG).open("wb") as output:
-        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=work,
-                                   start_new_session=True)
+        process = subprocess.Popen(dying_with_this_process(command), stdout=output, stderr=subprocess.STDOUT, env=env,
+                                   cwd=work, start_new_session=True)
         deadline = clock + suite.duration_s + SHUTDOWN_GRACE_S
         try:
             while process.poll() is None:

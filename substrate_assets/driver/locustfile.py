@@ -6,6 +6,11 @@ Knobs are Locust options with the reference's names (``--agentsession-script``,
 (``--control-endpoint``, ``--router-url``, ``--atespace``) and
 ``--request-log-dir``, where every request is logged with its exact latency.
 
+A request-log part that cannot be written (a full disk) stops the run at once:
+the reason goes, as one line, to the log and to ``--stop-reason-file`` (which
+the driver keeps on another filesystem), Locust exits with
+``WRITE_FAILED_EXIT_CODE``, and the parts written before are kept.
+
 Rows go to Locust with whole milliseconds, truncated, as upstream books them;
 the request log keeps the exact float, the load phase the request completed in
 and its position among the requests of its name (see :mod:`request_log`).
@@ -38,11 +43,14 @@ from substrate_assets.driver.session import (  # noqa: E402
     TemplateCheck,
 )
 from substrate_assets.project import scripts_directory  # noqa: E402
+from substrate_assets.results.atomic import WriteFailed  # noqa: E402
 from substrate_assets.results.request_log import (  # noqa: E402
     FLUSH_INTERVAL_S,
+    WRITE_FAILED_EXIT_CODE,
     RequestLogWriter,
     RequestRecord,
     start_seconds,
+    write_stop_reason,
 )
 from substrate_assets.workload import ScriptLibrary  # noqa: E402
 
@@ -68,6 +76,8 @@ def _knobs(parser: Any) -> None:
                        help="Write every request with its exact latency as Parquet parts here.")
     group.add_argument("--request-log-upload", default="",
                        help="Also copy each part to this fsspec URL (distributed workers: the master merges them).")
+    group.add_argument("--stop-reason-file", default="",
+                       help="Where to leave, in one line, why the run stopped early (a request-log write failed).")
 
 
 class Shared:
@@ -86,6 +96,34 @@ class Shared:
             if options.request_log_dir else None
         self.environment = environment
         self.booked: Counter[tuple[str, str]] = Counter()
+        self.stop_reason_file = Path(options.stop_reason_file) if options.stop_reason_file else None
+        self.stopped: str | None = None
+
+    def flush_request_log(self, finish: bool = False) -> None:
+        """Flush (or finish) the request log; a part that cannot be written stops the run instead of raising."""
+        if self.request_log is None:
+            return
+        try:
+            if finish:
+                self.request_log.finish()
+            else:
+                self.request_log.flush()
+        except WriteFailed as error:
+            self.stop_on_write_failure(error)
+
+    def stop_on_write_failure(self, error: WriteFailed) -> None:
+        """Stop the whole run: a trial whose requests cannot be logged measures nothing more."""
+        if self.stopped is not None:
+            return
+        self.stopped = str(error)
+        log.error("stopping the run: %s", self.stopped)
+        if self.stop_reason_file is not None:
+            write_stop_reason(self.stop_reason_file, self.stopped)
+        self.environment.process_exit_code = WRITE_FAILED_EXIT_CODE
+        runner = self.environment.runner
+        if runner is not None:
+            # From a greenlet of its own: quit() kills the greenlets it finds, and the caller may be one of them.
+            gevent.spawn(runner.quit)
 
     def phase(self) -> str:
         """The load phase now: users being spawned, all running, or the run over and sessions tearing down."""
@@ -112,12 +150,12 @@ def _init(environment: Environment, **_: Any) -> None:
         return
     _shared = Shared(environment)
     if _shared.request_log is not None:
-        writer = _shared.request_log
+        shared = _shared
 
         def flush_forever() -> None:
-            while True:
+            while shared.stopped is None:
                 gevent.sleep(FLUSH_INTERVAL_S)
-                writer.flush()
+                shared.flush_request_log()
 
         gevent.spawn(flush_forever)
 
@@ -141,23 +179,23 @@ def _log_request(request_type: str, name: str, response_time: float, response_le
 
 @events.test_stop.add_listener
 def _flush_at_stop(environment: Environment, **_: Any) -> None:
-    if _shared is not None and _shared.request_log is not None:
-        _shared.request_log.flush()
+    if _shared is not None:
+        _shared.flush_request_log()
 
 
 @events.quitting.add_listener
 def _finish_at_exit(environment: Environment, **_: Any) -> None:
     # A headless master quits without waiting for its workers' teardown (DeleteActor may take up to its 60 s
     # deadline), so each worker's last part is sent here, followed by the done marker the master waits for.
-    if _shared is not None and _shared.request_log is not None:
-        _shared.request_log.finish()
+    if _shared is not None:
+        _shared.flush_request_log(finish=True)
 
 
 @events.quit.add_listener
 def _flush_after_teardown(**_: Any) -> None:
     # Locust stops its users (their DeleteActor calls included) after ``quitting``; their rows are kept too.
     if _shared is not None and _shared.request_log is not None and _shared.request_log.upload_to is None:
-        _shared.request_log.flush()
+        _shared.flush_request_log()
 
 
 class AgentSessionUser(User):

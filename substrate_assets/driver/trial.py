@@ -9,6 +9,7 @@ with what it measured and a ``status.json`` that says it did not complete.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -20,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.driver.locust_process import drive_locust
+from substrate_assets.driver.machine_lock import hold_machine
 from substrate_assets.driver.outputs import (
     TrialRecord,
     TrialResult,
@@ -28,12 +30,13 @@ from substrate_assets.driver.outputs import (
     measure_server_summary,
     write_trial_files,
 )
-from substrate_assets.driver.preflight import TrialRefused, check_before_load
+from substrate_assets.driver.preflight import Landing, TrialRefused, check_before_load, trial_disk_needs
 from substrate_assets.driver.progress import Progress, progress_reporter
 from substrate_assets.driver.samples import Sampler
 from substrate_assets.facts.local import local_cluster_facts
 from substrate_assets.results.atomic import write_parquet
 from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.results.request_log import STOP_REASON_FILE, stop_reason
 from substrate_assets.results.trial_directory import (
     RUNTIME_EVENTS_PARQUET,
     RUNTIME_SAMPLES_PARQUET,
@@ -41,26 +44,53 @@ from substrate_assets.results.trial_directory import (
     WORK_SCRIPT,
 )
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
+from substrate_assets.runtime.leftovers import sweep_runtime_leftovers
 from substrate_assets.suites import Suite
-from substrate_assets.workload import ScriptLibrary
+from substrate_assets.workload import ScriptFile, ScriptLibrary
+
+log = logging.getLogger(__name__)
 
 
 def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
                     on_progress: Callable[[Progress], None] | None = None,
-                    runtime_overrides: dict[str, Any] | None = None, key: TrialKey | None = None) -> TrialResult:
+                    runtime_overrides: dict[str, Any] | None = None, key: TrialKey | None = None,
+                    wait_for_machine: bool = True, on_notice: Callable[[str], None] | None = None) -> TrialResult:
     """Run ``suite`` once against the embedded runtime and return its finished trial directory.
 
     ``key`` fixes the trial's id and path (a Dagster trial partition does); by default the
     current second is used.
+
+    One local trial runs on a machine at a time (``machine_lock``): when another holds it, this one waits, or
+    with ``wait_for_machine`` False raises ``MachineBusy`` (a ``TrialRefused``) having run nothing. Holding it,
+    the trial first removes what dead trials and runtimes left (their staging, state and live directories).
+    Both say so in one line each through ``on_notice`` (default: the log).
     """
     loaded = library.load(suite.script)
-    if key is None:
-        key = store.claim_new(suite.name, suite.tag)
-    else:
-        store.claim(key)
+    say = on_notice or log.warning
+    with hold_machine(wait=wait_for_machine, on_wait=say) as machine:
+        for line in [*store.sweep_dead_staging(), *sweep_runtime_leftovers()]:
+            say(line)
+        if key is None:
+            key = store.claim_new(suite.name, suite.tag)
+        else:
+            store.claim(key)
+        machine.name_trial(key.trial_id)
+        try:
+            return _run_claimed(suite, store, loaded, key, on_progress, runtime_overrides)
+        except KeyboardInterrupt:
+            # Stopped before Locust measured anything, or a second time while landing: a staging directory is
+            # not a trial, and removing it frees the trial id to run again.
+            shutil.rmtree(store.staging_dir(key), ignore_errors=True)
+            raise
+
+
+def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile, key: TrialKey,
+                 on_progress: Callable[[Progress], None] | None,
+                 runtime_overrides: dict[str, Any] | None) -> TrialResult:
+    """The trial in ``key``'s claimed staging directory, from the runtime's start to the rename into runs/."""
     staging = store.staging_dir(key)
     work = staging / WORK
-    work.mkdir()
+    work.mkdir(exist_ok=True)  # the claim made it, to hold the owner record
     script_file = work / WORK_SCRIPT
     script_file.write_text(loaded.text)
     started = datetime.fromtimestamp(key.run_ts, UTC)
@@ -73,13 +103,19 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
     sampler = Sampler()
     clock = time.monotonic()
     report("starting", clock)
-    with EmbeddedRuntime(config) as runtime:
+    with EmbeddedRuntime(config) as runtime, Landing(staging) as landing:
+        assert runtime.state_dir is not None
         try:
-            check_before_load(loaded, runtime.control_address, runtime.router_url)
+            check_before_load(loaded, runtime.control_address, runtime.router_url, disk=trial_disk_needs(
+                suite, loaded.script, staging, runtime.state_dir, runtime.live_dir, config.capacity,
+                config.actor_memory))
         except TrialRefused:
             shutil.rmtree(staging)  # nothing ran: no trial to keep
             raise
-        command = locust_command(suite, script_file, work, runtime.control_address, runtime.router_url)
+        # Kept off the store's filesystem: when a full store stops the run, the reason still gets through.
+        stop_reason_file = runtime.state_dir / STOP_REASON_FILE
+        command = locust_command(suite, script_file, work, runtime.control_address, runtime.router_url,
+                                 extra=["--stop-reason-file", str(stop_reason_file)])
         notes.append("locust: " + " ".join(command))
         def sample(users: int | None) -> dict[str, Any]:
             state = runtime.snapshot_state()
@@ -88,6 +124,9 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
 
         exit_code, interrupted = drive_locust(command, work, suite, clock, report, sample)
         ended = datetime.now(UTC)
+        landing.stopped = stop_reason(stop_reason_file, exit_code)
+        if landing.stopped:
+            notes.append(f"stopped: {landing.stopped}")
         report("finalizing", clock)
         events, samples = runtime.events_frame(), sampler.frame()
         write_parquet(staging / RUNTIME_EVENTS_PARQUET, events)
@@ -99,12 +138,15 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
                             "snapshot_fsync": config.snapshot_fsync}
         record = TrialRecord(key, suite, loaded, "local", command, exit_code, started, ended, interrupted, facts,
                              runtime_settings, notes, warnings=host_start_warnings(events))
+        if landing.stopped:
+            record.warnings.append(f"trial stopped before its run time: {landing.stopped}")
         collect_locust_outputs(staging, work, record.notes)
         # Harvested while the runtime still serves /metrics, as a cluster's exporters outlive a trial: once a
         # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
         telemetry = measure_server_summary(staging, record, runtime_frames=(events, samples))
-    outcome = write_trial_files(staging, work, record, telemetry)
-    trial_dir = _finalize(store, staging, work, key)
+    with landing:
+        outcome = write_trial_files(staging, work, record, telemetry)
+        trial_dir = _finalize(store, staging, work, key)
     assert outcome.requests is not None, "collect_locust_outputs always writes the request log"
     return TrialResult(key, trial_dir, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),
                        outcome.failure)

@@ -7,6 +7,9 @@ partition key), so two trials of a suite never share a second, whatever their
 tags. Trials are assembled in ``<store>/.staging/<trial id>/`` and renamed into
 place when complete, so ``runs/`` only ever holds whole trials. Ids are minted
 here, for every caller (a trial run, the main job, the script-change sensor).
+
+A claimed staging directory records its owner process (in its scratch area, which the rename leaves behind);
+:meth:`RunStore.sweep_dead_staging` removes those whose owner died before landing, and never one whose owner lives.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+
+from substrate_assets.runtime.leftovers import dead_owned, mark, remove
 
 STAGING = ".staging"
 _STAMP = "%Y%m%dt%H%M%Sz"
@@ -122,13 +127,33 @@ class RunStore:
             raise self._being_assembled(key)
 
     def claim(self, key: TrialKey) -> Path:
-        """Create ``key``'s staging directory, or raise TrialExists."""
+        """Create ``key``'s staging directory, owned by this process, or raise TrialExists."""
+        from substrate_assets.results.trial_directory import WORK  # it imports this module
+
         self.refuse_existing(key)
         try:
             self.staging_dir(key).mkdir(parents=True)
         except FileExistsError:  # claimed by another run between the check and here
             raise self._being_assembled(key) from None
+        work = self.staging_dir(key) / WORK
+        work.mkdir()
+        mark(work)
         return self.staging_dir(key)
+
+    def sweep_dead_staging(self) -> list[str]:
+        """Remove the staging directories of trials whose process died before landing (kill -9, the OOM killer);
+        one line each.
+
+        What such a trial measured is dropped, not kept aside: it has no manifest or status (a killed trial never
+        wrote them) so no reader takes it, and while it stays its trial id cannot run again. A directory whose
+        owner lives, or that records no owner (an import being assembled), is left alone.
+        """
+        from substrate_assets.results.trial_directory import WORK
+
+        staging = self.root / STAGING
+        if not staging.is_dir():
+            return []
+        return remove(dead_owned(staging.iterdir(), WORK), "trial")
 
     def claim_new(self, suite: str, tag: str) -> TrialKey:
         """Mint and claim a key for a trial of ``suite`` starting now; a racing claim moves on to the next second."""

@@ -13,6 +13,13 @@ and not after its users have stopped, so the requests it counts for a name are
 exactly the first ``Request Count`` of them: ``locust_counted`` says which rows
 those are (null where that cannot be known: a distributed run, whose master
 counts its workers' reports).
+
+A part that cannot be written (a full disk) stops the writer for good: it raises
+:class:`~substrate_assets.results.atomic.WriteFailed` once, keeps every part
+written before (each is whole) and drops what it is given afterwards. The Locust
+process then stops its run and leaves the reason in a *stop-reason file*
+(:func:`write_stop_reason`) outside the full disk, which the driver reads
+(:func:`stop_reason`).
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from pathlib import Path
 import fsspec
 import polars as pl
 
-from substrate_assets.results.atomic import atomic_path
+from substrate_assets.results.atomic import WriteFailed, atomic_path
 from substrate_assets.results.readers import REQUESTS_SCHEMA, read_requests
 
 FLUSH_INTERVAL_S = 2.0
@@ -38,6 +45,10 @@ FLUSH_INTERVAL_S = 2.0
 PART_SCHEMA = {name: dtype for name, dtype in REQUESTS_SCHEMA.items() if name != "locust_counted"}
 # The load phase a request completed in, by the state of the Locust runner that booked it.
 PHASES = ("ramp_up", "steady", "stopping")
+# Locust's exit code when it stopped its run because a write failed: the driver knows why even when the
+# stop-reason file could not be written either.
+WRITE_FAILED_EXIT_CODE = 3
+STOP_REASON_FILE = "locust-stop-reason.txt"
 log = logging.getLogger(__name__)
 
 
@@ -87,6 +98,8 @@ class RequestLogWriter:
         self._unsent: list[Path] = []
         self._sent: list[str] = []
         self.written = 0
+        self.failed: WriteFailed | None = None
+        self.dropped = 0
         self.last_flush = time.monotonic()
         self._store = fsspec.core.url_to_fs(self.upload_to) if self.upload_to is not None else None
         if self._store is not None:
@@ -95,10 +108,19 @@ class RequestLogWriter:
 
     def append(self, record: RequestRecord) -> None:
         with self._lock:
+            if self.failed is not None:
+                self.dropped += 1
+                return
             self._rows.append(record)
 
     def flush(self) -> Path | None:
+        """Write the rows collected since the last flush as one part; :class:`WriteFailed` the first time a part
+        cannot be written, nothing (and no writing) after that."""
         with self._lock:
+            if self.failed is not None:
+                self.dropped += len(self._rows)
+                self._rows = []
+                return None
             rows, self._rows = self._rows, []
             self._parts += 1
             number = self._parts
@@ -107,8 +129,14 @@ class RequestLogWriter:
         if rows:
             frame = pl.DataFrame([row.__dict__ for row in rows], schema=PART_SCHEMA, orient="row")
             path = self.directory / f"part-{self._writer}-{number:06d}.parquet"
-            with atomic_path(path) as partial:
-                frame.write_parquet(partial)
+            try:
+                with atomic_path(path) as partial:
+                    frame.write_parquet(partial)
+            except WriteFailed as error:
+                with self._lock:
+                    self.failed = error
+                    self.dropped += len(rows)
+                raise
             self.written += len(rows)
             if self._store is not None:
                 self._unsent.append(path)
@@ -150,6 +178,31 @@ class RequestLogWriter:
                 time.sleep(pause_s)
         log.error("request log: %d parts never reached %s", len(self._unsent), self.upload_to)
         return False
+
+
+def write_stop_reason(path: Path, reason: str) -> bool:
+    """Leave ``reason`` (one line) for the driver; False if even that cannot be written."""
+    try:
+        path.write_text(reason.strip().replace("\n", " ") + "\n")
+    except OSError as error:
+        log.error("cannot leave the stop reason in %s (%s)", path, error)
+        return False
+    return True
+
+
+def stop_reason(path: Path | None, exit_code: int | None) -> str | None:
+    """Why Locust stopped its run early, in one line: what it left in ``path``, else what its exit code says;
+    None when it did not stop on a failed write."""
+    if path is not None:
+        try:
+            text = path.read_text(errors="replace").strip()
+        except OSError:
+            text = ""
+        if text:
+            return text.splitlines()[0]
+    if exit_code == WRITE_FAILED_EXIT_CODE:
+        return "a write failed (the reason could not be written either; see locust.log)"
+    return None
 
 
 def merge_parts(directories: Path | list[Path], output: Path,

@@ -1,4 +1,9 @@
-"""Actor host processes seen from the runtime: spawn, command over a pipe, signal, watch for exit."""
+"""Actor host processes seen from the runtime: spawn, command over a pipe, signal, watch for exit.
+
+A host runs in a session (and process group) of its own: a terminal's Ctrl-C reaches the trial or the runtime
+command, never a host, so only the runtime stops hosts and the event log holds no crash that did not happen.
+A host dies with the runtime's process all the same (PR_SET_PDEATHSIG, set by ``actor_host``).
+"""
 
 from __future__ import annotations
 
@@ -105,6 +110,19 @@ class HostProcess:
         with contextlib.suppress(ProcessLookupError):
             self.process.send_signal(signum)
 
+    async def stopped(self, timeout: float = 5.0) -> None:
+        """Wait until SIGSTOP has taken effect: the kernel stops a process asynchronously, after the signal is sent,
+        and a paused actor must not answer while its pause is reported done. Without /proc, returns at once."""
+        deadline = time.monotonic() + timeout
+        while self.alive and time.monotonic() < deadline:
+            try:
+                stat = Path(f"/proc/{self.pid}/stat").read_text()
+            except OSError:
+                return
+            if stat[stat.rindex(")") + 2] in "Tt":
+                return
+            await asyncio.sleep(0.001)
+
     async def kill(self) -> None:
         self.expected_exit = True
         self.signal(signal.SIGKILL)
@@ -119,6 +137,7 @@ async def spawn_host(log_path: Path, ready_timeout: float) -> HostProcess:
             sys.executable, "-m", "substrate_assets.runtime.actor_host",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
             env={**os.environ, "SUBSTRATE_RUNTIME_PID": str(os.getpid())},
+            start_new_session=True,
         )
     host = HostProcess(process)
     try:
@@ -142,10 +161,14 @@ class WarmPool:
         self._serial = 0
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._spawned: set[HostProcess] = set()
 
     async def _spawn(self) -> HostProcess:
         self._serial += 1
-        return await spawn_host(self.log_dir / f"host-{self._serial:05d}.log", self.ready_timeout)
+        host = await spawn_host(self.log_dir / f"host-{self._serial:05d}.log", self.ready_timeout)
+        self._spawned.add(host)
+        host.exited.add_done_callback(lambda _: self._spawned.discard(host))
+        return host
 
     def _refill(self) -> None:
         while not self._closed and len(self._idle) + self._spawning < self.size:
@@ -197,3 +220,6 @@ class WarmPool:
                 await task
         idle, self._idle = self._idle, []
         await asyncio.gather(*(host.kill() for host in idle))
+        # Every host still alive, whoever took it: one nobody kills keeps its reader task waiting for its exit,
+        # and the runtime's loop, which waits for every task, would never end.
+        await asyncio.gather(*(host.kill() for host in list(self._spawned) if host.alive))

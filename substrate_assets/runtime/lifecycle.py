@@ -145,6 +145,14 @@ class Lifecycle:
             self.slots.release(worker)
             self._mark_crashed(record, f"restore failed: {error}")
             raise self._crashed(record) from None
+        except BaseException:
+            # Cancelled (the runtime stopping) with a host taken from the pool: nobody else knows that host, so
+            # it is killed here. The snapshot is untouched, so the actor is what it was before: suspended.
+            if host is not None:
+                await host.kill()
+            self.slots.release(worker)
+            record.set_state(State.ACTOR_STATE_SUSPENDED)
+            raise
         record.host, record.port, record.worker = host, reply["port"], worker
         record.session = aiohttp.ClientSession(
             f"http://127.0.0.1:{record.port}",
@@ -221,6 +229,7 @@ class Lifecycle:
             await self._drain(record)
             host = self._live_host(record)
             host.signal(signal.SIGSTOP)
+            await host.stopped()
             worker = record.worker
             if worker is not None:
                 self.slots.release(worker)
@@ -307,9 +316,13 @@ class Lifecycle:
             await session.close()
 
     async def shutdown(self) -> None:
+        flights = [record.flight for record in self.actors.values()
+                   if record.flight is not None and not record.flight.done()]
+        for flight in flights:
+            flight.cancel()
+        if flights:  # a cancelled restore kills the host it took; bounded, as a flight may wait on a stuck lock
+            await asyncio.wait(flights, timeout=10)
         for record in list(self.actors.values()):
-            if record.flight is not None and not record.flight.done():
-                record.flight.cancel()
             if record.host is not None:
                 record.host.signal(signal.SIGCONT)
                 await record.host.kill()

@@ -3,7 +3,8 @@
 ``EmbeddedRuntime`` runs an asyncio loop in a background thread. Use it as a
 context manager (tests, trials) or call :meth:`run_until_signalled` (the
 ``substrate-bench runtime`` command). Stopping kills every actor host and
-removes the state directory unless ``keep_state`` was set.
+removes the state directory unless ``keep_state`` was set. Starting first removes the directories of runtimes
+whose process died without stopping (``leftovers.py``), one line each, kept in :attr:`swept` and logged.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 from collections.abc import Coroutine
@@ -27,17 +30,20 @@ from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from substrate_assets.protos import ateapi_pb2_grpc
+from substrate_assets.runtime import leftovers
 from substrate_assets.runtime.actors import STATE_NAMES
 from substrate_assets.runtime.config import RuntimeConfig
 from substrate_assets.runtime.control import ControlService
 from substrate_assets.runtime.events import EventLog, RuntimeEvent
 from substrate_assets.runtime.hosts import WarmPool
+from substrate_assets.runtime.leftovers import LIVE_PREFIX, STATE_PREFIX, mark, sweep_runtime_leftovers
 from substrate_assets.runtime.lifecycle import Lifecycle
 from substrate_assets.runtime.metrics import RuntimeMetrics
 from substrate_assets.runtime.router import Router
 
 T = TypeVar("T")
 LOOPBACK = "127.0.0.1"
+log = logging.getLogger(__name__)
 
 
 class EmbeddedRuntime:
@@ -58,6 +64,7 @@ class EmbeddedRuntime:
         self._stop: asyncio.Event | None = None
         self.lifecycle: Lifecycle | None = None
         self.router: Router | None = None
+        self.swept: list[str] = []
 
     # -- addresses --------------------------------------------------------
 
@@ -78,9 +85,13 @@ class EmbeddedRuntime:
     def start(self) -> EmbeddedRuntime:
         if self._thread is not None:
             raise RuntimeError("the runtime is already started")
+        self.swept = sweep_runtime_leftovers()
+        for line in self.swept:
+            log.info(line)
         if self.config.state_dir is None:
-            self.state_dir = Path(tempfile.mkdtemp(prefix="substrate-runtime-"))
+            self.state_dir = Path(tempfile.mkdtemp(prefix=STATE_PREFIX))
             self._created_state_dir = True
+            mark(self.state_dir)
         else:
             self.state_dir = self.config.state_dir.resolve()
             self._created_state_dir = not self.state_dir.exists()
@@ -88,13 +99,29 @@ class EmbeddedRuntime:
         self.live_dir = self._make_live_dir()
         self._thread = threading.Thread(target=self._run, name="substrate-runtime", daemon=True)
         self._thread.start()
-        self._started.wait()
+        try:
+            self._started.wait()
+        except BaseException:
+            # Ctrl-C or SIGTERM while starting: the loop thread goes on starting hosts, so it is stopped here
+            # rather than left to die with the process and leave its directories behind.
+            self._abandon_start()
+            raise
         if self._startup_error is not None:
             self._thread.join()
             self._thread = None
             self._remove_state()
             raise self._startup_error
         return self
+
+    def _abandon_start(self) -> None:
+        self._started.wait(timeout=self.config.host_command_timeout_s)
+        if self._startup_error is None and self._loop is not None and self._stop is not None:
+            self.stop()
+            return
+        if self._thread is not None:
+            self._thread.join(timeout=self.config.host_command_timeout_s)
+            self._thread = None
+        self._remove_state()
 
     def stop(self) -> None:
         if self._thread is None or self._loop is None or self._stop is None:
@@ -115,9 +142,11 @@ class EmbeddedRuntime:
         if self.config.live_dir is not None:
             live = self.config.live_dir.resolve() / f"runtime-{os.getpid()}-{id(self):x}"
         else:
-            shm = Path("/dev/shm")
+            shm = leftovers.SHM
             if shm.is_dir() and os.access(shm, os.W_OK):
-                return Path(tempfile.mkdtemp(prefix="substrate-live-", dir=shm))
+                live = Path(tempfile.mkdtemp(prefix=LIVE_PREFIX, dir=shm))
+                mark(live)
+                return live
             live = self.state_dir / "live"
         live.mkdir(parents=True, exist_ok=True)
         return live
@@ -140,6 +169,8 @@ class EmbeddedRuntime:
         try:
             self.start()
             if announce:
+                for line in self.swept:  # on stderr: stdout's first lines are the addresses, which tools read
+                    print(line, file=sys.stderr, flush=True)
                 print(f"control  {self.control_address}  (gRPC ateapi.Control)", flush=True)
                 print(f"router   {self.router_url}  (HTTP, header ate-target-actor: <atespace>/<actor>)", flush=True)
                 print(f"metrics  {self.metrics_url}", flush=True)

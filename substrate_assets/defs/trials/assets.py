@@ -1,5 +1,6 @@
 """``trial_run[trial]``: one execution of a suite, run through Dagster Pipes into the run store."""
 
+import os
 import sys
 
 import dagster as dg
@@ -16,6 +17,7 @@ from substrate_assets.defs.scripts.assets import workload_script
 from substrate_assets.defs.trials.checks import TRIAL_COMPLETED
 from substrate_assets.defs.trials.kubernetes import run_on_kubernetes
 from substrate_assets.driver.kubernetes_pods import PIPES_CHILD
+from substrate_assets.driver.stopping import PARENT_PID_ENV
 from substrate_assets.project import project_root
 from substrate_assets.results.layout import TrialExists, TrialKey
 from substrate_assets.suites import SuiteError
@@ -69,5 +71,6 @@ def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.Pip
         context=context,
         command=[sys.executable, "-m", PIPES_CHILD],
         extras=extras,
+        env={PARENT_PID_ENV: str(os.getpid())},
         cwd=str(project_root()),
     ).get_materialize_result()

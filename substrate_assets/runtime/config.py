@@ -6,6 +6,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from substrate_assets.runtime.glutton_http import MAX_REQUEST_BODY
 from substrate_assets.workload.quantity import QuantityError, parse_byte_count
 
 GiB = 1 << 30
@@ -56,6 +57,10 @@ class RuntimeConfig(BaseModel):
     warm_hosts: int = Field(2, ge=0, description="Actor host processes kept started and idle, so a wake "
                             "does not pay for a Python start.")
     router_timeout_s: float = Field(30.0, gt=0, description="The router's own deadline per request (504).")
+    router_max_body: int = Field(MAX_REQUEST_BODY, gt=0, description="Largest request body the router forwards "
+                                 "(413 above it): by default glutton's largest legitimate request.")
+    router_body_timeout_s: float = Field(30.0, gt=0, description="How long the router waits for more of a "
+                                         "request's body before answering 408 and closing the connection.")
     max_parked: int = Field(1000, ge=1, description="Requests the router parks at once before answering 503.")
     drain_timeout_s: float = Field(30.0, gt=0, description="How long a suspend or pause waits for in-flight "
                                    "requests.")

@@ -3,6 +3,10 @@
 Wrong method 405; a body that does not parse 400; invalid argument 400; not
 found 404; anything else 500; the body of an error is its message. Every
 success carries ``x-server-elapsed-us``.
+
+A body is sized by ``Content-Length`` or sent chunked (the router streams
+bodies of unknown length on chunked); one over ``MAX_REQUEST_BODY`` is 413, a
+body cut short ends the connection unanswered.
 """
 
 from __future__ import annotations
@@ -16,9 +20,24 @@ from google.protobuf.message import DecodeError
 
 from substrate_assets.protos import glutton_pb2 as pb
 from substrate_assets.runtime.glutton import Glutton, GluttonError
+from substrate_assets.workload.quantity import INT32_MAX
 
 CONTENT_TYPE = "application/x-protobuf"
 ELAPSED_HEADER = "x-server-elapsed-us"
+# The largest legitimate request is an Ingest of the largest payload a script may send (2 GiB − 1: sizes travel
+# as int32) with its key (a file name, at most 255 bytes) and protobuf framing (three tags, two length varints
+# of at most 5 bytes, the append flag); 4 KiB covers the key and framing with room to spare.
+MAX_REQUEST_BODY = INT32_MAX + 4096
+_CHUNK_LINE = 1024
+
+
+class _BodyError(Exception):
+    """The request's body is unusable; ``status`` 0 means the connection ended mid-body (nobody to answer)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
 
 
 def routes(glutton: Glutton) -> dict[str, tuple[type, Callable[[Any], Any]]]:
@@ -65,12 +84,58 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         self._reply(status, message.encode(), "text/plain; charset=utf-8")
 
+    def _read_exactly(self, size: int) -> bytes:
+        data = self.rfile.read(size)
+        if len(data) < size:
+            raise _BodyError(0, "the connection ended mid-body")
+        return data
+
     def _drain(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length else b""
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            return self._read_chunked()
+        text = self.headers.get("Content-Length") or "0"
+        if not text.strip().isdigit():
+            raise _BodyError(400, f"malformed Content-Length {text!r}")
+        length = int(text)
+        if length > MAX_REQUEST_BODY:
+            raise _BodyError(413, f"request body of {length} bytes is over the limit of {MAX_REQUEST_BODY} bytes")
+        return self._read_exactly(length) if length else b""
+
+    def _read_chunked(self) -> bytes:
+        parts: list[bytes] = []
+        total = 0
+        while True:
+            line = self.rfile.readline(_CHUNK_LINE)
+            if not line:
+                raise _BodyError(0, "the connection ended mid-body")
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise _BodyError(400, f"malformed chunk size line {line[:64]!r}") from None
+            if size == 0:
+                break
+            total += size
+            if total > MAX_REQUEST_BODY:
+                raise _BodyError(413, f"request body is over the limit of {MAX_REQUEST_BODY} bytes")
+            parts.append(self._read_exactly(size))
+            self._read_exactly(2)  # the chunk's CRLF
+        while self.rfile.readline(_CHUNK_LINE) not in (b"\r\n", b"\n", b""):
+            pass  # trailers: none that glutton reads
+        return b"".join(parts)
+
+    def _body(self) -> bytes | None:
+        """The request's body; None once the request has been answered (or abandoned) for a bad one."""
+        try:
+            return self._drain()
+        except _BodyError as error:
+            self.close_connection = True
+            if error.status:
+                self._error(error.status, error.message)
+            return None
 
     def do_GET(self) -> None:
-        self._drain()
+        if self._body() is None:
+            return
         path = self.path.split("?", 1)[0]
         if path == "/readyz":
             self._reply(200, b"ok", "text/plain; charset=utf-8")
@@ -80,7 +145,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"no route {path}")
 
     def _not_allowed(self) -> None:
-        self._drain()
+        if self._body() is None:
+            return
         path = self.path.split("?", 1)[0]
         if path in self.server.routes or path == "/readyz":
             self._error(405, f"method {self.command} not allowed on {path}")
@@ -91,7 +157,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         started = time.perf_counter()
-        body = self._drain()
+        body = self._body()
+        if body is None:
+            return
         path = self.path.split("?", 1)[0]
         route = self.server.routes.get(path)
         if route is None:

@@ -240,7 +240,8 @@ class EmbeddedRuntime:
                         self.events)
         assert self.live_dir is not None
         self.lifecycle = Lifecycle(self.config, self.state_dir, self.live_dir, self.metrics, self.events, pool)
-        self.router = Router(self.lifecycle, self.config.router_timeout_s, self.config.max_parked)
+        self.router = Router(self.lifecycle, self.config.router_timeout_s, self.config.max_parked,
+                             max_body=self.config.router_max_body, body_timeout_s=self.config.router_body_timeout_s)
         grpc_server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
         ateapi_pb2_grpc.add_ControlServicer_to_server(ControlService(self.lifecycle), grpc_server)
         runners: list[web.AppRunner] = []
@@ -249,7 +250,8 @@ class EmbeddedRuntime:
             if not self.control_port:
                 raise OSError(f"cannot bind the control API to {LOOPBACK}:{self.config.control_port}")
             await grpc_server.start()
-            self.router_port = await self._serve(self.router.application(), self.config.router_port, runners)
+            self.router_port = await self._serve(self.router.application(), self.config.router_port, runners,
+                                                 **self.router.server_options())
             self.metrics_port = await self._serve(self._metrics_application(), self.config.metrics_port, runners)
             pool.start()
         except BaseException as error:
@@ -263,8 +265,8 @@ class EmbeddedRuntime:
         finally:
             await self._shutdown(grpc_server, runners)
 
-    async def _serve(self, app: web.Application, port: int, runners: list[web.AppRunner]) -> int:
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    async def _serve(self, app: web.Application, port: int, runners: list[web.AppRunner], **options: Any) -> int:
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, **options)
         await runner.setup()
         runners.append(runner)
         site = web.TCPSite(runner, LOOPBACK, port, backlog=1024)

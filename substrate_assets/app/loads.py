@@ -3,19 +3,19 @@ warehouse load and lock discipline as the raw assets, and are recorded on the in
 theirs."""
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import dagster as dg
 
 from substrate_assets.defs.warehouse.metadata import PREVIEW_ROWS, report_loads
-from substrate_assets.results.importer import ImportedRun, import_runs
+from substrate_assets.results.importer import ImportedRun, RunRefused, import_all
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import build_marts, models_directory
-from substrate_assets.warehouse.raw import load_trials
+from substrate_assets.warehouse.raw import check_staged_run, read_trials, write_trials
 from substrate_assets.warehouse.rebuild import Rebuilt, rebuild
 
 
@@ -25,29 +25,43 @@ class ImportOutcome:
     raw_rows: dict[str, int]
     models: list[str]
     tests: list[TestOutcome]
+    # Runs that did not load: refused before the store (their files do not read, or their id is taken), or
+    # already in the store and unreadable there. One line each.
+    refused: list[RunRefused] = field(default_factory=list)
 
 
 def import_upstream(root: str, store: RunStore, warehouse: Path, instance: dg.DagsterInstance,
                     on_wait: Callable[[str], None] | None = None) -> ImportOutcome:
-    """Copy every upstream run under ``root`` into the store, then load them all in one pass (raw tables, models,
-    column tests) and record each load, so the imported trials show in the UI beside native ones."""
-    runs = import_runs(root, store)
+    """Copy every upstream run under ``root`` into the store — each read whole first, exactly as the warehouse
+    loads it, and refused (nothing copied) when any file does not read — then load them all in one pass (raw
+    tables, models, column tests) and record each load, so the imported trials show in the UI beside native
+    ones. A refused run does not stop the others."""
+    batch = import_all(root, store, check=check_staged_run)
+    refused = list(batch.refused)
+    # Read before the warehouse is opened, so the lock is held only to write. Runs copied now were read in staging
+    # already; runs that were in the store before are read here for the first time.
+    read, unreadable = read_trials([TrialDirectory(run.trial_dir) for run in batch.imported])
+    unreadable_dirs = {problem.trial_dir for problem in unreadable}
+    refused += [RunRefused(str(problem.trial_dir), f"in the store but unreadable: {problem}")
+                for problem in unreadable]
+    runs = [run for run in batch.imported if run.trial_dir not in unreadable_dirs]
     if not runs:
-        return ImportOutcome([], {}, [], [])
-    trials = [TrialDirectory(run.trial_dir) for run in runs]
+        return ImportOutcome([], {}, [], [], refused)
     with connect(warehouse, on_wait=on_wait) as connection:
-        raw = load_trials(connection, trials, preview_rows=PREVIEW_ROWS)
+        raw = write_trials(connection, read, preview_rows=PREVIEW_ROWS)
         built, outcomes = build_marts(connection)
-    report_loads(instance, trials, raw, built, outcomes,
+    report_loads(instance, [part.trial for part in read], raw, built, outcomes,
                  extra={run.trial_id: {"imported_from": run.source} for run in runs})
     return ImportOutcome(runs, {name: table.total for name, table in raw.items()}, [table.name for table in built],
-                         outcomes)
+                         outcomes, refused)
 
 
 def rebuild_warehouse(store: RunStore, warehouse: Path, instance: dg.DagsterInstance,
-                      on_wait: Callable[[str], None] | None = None) -> Rebuilt:
-    """Recreate the warehouse from the run store; record the loads of partitions the instance has not seen, every
-    model and every column test."""
-    result = rebuild(store, warehouse, models_directory(), on_wait=on_wait, preview_rows=PREVIEW_ROWS)
+                      on_wait: Callable[[str], None] | None = None,
+                      on_listed: Callable[[list[Path]], None] | None = None) -> Rebuilt:
+    """Recreate the warehouse from the run store, skipping (and returning in ``skipped``) trials whose files do not
+    read; record the loads of partitions the instance has not seen, every model and every column test."""
+    result = rebuild(store, warehouse, models_directory(), on_wait=on_wait, preview_rows=PREVIEW_ROWS,
+                     on_listed=on_listed)
     report_loads(instance, result.trials, result.raw, result.models, result.tests, new_partitions_only=True)
     return result

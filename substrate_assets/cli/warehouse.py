@@ -16,12 +16,13 @@ def _say_waiting(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _exit_on_failed_tests(outcomes: list[Any]) -> None:
-    """One line per column test that failed, then exit 1; nothing when all passed."""
+def _exit_on_failed_tests(outcomes: list[Any], exit_now: bool = True) -> None:
+    """One line per column test that failed, then exit 1 (unless the caller exits itself); nothing when all
+    passed."""
     failed = [outcome for outcome in outcomes if not outcome.passed]
     for outcome in failed:
         click.echo(f"test {outcome.test.model}.{outcome.test.name} failed: {outcome.violations} rows", err=True)
-    if failed:
+    if failed and exit_now:
         sys.exit(1)
 
 
@@ -29,7 +30,9 @@ def _exit_on_failed_tests(outcomes: list[Any]) -> None:
 @click.argument("root")
 def import_command(root: str) -> None:
     """Import every upstream run under ROOT (runs/<name>/run_date=…/run_ts=…/run_tag=…/; a directory or a
-    gs://, s3:// or other fsspec URL) as trials: copied unchanged into the run store, then loaded."""
+    gs://, s3:// or other fsspec URL) as trials: each read whole first, then copied unchanged into the run store and
+    loaded. A run whose files do not read is refused (one line naming the file; nothing of it is stored) and the
+    others still load; the exit code is then 1."""
     from substrate_assets.app.instance import project_instance
     from substrate_assets.app.loads import import_upstream
     from substrate_assets.results.layout import RunStore
@@ -40,20 +43,30 @@ def import_command(root: str) -> None:
                                   on_wait=_say_waiting)
     except WarehouseBusy as error:
         raise click.ClickException(str(error)) from None
+    for refusal in outcome.refused:
+        click.echo(str(refusal), err=True)
     console = wide_console()
-    if not outcome.runs:
+    if not outcome.runs and not outcome.refused:
         raise click.ClickException(f"no upstream runs under {root} (expected runs/<name>/run_date=…/run_ts=…/"
                                    "run_tag=…/)")
-    print_rows(console, f"imported {len(outcome.runs)} runs", ["trial_id", "copied", "source"],
-               [(run.trial_id, "yes" if run.copied else "already in the store", run.source) for run in outcome.runs])
-    console.print(f"loaded raw rows {outcome.raw_rows}; rebuilt {', '.join(outcome.models)}", highlight=False)
-    _exit_on_failed_tests(outcome.tests)
+    if outcome.runs:
+        print_rows(console, f"imported {len(outcome.runs)} runs", ["trial_id", "copied", "source"],
+                   [(run.trial_id, "yes" if run.copied else "already in the store", run.source)
+                    for run in outcome.runs])
+        console.print(f"loaded raw rows {outcome.raw_rows}; rebuilt {', '.join(outcome.models)}", highlight=False)
+    _exit_on_failed_tests(outcome.tests, exit_now=not outcome.refused)
+    if outcome.refused:
+        others = f"; the other {len(outcome.runs)} loaded" if outcome.runs else ""
+        raise click.ClickException(f"{len(outcome.refused)} of {len(outcome.runs) + len(outcome.refused)} runs "
+                                   f"refused (above){others}")
 
 
 @click.command()
 def rebuild() -> None:
     """Recreate the warehouse from the run store (every trial, then every model). Waits while a run or a query has
-    the warehouse open, and replaces it only when nobody does."""
+    the warehouse open, and replaces it only when nobody does; loads that start meanwhile wait for it and land in
+    the new warehouse. A trial whose files do not read is skipped, one line naming the file; the others load and
+    the exit code is then 1."""
     from substrate_assets.app.instance import project_instance
     from substrate_assets.app.loads import rebuild_warehouse
     from substrate_assets.results.layout import RunStore
@@ -64,12 +77,32 @@ def rebuild() -> None:
                                    on_wait=_say_waiting)
     except WarehouseBusy as error:
         raise click.ClickException(str(error)) from None
+    for problem in result.skipped:
+        click.echo(f"skipped {problem.trial_dir}: {problem}", err=True)
     console = wide_console()
     console.print(f"rebuilt {warehouse_path()} from {len(result.trials)} trials in {result.seconds:.2f}s",
                   highlight=False)
     print_rows(console, "tables", ["table", "rows"],
                [*result.raw_rows.items(), *((table.name, table.rows) for table in result.models)])
-    _exit_on_failed_tests(result.tests)
+    _exit_on_failed_tests(result.tests, exit_now=not result.skipped)
+    if result.skipped:
+        raise click.ClickException(f"{len(result.skipped)} unreadable trials skipped (above: fix or remove them in "
+                                   f"the run store); {len(result.trials)} loaded")
+
+
+def _refusal(error: Exception) -> str | None:
+    """The one line saying why ``sql`` would not run a statement that reaches past the warehouse or writes, or
+    None for an ordinary SQL error."""
+    import duckdb
+
+    said = next((line.strip() for line in str(error).splitlines() if line.strip()), "")
+    if isinstance(error, duckdb.PermissionException):
+        return f"refused: sql reads the warehouse only, not files, other databases or extensions ({said})"
+    if "read-only mode" in said:
+        return f"refused: sql is read-only ({said})"
+    if "configuration has been locked" in said:
+        return f"refused: sql cannot change DuckDB's settings ({said})"
+    return None
 
 
 @click.command()
@@ -77,7 +110,9 @@ def rebuild() -> None:
 @click.option("--format", "output", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
 def sql(statement: str, output: str) -> None:
     """Run read-only SQL on the warehouse: for instance "select trial_id, p50_ms, p99_ms from
-    wake_latency_distribution". Fails at once, saying so, while another process writes the warehouse."""
+    wake_latency_distribution". Fails at once, saying so, while another process writes the warehouse. Reads the
+    warehouse and nothing else: writes, files (COPY … TO, EXPORT DATABASE, read_text, glob), other databases
+    (ATTACH), extensions (INSTALL, LOAD) and settings are refused (exit 1)."""
     import csv
     import json
 
@@ -91,7 +126,7 @@ def sql(statement: str, output: str) -> None:
     except (FileNotFoundError, WarehouseBusy) as error:
         raise click.ClickException(str(error)) from None
     except duckdb.Error as error:
-        raise click.ClickException(f"SQL error: {error}") from None
+        raise click.ClickException(_refusal(error) or f"SQL error: {error}") from None
     if output == "csv":
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(result.columns)

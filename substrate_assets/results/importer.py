@@ -3,9 +3,12 @@
 Upstream's runner uploads each run to
 ``<dest>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/``; ``ROOT`` is
 that ``<dest>``: a local directory or any fsspec URL (``gs://``, ``s3://``,
-``memory://``). Each run is copied file by file into a staging directory of the
-run store and renamed into place, so the store only ever holds whole runs; a
-run already in the store is left as it is.
+``memory://``). Each run is copied file by file into a staging directory the run
+store gives this process (``RunStore.claim``), checked there by the caller's
+``check`` — the warehouse reads every file as it will load them — and only then
+renamed into place, so the store only ever holds whole runs that load; a run
+already in the store is left as it is. A run refused by ``check`` (or whose id the
+store already holds under another tag, or is assembling) is reported, not copied.
 """
 
 from __future__ import annotations
@@ -13,21 +16,33 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import fsspec
 
-from substrate_assets.results.layout import RunStore, TrialKey
-from substrate_assets.results.trial_directory import TRIAL_JSON, UPLOADING
+from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
+from substrate_assets.results.trial_directory import TRIAL_JSON, UPLOADING, WORK
 
 log = logging.getLogger(__name__)
 
 RUN_GLOB = "runs/*/run_date=*/run_ts=*/run_tag=*"
 
+# Reads a run where it is staged as it will be read under its key in the store; a ValueError refuses the run.
+RunCheck = Callable[[Path, TrialKey], None]
+
 
 class UploadInProgress(FileNotFoundError):
     """The run directory is still being uploaded (its ``.uploading`` marker is there)."""
+
+
+class RunRefused(ValueError):
+    """A run that does not enter the store: where it is and why, in one line."""
+
+    def __init__(self, source: str, reason: str) -> None:
+        self.source, self.reason = source, reason
+        super().__init__(f"refused {source}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,14 @@ class ImportedRun:
         return self.key.trial_id
 
 
+@dataclass(frozen=True)
+class ImportBatch:
+    """What an import of every run under a root did: the runs now in the store, and those refused."""
+
+    imported: list[ImportedRun] = field(default_factory=list)
+    refused: list[RunRefused] = field(default_factory=list)
+
+
 def find_runs(root: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
     """The filesystem of ``root`` and every run directory under it, oldest first."""
     filesystem, base = fsspec.core.url_to_fs(root)
@@ -53,40 +76,65 @@ def find_runs(root: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
     return filesystem, sorted(found, key=lambda path: (TrialKey.parse(path).run_ts, path))
 
 
-def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunStore) -> ImportedRun:
-    """Copy one run directory into the store (staged, then renamed); a run already there is left alone."""
+def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunStore,
+               check: RunCheck | None = None) -> ImportedRun:
+    """Copy one run directory into the store (staged, checked, then renamed); a run already there is left alone.
+    RunRefused, with nothing left in the store, when ``check`` refuses it or the store holds its id otherwise."""
     key = TrialKey.parse(source)
     target = store.trial_dir(key)
     if target.exists():
         return ImportedRun(key, source, target, copied=False)
-    staging = store.staging_dir(key)
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
+    try:
+        # A staging directory of this id belongs to whoever claimed it (a live run, or one the sweep judged alive):
+        # never removed here.
+        staging = store.claim(key)
+    except TrialExists as error:
+        raise RunRefused(source, str(error)) from None
     try:
         listing = filesystem.ls(source, detail=False)
         if any(Path(path).name == UPLOADING for path in listing):
             raise UploadInProgress(f"{source} is still being uploaded (it holds {UPLOADING}); if no upload is "
                                    f"running, it was cut short: delete it or its {UPLOADING} object")
         for path in listing:
-            if filesystem.isfile(path):
+            if filesystem.isfile(path) and Path(path).name != WORK:
                 filesystem.get_file(path, str(staging / Path(path).name))
+        if check is not None:
+            try:
+                check(staging, key)
+            except ValueError as error:
+                raise RunRefused(source, str(error)) from None
+        # The claim's owner record leaves with the scratch area, as a native trial's does when it lands.
+        shutil.rmtree(staging / WORK, ignore_errors=True)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.rename(staging, target)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # ours: claimed above; gone already once renamed
     return ImportedRun(key, source, target, copied=True)
 
 
-def import_runs(root: str, store: RunStore) -> list[ImportedRun]:
-    """Every whole run under ``root`` (runs still being uploaded are left for next time)."""
+def import_all(root: str, store: RunStore, check: RunCheck | None = None) -> ImportBatch:
+    """Every whole run under ``root`` (runs still being uploaded are left for next time), each refused on its own:
+    the others still enter the store."""
     filesystem, runs = find_runs(root)
-    imported = []
+    for line in store.sweep_dead_staging():  # an import killed mid-copy would hold its run's id forever
+        log.warning("%s", line)
+    batch = ImportBatch()
     for source in runs:
         try:
-            imported.append(import_run(filesystem, source, store))
+            batch.imported.append(import_run(filesystem, source, store, check))
         except UploadInProgress as error:
             log.warning("skipped: %s", error)
-    return imported
+        except RunRefused as refusal:
+            batch.refused.append(refusal)
+    return batch
+
+
+def import_runs(root: str, store: RunStore, check: RunCheck | None = None) -> list[ImportedRun]:
+    """Every whole run under ``root``; RunRefused for the first run refused."""
+    batch = import_all(root, store, check)
+    if batch.refused:
+        raise batch.refused[0]
+    return batch.imported
 
 
 def fetch_trial(store_url: str, key: TrialKey, store: RunStore) -> ImportedRun:

@@ -11,6 +11,11 @@ Python original:
 DuckDB lets one process write a file, and no process read it while another writes. Every writer (a raw
 asset, a model, an import, a rebuild) opens the file through :func:`connect`, which waits with backoff while
 another process holds it and says so once; readers (``substrate-bench sql``) do not wait.
+
+A reader is also shut in: DuckDB's external access is off and its configuration locked (:data:`READER_CONFIG`),
+so read-only SQL reads the warehouse and nothing else — no ``COPY … TO`` or ``EXPORT DATABASE`` to a file, no
+``ATTACH`` of another database, no ``read_text``/``glob``/``read_csv`` of the filesystem or the network, no
+``INSTALL``/``LOAD`` of extensions — and cannot switch that back on with ``SET``.
 """
 
 from __future__ import annotations
@@ -48,6 +53,12 @@ def prepare(connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     return connection
 
 
+# Given at open, so nothing a reader's SQL runs (or a SET, RESET) can widen it; the warehouse file itself is opened
+# before it applies.
+READER_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "enable_external_access": False, "lock_configuration": True,
+}
+
 # How long a writer waits for another process to let go of the warehouse: a rebuild of a large store.
 WRITER_WAIT_S = 600.0
 _FIRST_PAUSE_S, _LONGEST_PAUSE_S = 0.05, 2.0
@@ -68,7 +79,7 @@ def _open(path: Path, read_only: bool, wait_s: float, on_wait: Callable[[str], N
     told = False
     while True:
         try:
-            return duckdb.connect(str(path), read_only=read_only)
+            return duckdb.connect(str(path), read_only=read_only, config=READER_CONFIG if read_only else {})
         except duckdb.Error as error:
             if not is_lock_conflict(error):
                 raise
@@ -87,8 +98,8 @@ def connect(path: Path, read_only: bool = False, *, wait_s: float | None = None,
             on_wait: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
             clock: Callable[[], float] = time.monotonic) -> Iterator[duckdb.DuckDBPyConnection]:
     """A short-lived connection with the warehouse's functions. A writer waits up to ``wait_s`` (default
-    WRITER_WAIT_S) while another process holds the file, telling ``on_wait`` once; a reader does not wait (0).
-    WarehouseBusy when the wait runs out."""
+    WRITER_WAIT_S) while another process holds the file, telling ``on_wait`` once; a reader does not wait (0), and
+    reaches nothing but the warehouse (READER_CONFIG). WarehouseBusy when the wait runs out."""
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
     waiting = wait_s if wait_s is not None else (0.0 if read_only else WRITER_WAIT_S)

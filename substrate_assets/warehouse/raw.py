@@ -10,32 +10,48 @@
 | ``server_telemetry`` | server_summary.json, or the stats.jsonl ``server_summary`` row, as the 45 flat keys |
 
 Every load — one raw asset's table for one trial, an import, a rebuild — goes
-through :func:`load_trials`. Loading a trial again deletes its rows and inserts
-the new ones in one transaction per table: never duplicates, never half a table.
+through :func:`load_trials`. Every frame of every trial is built in memory first, so a trial whose files do not
+read (:class:`UnreadableTrial`, naming the file and line) writes nothing; then one transaction deletes the trials'
+rows and inserts the new ones in every table: never duplicates, never half a table, never some tables of a trial.
+:func:`read_trial` is the same reading, for checking a run before it enters the store.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 
+from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
     STATS_SCHEMA,
+    read_json,
+    read_requests,
+    read_stats,
+    read_stats_history,
+    read_stats_jsonl,
 )
+from substrate_assets.results.run_log import read_run_log
 from substrate_assets.results.server_summary import FLAT_KEYS
 from substrate_assets.results.stats_jsonl import REPORTED_FIGURES
 from substrate_assets.results.trial_directory import (
+    LOGS_TXT,
     REQUESTS_PARQUET,
+    SERVER_SUMMARY_JSON,
     STATS_CSV,
     STATS_HISTORY_CSV,
+    STATS_JSONL,
+    STATUS_JSON,
+    TRIAL_JSON,
     TrialDirectory,
 )
 
@@ -79,6 +95,8 @@ class RawTable:
     schema: dict[str, pl.DataType]
     read: Callable[[TrialDirectory], pl.DataFrame]
     description: str
+    # The trial files ``read`` opens: where to look when it fails.
+    files: tuple[str, ...]
 
     @property
     def columns(self) -> dict[str, pl.DataType]:
@@ -94,20 +112,130 @@ class RawTable:
 
 RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
     RawTable("trial_manifests", MANIFEST_SCHEMA, lambda trial: _one_row(trial.manifest_fields(), MANIFEST_SCHEMA),
-             "One row per trial: suite, script, knobs, status."),
+             "One row per trial: suite, script, knobs, status.", (TRIAL_JSON, STATUS_JSON, STATS_JSONL, LOGS_TXT)),
     RawTable("stats_history", STATS_HISTORY_SCHEMA, TrialDirectory.stats_history,
-             f"Locust's per-second history ({STATS_HISTORY_CSV})."),
-    RawTable("locust_stats", STATS_SCHEMA, TrialDirectory.stats, f"Locust's final per-entry stats ({STATS_CSV})."),
+             f"Locust's per-second history ({STATS_HISTORY_CSV}).", (STATS_HISTORY_CSV,)),
+    RawTable("locust_stats", STATS_SCHEMA, TrialDirectory.stats, f"Locust's final per-entry stats ({STATS_CSV}).",
+             (STATS_CSV,)),
     RawTable("request_samples", REQUESTS_SCHEMA, TrialDirectory.requests,
-             f"Every request with its exact latency ({REQUESTS_PARQUET})."),
+             f"Every request with its exact latency ({REQUESTS_PARQUET}).", (REQUESTS_PARQUET,)),
     RawTable("cluster_facts", CLUSTER_FACTS_SCHEMA,
              lambda trial: _one_row({**trial.cluster_facts(), **trial.reported_figures()}, CLUSTER_FACTS_SCHEMA),
              "What the trial ran on, under the reference's fact keys, and the density figures its own "
-             "trial_summary row reported (reported_*)."),
+             "trial_summary row reported (reported_*).", (TRIAL_JSON, STATS_JSONL)),
     RawTable("server_telemetry", SERVER_TELEMETRY_SCHEMA,
              lambda trial: _one_row(trial.server_telemetry(), SERVER_TELEMETRY_SCHEMA),
-             "The 45 flat server_summary keys; null where nothing was measured."),
+             "The 45 flat server_summary keys; null where nothing was measured.", (SERVER_SUMMARY_JSON, STATS_JSONL)),
 )}
+
+def _stats_jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    """stats.jsonl as TrialDirectory reads it, and each row an object (the readers take any JSON value)."""
+    rows = read_stats_jsonl(path)
+    with path.open() as handle:
+        numbers = [number for number, line in enumerate(handle, start=1) if line.strip()]
+    for number, row in zip(numbers, rows, strict=True):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: not a JSON object but {type(row).__name__}")
+    return rows
+
+
+# Each file a raw table reads, with the reader TrialDirectory reads it with: run alone, it says which file broke.
+FILE_READERS: dict[str, Callable[[Path], Any]] = {
+    TRIAL_JSON: read_json, STATUS_JSON: read_json, SERVER_SUMMARY_JSON: read_json, STATS_JSONL: _stats_jsonl_rows,
+    STATS_CSV: read_stats, STATS_HISTORY_CSV: read_stats_history, REQUESTS_PARQUET: read_requests,
+    LOGS_TXT: lambda path: read_run_log(path.read_text(errors="replace")),
+}
+
+
+class UnreadableTrial(ValueError):
+    """A trial directory whose files do not read into its raw tables: which file (and line, where known), and why,
+    in one line."""
+
+    def __init__(self, trial_dir: Path, where: str, reason: str) -> None:
+        self.trial_dir, self.where, self.reason = trial_dir, where, reason
+        super().__init__(f"{where}: {reason}")
+
+
+def _first_line(error: BaseException) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
+def _where_and_why(path: Path, error: Exception) -> tuple[str, str]:
+    """``error``, raised reading ``path``, as (file[:line], reason) without the directory."""
+    if path.stat().st_size == 0:
+        return path.name, "empty file"
+    if isinstance(error, json.JSONDecodeError):
+        return path.name, f"not JSON: {error}"
+    if isinstance(error, UnicodeDecodeError):
+        return path.name, f"not UTF-8 text ({error.reason} at byte {error.start})"
+    text = _first_line(error)
+    # The readers name the file themselves (``<path>:<line>: <why>``): keep the line, drop the directory.
+    if text.startswith(f"{path}:"):
+        line, colon, why = text[len(f"{path}:"):].partition(": ")
+        if colon and line.isdigit():
+            return f"{path.name}:{line}", why
+        return path.name, text[len(f"{path}:"):].strip()
+    return path.name, text
+
+
+def _diagnose(trial: TrialDirectory, table: RawTable, error: Exception) -> UnreadableTrial:
+    """Which of ``table``'s files its reader refuses; failing that, the table and the error."""
+    names = dict.fromkeys((TRIAL_JSON, *table.files))  # trial.json also names the trial
+    present = [(name, path) for name in names if (path := trial.file(name)) is not None]
+    for name, path in present:
+        try:
+            FILE_READERS[name](path)
+        except Exception as refused:  # whatever a reader raises, this file is what is wrong
+            return UnreadableTrial(trial.path, *_where_and_why(path, refused))
+    where = ", ".join(path.name for _, path in present) or trial.path.name
+    return UnreadableTrial(trial.path, where, f"does not read as {table.name}: {type(error).__name__}: "
+                                              f"{_first_line(error)}")
+
+
+@dataclass(frozen=True)
+class TrialFrames:
+    """One trial's rows for each raw table, read and not yet written."""
+
+    trial: TrialDirectory
+    trial_id: str
+    frames: dict[str, pl.DataFrame]
+
+
+def read_trial(trial: TrialDirectory, tables: Collection[str] | None = None) -> TrialFrames:
+    """``tables`` (default: every raw table) of ``trial``, built in memory; UnreadableTrial if any file does not
+    read."""
+    frames = {}
+    try:
+        trial_id = trial.trial_id
+    except Exception as error:  # trial.json does not read: one line saying so, not a traceback
+        raise _diagnose(trial, RAW_TABLES["trial_manifests"], error) from error
+    for name in (tables if tables is not None else RAW_TABLES):
+        table = RAW_TABLES[name]
+        try:
+            frames[name] = table.frame(trial)
+        except Exception as error:  # any failure to read is the trial's, reported as one line
+            raise _diagnose(trial, table, error) from error
+    return TrialFrames(trial, trial_id, frames)
+
+
+class StagedTrial(TrialDirectory):
+    """A run read where it is assembled, before it is renamed into the run store under ``key``: read as it will be
+    read there."""
+
+    def __init__(self, path: Path, key: TrialKey) -> None:
+        super().__init__(path)
+        self._staged_key = key
+
+    @property  # type: ignore[override]
+    def key(self) -> TrialKey:
+        return self._staged_key
+
+
+def check_staged_run(path: Path, key: TrialKey) -> None:
+    """Read every raw table of the run at ``path`` as it will be loaded once in the store under ``key``;
+    UnreadableTrial if any file does not read."""
+    read_trial(StagedTrial(path, key))
 
 
 def ensure_schema(connection: duckdb.DuckDBPyConnection) -> None:
@@ -122,25 +250,32 @@ def ensure_schema(connection: duckdb.DuckDBPyConnection) -> None:
                 connection.execute(f'ALTER TABLE {table.name} ADD COLUMN "{name}" {_duckdb_type(dtype)}')
 
 
+def _replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],
+                  frame: pl.DataFrame) -> int:
+    """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in the caller's transaction."""
+    ids = sorted(set(trial_ids))
+    connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+    if frame.height:
+        if frame.n_chunks() > 1 and frame.height < SMALL_FRAME_ROWS:
+            frame = frame.rechunk()  # DuckDB pays per Arrow chunk: a thousand one-row chunks cost seconds
+        # Plain (not view) strings: DuckDB takes them without a conversion pass.
+        connection.register("incoming_rows", frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
+        connection.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM incoming_rows")
+        connection.unregister("incoming_rows")
+    return frame.height
+
+
 def replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],
                  frame: pl.DataFrame) -> int:
     """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in one transaction."""
-    ids = sorted(set(trial_ids))
     connection.execute("BEGIN TRANSACTION")
     try:
-        connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
-        if frame.height:
-            if frame.n_chunks() > 1 and frame.height < SMALL_FRAME_ROWS:
-                frame = frame.rechunk()  # DuckDB pays per Arrow chunk: a thousand one-row chunks cost seconds
-            # Plain (not view) strings: DuckDB takes them without a conversion pass.
-            connection.register("incoming_rows", frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
-            connection.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM incoming_rows")
-            connection.unregister("incoming_rows")
+        inserted = _replace_rows(connection, table, trial_ids, frame)
         connection.execute("COMMIT")
     except BaseException:
         connection.execute("ROLLBACK")
         raise
-    return frame.height
+    return inserted
 
 
 @dataclass(frozen=True)
@@ -156,26 +291,61 @@ class LoadedTable:
     def total(self) -> int:
         return sum(self.rows.values())
 
+    def merged(self, other: LoadedTable) -> LoadedTable:
+        return LoadedTable(self.name, other.columns, {**self.rows, **other.rows}, {**self.previews, **other.previews})
+
+
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
+
+
+def read_trials(trials: list[TrialDirectory], tables: Collection[str] | None = None
+                ) -> tuple[list[TrialFrames], list[UnreadableTrial]]:
+    """Every trial read into memory (on a thread pool: polars releases the GIL while it parses): those that read,
+    in order, and why each other one does not."""
+    def attempt(trial: TrialDirectory) -> TrialFrames | UnreadableTrial:
+        try:
+            return read_trial(trial, tables)
+        except UnreadableTrial as error:
+            return error
+
+    with _pool() as pool:
+        outcomes = list(pool.map(attempt, trials))
+    return ([outcome for outcome in outcomes if isinstance(outcome, TrialFrames)],
+            [outcome for outcome in outcomes if isinstance(outcome, UnreadableTrial)])
+
+
+def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames], tables: Collection[str] | None = None,
+                 preview_rows: int = 0) -> dict[str, LoadedTable]:
+    """Replace the rows of the ``read`` trials in ``tables`` (default: every raw table), all in one transaction and
+    one insert per table; what each table received."""
+    ensure_schema(connection)
+    chosen = [RAW_TABLES[name] for name in (tables if tables is not None else RAW_TABLES)]
+    ids = [part.trial_id for part in read]
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        for table in chosen:
+            frames = [part.frames[table.name] for part in read]
+            _replace_rows(connection, table, ids, pl.concat(frames) if frames else pl.DataFrame(schema=table.columns))
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    loaded = {}
+    for table in chosen:
+        columns = [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {table.name}").fetchall()]
+        loaded[table.name] = LoadedTable(
+            table.name, columns, rows={part.trial_id: part.frames[table.name].height for part in read},
+            previews={part.trial_id: part.frames[table.name].head(preview_rows).rows(named=True) for part in read}
+            if preview_rows else {})
+    return loaded
+
 
 def load_trials(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirectory],
                 tables: Collection[str] | None = None, preview_rows: int = 0) -> dict[str, LoadedTable]:
-    """Load ``tables`` (default: every raw table) for ``trials``, one insert per table; what each load put in.
-
-    Files are read on a thread pool: polars releases the GIL while it parses.
-    """
-    ensure_schema(connection)
-    chosen = [RAW_TABLES[name] for name in (tables if tables is not None else RAW_TABLES)]
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        return {table.name: _load_many(connection, table, trials, pool, preview_rows) for table in chosen}
-
-
-def _load_many(connection: duckdb.DuckDBPyConnection, table: RawTable, trials: list[TrialDirectory],
-               pool: ThreadPoolExecutor, preview_rows: int) -> LoadedTable:
-    frames = list(pool.map(table.frame, trials))
-    frame = pl.concat(frames) if frames else pl.DataFrame(schema=table.columns)
-    replace_rows(connection, table, [trial.trial_id for trial in trials], frame)
-    columns = [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {table.name}").fetchall()]
-    return LoadedTable(table.name, columns,
-                       rows={trial.trial_id: part.height for trial, part in zip(trials, frames, strict=True)},
-                       previews={trial.trial_id: part.head(preview_rows).rows(named=True)
-                                 for trial, part in zip(trials, frames, strict=True)} if preview_rows else {})
+    """Load ``tables`` (default: every raw table) for ``trials`` in one transaction; what each load put in.
+    UnreadableTrial, having written nothing, when any trial's files do not read."""
+    read, unreadable = read_trials(trials, tables)
+    if unreadable:
+        raise unreadable[0]
+    return write_trials(connection, read, tables, preview_rows)

@@ -1,9 +1,14 @@
 """Recreate the warehouse from the run store: every trial's raw tables, then every model.
 
 The new warehouse is built in a temporary file next to the old one and renamed over it, so it is never
-half-built. While it is built and renamed, the rebuild holds the old file as its writer: no run loading a
-trial and no query has it open (each waits, or is told the warehouse is busy), so nothing is written to a
-file that is about to be replaced, and the first to open it afterwards opens the new one.
+half-built. While it is built and renamed, the rebuild holds the warehouse file as its writer — the old one, or,
+when there is none (or it does not open), an empty one it creates — which is the lock every load takes: no run
+loading a trial, no import and no query has it open (each waits, or is told the warehouse is busy), so nothing is
+written to a file that is about to be replaced, and the first to open it afterwards opens the new one. Before it
+builds the models the rebuild lists the store again, until a listing brings nothing new, and loads what landed
+meanwhile, so a trial whose own load gave up waiting is in the new warehouse too.
+
+A trial whose files do not read is skipped and reported (``Rebuilt.skipped``); the others load.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -23,7 +28,7 @@ from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect
 from substrate_assets.warehouse.models import BuiltTable, build_marts
-from substrate_assets.warehouse.raw import LoadedTable, load_trials
+from substrate_assets.warehouse.raw import LoadedTable, UnreadableTrial, read_trials, write_trials
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,7 @@ class Rebuilt:
     models: list[BuiltTable]
     tests: list[TestOutcome]
     seconds: float
+    skipped: list[UnreadableTrial] = field(default_factory=list)
 
     @property
     def raw_rows(self) -> dict[str, int]:
@@ -43,31 +49,52 @@ class Rebuilt:
 
 @contextlib.contextmanager
 def _holding(warehouse: Path, wait_s: float, on_wait: Callable[[str], None] | None) -> Iterator[None]:
-    """The old warehouse held as its writer (waiting for whoever has it open), if there is one that opens."""
+    """The warehouse file held as its writer (waiting for whoever has it open); created empty when there is none,
+    so that a load starting meanwhile waits for the rebuild instead of writing a file about to be replaced."""
     with contextlib.ExitStack() as stack:
-        if warehouse.exists():
-            try:
-                stack.enter_context(connect(warehouse, wait_s=wait_s, on_wait=on_wait))
-            except duckdb.Error as error:  # not a lock: connect waits those out, then raises WarehouseBusy
-                # Nobody else can open a file DuckDB cannot read either: it is replaced as it is.
-                log.warning("the old warehouse %s does not open (%s); replacing it", warehouse, error)
+        try:
+            stack.enter_context(connect(warehouse, wait_s=wait_s, on_wait=on_wait))
+        except duckdb.Error as error:  # not a lock: connect waits those out, then raises WarehouseBusy
+            # Nobody else can open a file DuckDB cannot read either: it is replaced as it is.
+            log.warning("the old warehouse %s does not open (%s); replacing it", warehouse, error)
         yield
 
 
+def _merged(before: dict[str, LoadedTable], after: dict[str, LoadedTable]) -> dict[str, LoadedTable]:
+    return {name: before[name].merged(table) if name in before else table for name, table in after.items()}
+
+
 def rebuild(store: RunStore, warehouse: Path, models_directory: Path, *, wait_s: float = WRITER_WAIT_S,
-            on_wait: Callable[[str], None] | None = None, preview_rows: int = 0) -> Rebuilt:
+            on_wait: Callable[[str], None] | None = None, preview_rows: int = 0,
+            on_listed: Callable[[list[Path]], None] | None = None) -> Rebuilt:
+    """``on_listed`` is told the trial directories each listing of the store found new, while the warehouse is
+    held (a test holds the rebuild there)."""
     started = time.perf_counter()
     partial = warehouse.with_name(f".{warehouse.name}.rebuild-{os.getpid()}")
     partial.unlink(missing_ok=True)
     try:
         with _holding(warehouse, wait_s, on_wait):
-            trials = [TrialDirectory(directory) for directory in store.trial_dirs()]
+            loaded: list[TrialDirectory] = []
+            skipped: list[UnreadableTrial] = []
+            raw: dict[str, LoadedTable] = {}
+            seen: set[Path] = set()
             with connect(partial) as connection:
-                raw = load_trials(connection, trials, preview_rows=preview_rows)
+                new = store.trial_dirs()
+                while True:
+                    seen.update(new)
+                    if on_listed is not None:
+                        on_listed(new)
+                    read, unreadable = read_trials([TrialDirectory(directory) for directory in new])
+                    skipped += unreadable
+                    loaded += [part.trial for part in read]
+                    raw = _merged(raw, write_trials(connection, read, preview_rows=preview_rows))
+                    new = [directory for directory in store.trial_dirs() if directory not in seen]
+                    if not new:
+                        break
                 built, outcomes = build_marts(connection, models_directory)
                 connection.execute("CHECKPOINT")
             os.replace(partial, warehouse)
     finally:
         partial.unlink(missing_ok=True)
         Path(f"{partial}.wal").unlink(missing_ok=True)
-    return Rebuilt(trials, raw, built, outcomes, time.perf_counter() - started)
+    return Rebuilt(loaded, raw, built, outcomes, time.perf_counter() - started, skipped)

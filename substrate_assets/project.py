@@ -31,6 +31,11 @@ INSTANCE_CONFIG = """\
 concurrency:
   pools:
     default_limit: 1
+# With the UI's daemon running, a run that has ended gives back any pool slot it still holds. Runs of a killed
+# substrate-bench command are failed, and their slots freed, by the next command (app/pool_slots.py).
+run_monitoring:
+  enabled: true
+  free_slots_after_run_end_seconds: 60
 telemetry:
   enabled: false
 """

@@ -1,11 +1,18 @@
 """The main job, in-process on the project's Dagster instance: validate a suite's script, run a trial, load it,
-refresh the models. Also the reload of an existing trial."""
+refresh the models. Also the reload of an existing trial.
 
-from collections.abc import Sequence
+Each run is tagged with the process that executes it; before one starts, what dead runs hold is freed and a pool
+held by a live run is waited for (``pool_slots``); a run this process leaves unfinished, because a signal or an
+error stopped it, is marked canceled and its slots freed on the way out."""
+
+import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import dagster as dg
 
+from substrate_assets.app.pool_slots import Owner, Say, end_own_runs, wait_for_pools
+from substrate_assets.app.stop_signals import Stopped, raise_if_stopped
 from substrate_assets.definitions import defs
 from substrate_assets.defs.partitions import script_partitions, trial_partitions
 from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_script
@@ -28,11 +35,36 @@ class JobOutcome:
     runs: list[str]
 
 
+def _quiet(_line: str) -> None:
+    pass
+
+
+def pools_of(assets: Iterable[dg.AssetsDefinition]) -> list[str]:
+    return sorted({asset.op.pool for asset in assets if asset.op.pool})
+
+
+def _why_ended(error: BaseException) -> str:
+    cause = f"was stopped by {error.signal_name}" if isinstance(error, Stopped) else \
+        f"failed with {type(error).__name__}: {error}"
+    return f"substrate-bench (pid {os.getpid()}) {cause} before this run finished"
+
+
 def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterInstance,
-                 partition_key: str) -> dg.ExecuteInProcessResult:
-    return dg.materialize(list(defs.assets or []), selection=dg.AssetSelection.assets(*selection),
-                          partition_key=partition_key, instance=instance, resources=dict(defs.resources or {}),
-                          run_config=INFO_LOGS, raise_on_error=False)
+                 partition_key: str, say: Say) -> dg.ExecuteInProcessResult:
+    wait_for_pools(instance, pools_of(selection), say)
+    try:
+        result = dg.materialize(list(defs.assets or []), selection=dg.AssetSelection.assets(*selection),
+                                partition_key=partition_key, instance=instance,
+                                resources=dict(defs.resources or {}), run_config=INFO_LOGS, raise_on_error=False,
+                                tags=Owner.this_process().tags())
+    except BaseException as error:
+        end_own_runs(instance, _why_ended(error))
+        raise
+    # Dagster frees a step's slot only when it sees the step end; whatever it did not see end is ended here.
+    end_own_runs(instance, "substrate-bench ended this run's execution without finishing it")
+    # Dagster turns a signal that arrives while it executes into a failed run and returns; stop here too.
+    raise_if_stopped()
+    return result
 
 
 def _succeeded(result: dg.ExecuteInProcessResult, what: str) -> dg.ExecuteInProcessResult:
@@ -43,10 +75,10 @@ def _succeeded(result: dg.ExecuteInProcessResult, what: str) -> dg.ExecuteInProc
     return result
 
 
-def materialize_script(suite: Suite, instance: dg.DagsterInstance) -> str:
+def materialize_script(suite: Suite, instance: dg.DagsterInstance, say: Say = _quiet) -> str:
     """workload_script for the suite's script; MainJobError when the script is invalid."""
     instance.add_dynamic_partitions(script_partitions.name, [suite.script])
-    result = _materialize([workload_script], instance, suite.script)
+    result = _materialize([workload_script], instance, suite.script, say)
     for evaluation in result.get_asset_check_evaluations():
         if evaluation.check_name == SCRIPT_IS_VALID and not evaluation.passed:
             problems = evaluation.metadata.get("problems")
@@ -55,18 +87,22 @@ def materialize_script(suite: Suite, instance: dg.DagsterInstance) -> str:
     return _succeeded(result, f"validating script {suite.script}").run_id
 
 
-def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance) -> JobOutcome:
-    """Register a new trial partition, then materialize the whole graph for it."""
-    runs = [materialize_script(suite, instance)]
+def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:
+    """Register a new trial partition, then materialize the whole graph for it. ``say`` hears about dead runs
+    freed and about pools waited for; the wait comes first, so a trial stopped while waiting leaves no partition
+    and its key is minted when it can run."""
+    graph = [trial_run, *raw_assets, *mart_assets]
+    wait_for_pools(instance, pools_of(graph), say)
+    runs = [materialize_script(suite, instance, say)]
     key = store.propose_key(suite.name, suite.tag, set(instance.get_dynamic_partitions(trial_partitions.name)))
     instance.add_dynamic_partitions(trial_partitions.name, [key.trial_id])
-    result = _materialize([trial_run, *raw_assets, *mart_assets], instance, key.trial_id)
+    result = _materialize(graph, instance, key.trial_id, say)
     return JobOutcome(key.trial_id, [*runs, _succeeded(result, f"trial {key.trial_id}").run_id])
 
 
-def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance) -> JobOutcome:
+def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:
     """Load an existing trial's files again (raw tables replaced, models rebuilt); no load is generated."""
     store.find(trial_id)
     instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
-    result = _materialize([*raw_assets, *mart_assets], instance, trial_id)
+    result = _materialize([*raw_assets, *mart_assets], instance, trial_id, say)
     return JobOutcome(trial_id, [_succeeded(result, f"reloading trial {trial_id}").run_id])

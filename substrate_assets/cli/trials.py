@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import yaml
@@ -16,6 +16,9 @@ from substrate_assets.cli.output import print_rows, progress_display, wide_conso
 from substrate_assets.project import scripts_directory, store_directory, warehouse_path
 from substrate_assets.suites import KUBERNETES_SECTION_MISSING, Suite, SuiteError, get_suite
 from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound
+
+if TYPE_CHECKING:
+    from substrate_assets.app.stop_signals import Stopped
 
 
 def _fail_with_problems(error: ScriptError) -> None:
@@ -199,6 +202,13 @@ def _show_trial(console: Console, trial_id: str) -> None:
         print_rows(console, f"{table} ({trial_id})", ["column", "value"], rows[1:])
 
 
+def _exit_stopped(stopped: Stopped) -> None:
+    """One line for a command stopped by a signal, and the shell's exit code for it (128 + the signal's number)."""
+    click.echo(f"stopped by {stopped.signal_name}; any run this command had started is marked failed or canceled "
+               "and its pool slots are freed", err=True)
+    sys.exit(stopped.exit_code)
+
+
 @click.command()
 @click.argument("suite_name", metavar="SUITE", default="quick-smoke")
 def run(suite_name: str) -> None:
@@ -206,9 +216,14 @@ def run(suite_name: str) -> None:
 
     Registers a trial partition in the project's Dagster instance, materializes workload_script,
     trial_run, the raw tables and the models, then reads the trial's rows back from DuckDB.
+
+    Runs left behind by a killed substrate-bench are marked failed and their pool slots freed first (one line
+    each). While a live run holds the trials pool, says which run and waits. SIGINT or SIGTERM stops the command
+    at any point (exit 130 or 143); a run it had started ends failed or canceled, its slots freed.
     """
     from substrate_assets.app.instance import project_instance
     from substrate_assets.app.main_job import MainJobError, run_suite
+    from substrate_assets.app.stop_signals import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
 
     try:
@@ -216,16 +231,21 @@ def run(suite_name: str) -> None:
     except SuiteError as error:
         raise click.UsageError(str(error)) from None
     console = wide_console()
-    instance = project_instance()
-    console.print(f"main job: suite {suite.name} (script {suite.script}, {suite.users} users, {suite.duration}) "
-                  f"on Dagster instance {instance.root_directory}", highlight=False)
-    try:
-        outcome = run_suite(suite, RunStore(store_directory()), instance)
-    except MainJobError as error:
-        click.echo(str(error), err=True)
-        sys.exit(1)
-    console.print(f"trial {outcome.trial_id} materialized (runs {', '.join(outcome.runs)})", highlight=False)
-    _show_trial(console, outcome.trial_id)
+    with stopping_on_signals():
+        try:
+            instance = project_instance()
+            console.print(f"main job: suite {suite.name} (script {suite.script}, {suite.users} users, "
+                          f"{suite.duration}) on Dagster instance {instance.root_directory}", highlight=False)
+            try:
+                outcome = run_suite(suite, RunStore(store_directory()), instance, say=click.echo)
+            except MainJobError as error:
+                click.echo(str(error), err=True)
+                sys.exit(1)
+            console.print(f"trial {outcome.trial_id} materialized (runs {', '.join(outcome.runs)})",
+                          highlight=False)
+            _show_trial(console, outcome.trial_id)
+        except Stopped as stopped:
+            _exit_stopped(stopped)
 
 
 @click.command("materialize")
@@ -235,15 +255,20 @@ def materialize_trial(trial_id: str) -> None:
     no new trial runs."""
     from substrate_assets.app.instance import project_instance
     from substrate_assets.app.main_job import MainJobError, reload_trial
+    from substrate_assets.app.stop_signals import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
 
     console = wide_console()
-    try:
-        outcome = reload_trial(trial_id, RunStore(store_directory()), project_instance())
-    except FileNotFoundError as error:
-        raise click.UsageError(str(error)) from None
-    except MainJobError as error:
-        click.echo(str(error), err=True)
-        sys.exit(1)
-    console.print(f"trial {trial_id} reloaded (run {outcome.runs[0]})", highlight=False)
-    _show_trial(console, trial_id)
+    with stopping_on_signals():
+        try:
+            try:
+                outcome = reload_trial(trial_id, RunStore(store_directory()), project_instance(), say=click.echo)
+            except FileNotFoundError as error:
+                raise click.UsageError(str(error)) from None
+            except MainJobError as error:
+                click.echo(str(error), err=True)
+                sys.exit(1)
+            console.print(f"trial {trial_id} reloaded (run {outcome.runs[0]})", highlight=False)
+            _show_trial(console, trial_id)
+        except Stopped as stopped:
+            _exit_stopped(stopped)

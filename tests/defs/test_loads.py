@@ -69,3 +69,21 @@ def test_a_rebuild_records_new_partitions_models_and_tests_only_once(store, tmp_
     rebuild_warehouse(store, tmp_path / "w.duckdb", instance)  # the same trials again: nothing new to record
     assert len(instance.fetch_materializations(dg.AssetKey("request_samples"), limit=10).records) == 2
     assert len(instance.fetch_materializations(dg.AssetKey("density_frontiers"), limit=10).records) == 2
+
+
+def test_a_raw_asset_over_an_unreadable_trial_fails_in_one_line_and_writes_nothing(store, tmp_path):
+    with (store.find(NEWEST) / "stats.jsonl").open("a") as stats:
+        stats.write("{not json\n")
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("trial", [NEWEST])
+    warehouse = tmp_path / "run.duckdb"
+    result = dg.materialize(raw_assets, partition_key=NEWEST, instance=instance, raise_on_error=False, resources={
+        "run_store": RunStoreResource(root=str(store.root)), "warehouse": WarehouseResource(database=str(warehouse))})
+    assert not result.success
+    failed = {event.step_key: event.step_failure_data for event in result.all_events if event.is_step_failure}
+    assert {"cluster_facts", "server_telemetry"} <= failed.keys()  # the tables stats.jsonl feeds
+    lines = {failure.user_failure_data.description for failure in failed.values()}
+    assert len(lines) == 1 and lines.pop().startswith(f"trial {NEWEST} does not load: stats.jsonl:7: not JSON: ")
+    with connect(warehouse) as connection:
+        for table in failed:
+            assert connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0

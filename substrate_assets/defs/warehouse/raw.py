@@ -8,7 +8,7 @@ from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.warehouse.metadata import PREVIEW_ROWS, raw_load_metadata
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.results.trial_directory import TrialDirectory
-from substrate_assets.warehouse.raw import RAW_TABLES, RawTable, load_trials
+from substrate_assets.warehouse.raw import RAW_TABLES, RawTable, UnreadableTrial, load_trials
 
 
 def _raw_asset(table: RawTable) -> dg.AssetsDefinition:
@@ -28,8 +28,12 @@ def _raw_asset(table: RawTable) -> dg.AssetsDefinition:
             trial = TrialDirectory(run_store.store().find(context.partition_key))
         except FileNotFoundError as error:
             raise dg.Failure(str(error)) from None
-        with warehouse.connect() as connection:
-            loaded = load_trials(connection, [trial], tables=[table.name], preview_rows=PREVIEW_ROWS)
+        try:
+            with warehouse.connect() as connection:
+                loaded = load_trials(connection, [trial], tables=[table.name], preview_rows=PREVIEW_ROWS)
+        except UnreadableTrial as error:  # nothing was written: one line naming the file, not a traceback
+            raise dg.Failure(f"trial {context.partition_key} does not load: {error}",
+                             metadata={"trial_dir": dg.MetadataValue.path(str(error.trial_dir))}) from None
         return dg.MaterializeResult(metadata=raw_load_metadata(loaded[table.name], trial))
 
     return load

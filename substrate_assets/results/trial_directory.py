@@ -30,7 +30,6 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.analysis.statistics import measured
-from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
@@ -43,6 +42,7 @@ from substrate_assets.results.readers import (
 from substrate_assets.results.run_log import RunLog, read_run_log
 from substrate_assets.results.server_summary import FLAT_KEYS, flat_key_block, flatten
 from substrate_assets.results.stats_jsonl import FACT_KEYS, REPORTED_FIGURES, SERVER_SUMMARY, TRIAL_SUMMARY
+from substrate_assets.results.trial_key import TrialKey
 
 STATS_CSV = "stats.csv"
 STATS_HISTORY_CSV = "stats_history.csv"

@@ -65,6 +65,9 @@ class RuntimeConfig(BaseModel):
     drain_timeout_s: float = Field(30.0, gt=0, description="How long a suspend or pause waits for in-flight "
                                    "requests.")
     host_command_timeout_s: float = Field(120.0, gt=0)
+    stop_grace_s: float = Field(10.0, ge=0, description="How long stopping waits for suspends and pauses in "
+                                "progress to finish before it kills their hosts (a checkpoint takes well under a "
+                                "second).")
     snapshot_fsync: bool = Field(True, description="Make suspend snapshots durable (fsync) before they count.")
     workerpool_name: str = WORKERPOOL_NAME
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -19,14 +20,27 @@ Context = grpc.aio.ServicerContext
 ELAPSED_TRAILER = "x-server-elapsed-us"
 
 
+def _ignore_outcome(operation: asyncio.Future[object]) -> None:
+    """Nobody waits for an operation whose caller left: its error, if any, is not a loose end."""
+    if not operation.cancelled():
+        operation.exception()
+
+
 class ControlService(ateapi_pb2_grpc.ControlServicer):
     def __init__(self, lifecycle: Lifecycle) -> None:
         self.lifecycle = lifecycle
 
     async def _call(self, context: Context, work: Callable[[], Awaitable[T]]) -> T:
         started = time.perf_counter()
+        operation = asyncio.ensure_future(work())
         try:
-            return await work()
+            # A caller that leaves (a driver stopped mid-call) or a server that stops cancels the call, never the
+            # operation: a checkpoint cut off half-way would leave an actor with neither host nor snapshot, a crash
+            # nobody caused. The runtime's stop waits for operations in progress.
+            return await asyncio.shield(operation)
+        except asyncio.CancelledError:
+            operation.add_done_callback(_ignore_outcome)
+            raise
         except LifecycleError as error:
             await context.abort(error.code, error.message)
             raise  # abort raises; this line is never reached

@@ -46,6 +46,7 @@ class Lifecycle:
         self.atespaces: dict[str, Atespace] = {}
         self.actors: dict[tuple[str, str], ActorRecord] = {}
         self.slots = WorkerSlots(config.workers, config.actors_per_worker, metrics.update_workers)
+        self.stopping = False
 
     # -- records ----------------------------------------------------------
 
@@ -293,7 +294,7 @@ class Lifecycle:
         asyncio.get_running_loop().create_task(self._release(record))
 
     def _mark_crashed(self, record: ActorRecord, reason: str) -> None:
-        if record.state == State.ACTOR_STATE_CRASHED:
+        if record.state == State.ACTOR_STATE_CRASHED or self.stopping:
             return
         started = time.time()
         worker = record.worker
@@ -316,12 +317,21 @@ class Lifecycle:
             await session.close()
 
     async def shutdown(self) -> None:
+        # From here on a host that exits was stopped by the runtime: no crash is booked for it.
+        self.stopping = True
         flights = [record.flight for record in self.actors.values()
                    if record.flight is not None and not record.flight.done()]
         for flight in flights:
             flight.cancel()
         if flights:  # a cancelled restore kills the host it took; bounded, as a flight may wait on a stuck lock
             await asyncio.wait(flights, timeout=10)
+        # A suspend, pause or delete in progress (a driver stopped mid-call leaves one) ends before its host is
+        # killed, so its snapshot and event are whole.
+        busy = [asyncio.ensure_future(record.lock.acquire()) for record in self.actors.values() if record.lock.locked()]
+        if busy:
+            _done, pending = await asyncio.wait(busy, timeout=self.config.stop_grace_s)
+            for waiting in pending:
+                waiting.cancel()
         for record in list(self.actors.values()):
             if record.host is not None:
                 record.host.signal(signal.SIGCONT)

@@ -2,6 +2,7 @@
 and the sweep of what a runtime killed outright left behind."""
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import sys
 import tempfile
 import threading
 
+import grpc
 import psutil
 
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig, leftovers
@@ -76,6 +78,50 @@ def test_stop_does_not_hang_on_a_restore_in_flight():
         os.kill(host.pid, signal.SIGKILL)
     assert not stopping.is_alive(), "stop() hung on the cancelled restore"
     wait_until(lambda: _gone(host.pid), f"host {host.pid} to die")
+
+
+def _suspend_stuck_on_a_stopped_host(runtime: EmbeddedRuntime) -> tuple[threading.Thread, int]:
+    """A suspend in flight (its caller gone, as a driver stopped mid-call leaves one) whose host will not answer
+    the checkpoint until it is continued."""
+    control = Control(runtime)
+    name = control.new_actor("parking")
+    control.resume(name)
+    record = runtime.lifecycle.actor(ATESPACE, name)
+    host = wait_until(lambda: record.host, "the resumed actor's host")
+    os.kill(host.pid, signal.SIGSTOP)
+    def suspend() -> None:
+        with contextlib.suppress(grpc.RpcError):  # the runtime may stop under it
+            control.suspend(name)
+
+    suspending = threading.Thread(target=suspend, daemon=True)
+    suspending.start()
+    wait_until(lambda: record.lock.locked(), "the suspend to hold the actor")
+    return suspending, host.pid
+
+
+def _crashes(runtime: EmbeddedRuntime) -> list[str]:
+    return [event.detail for event in runtime.events.events() if event.kind == "crash"]
+
+
+def test_stopping_lets_a_suspend_in_progress_finish_before_killing_its_host():
+    runtime = EmbeddedRuntime(RuntimeConfig(workers=1, actors_per_worker=1, warm_hosts=0, stop_grace_s=120)).start()
+    _suspending, pid = _suspend_stuck_on_a_stopped_host(runtime)
+    stopping = threading.Thread(target=runtime.stop, daemon=True)
+    stopping.start()
+    wait_until(lambda: runtime.lifecycle.stopping, "the runtime to start stopping")
+    os.kill(pid, signal.SIGCONT)
+    stopping.join(timeout=120)
+    assert not stopping.is_alive()
+    kinds = [event.kind for event in runtime.events.events()]
+    assert kinds.count("checkpoint") == 1 and "crash" not in kinds
+
+
+def test_a_host_the_runtime_kills_while_stopping_is_no_crash():
+    runtime = EmbeddedRuntime(RuntimeConfig(workers=1, actors_per_worker=1, warm_hosts=0, stop_grace_s=0.2)).start()
+    _suspending, pid = _suspend_stuck_on_a_stopped_host(runtime)
+    runtime.stop()  # the grace runs out: the stopped host is killed mid-checkpoint, by the runtime itself
+    wait_until(lambda: _gone(pid), f"host {pid} to die")
+    assert _crashes(runtime) == []
 
 
 def _dead_pid() -> int:

@@ -129,7 +129,9 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
     report = progress_reporter(on_progress, suite.duration_s)
     try:
         report("starting", clock)
-        exit_code, interrupted = drive_locust(command, work, suite, clock, report)
+        locust = drive_locust(command, work, suite, clock, report)
+        exit_code, interrupted = locust.exit_code, locust.cut_short
+        notes.extend(locust.notes())
         report("finalizing", clock)
         ended = datetime.now(UTC)
         remote = []

@@ -16,7 +16,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -41,12 +41,34 @@ def _latest_totals(history: Path) -> dict[str, Any]:
             "failures": last["total_failure_count"]}
 
 
+class LocustEnd(NamedTuple):
+    """How Locust ended: its exit code; whether it was asked to stop before its run time (Ctrl-C, SIGTERM); whether
+    it overran its run time by SHUTDOWN_GRACE_S and was stopped. Either way the trial did not run to its end."""
+
+    exit_code: int
+    interrupted: bool
+    overran: bool
+
+    @property
+    def cut_short(self) -> bool:
+        return self.interrupted or self.overran
+
+    def notes(self) -> list[str]:
+        said = ["interrupted: Locust was asked to stop before its run time"] if self.interrupted else []
+        return [*said, self.overrun_warning()] if self.overran else said
+
+    @staticmethod
+    def overrun_warning() -> str:
+        return (f"Locust did not stop within {SHUTDOWN_GRACE_S:g}s after its run time and was stopped: the trial "
+                "did not run to its end")
+
+
 def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, report: Callable[..., None],
-                 sample: Callable[[int | None], dict[str, Any]] | None = None) -> tuple[int, bool]:
+                 sample: Callable[[int | None], dict[str, Any]] | None = None) -> LocustEnd:
     """Run Locust to its end (or until interrupted), reporting progress and taking a sample once a second."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     history = locust_csv(work, "stats_history")
-    interrupted = False
+    interrupted = overran = False
     with (work / LOCUST_LOG).open("wb") as output:
         process = subprocess.Popen(dying_with_this_process(command), stdout=output, stderr=subprocess.STDOUT, env=env,
                                    cwd=work, start_new_session=True)
@@ -57,6 +79,7 @@ def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, rep
                 state = sample(totals.get("users")) if sample is not None else {}
                 report("running", clock, **totals, running_actors=state.get("running_actors"))
                 if time.monotonic() > deadline:
+                    overran = True
                     _stop(process)
                     break
                 with contextlib.suppress(subprocess.TimeoutExpired):
@@ -68,7 +91,7 @@ def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, rep
         finally:
             if process.poll() is None:
                 _stop(process)
-    return process.returncode, interrupted
+    return LocustEnd(process.returncode, interrupted, overran)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:

@@ -122,7 +122,8 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile, key: TrialKe
             sampler.take(state, users)
             return state
 
-        exit_code, interrupted = drive_locust(command, work, suite, clock, report, sample)
+        locust = drive_locust(command, work, suite, clock, report, sample)
+        exit_code, interrupted = locust.exit_code, locust.cut_short
         ended = datetime.now(UTC)
         landing.stopped = stop_reason(stop_reason_file, exit_code)
         if landing.stopped:
@@ -130,14 +131,15 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile, key: TrialKe
         report("finalizing", clock)
         events, samples = runtime.events_frame(), sampler.frame()
         write_parquet(staging / RUNTIME_EVENTS_PARQUET, events)
-        if interrupted:
-            notes.append("interrupted: Locust was asked to stop before its run time")
+        notes.extend(locust.notes())
         write_parquet(staging / RUNTIME_SAMPLES_PARQUET, samples)
         runtime_settings = {"workers": config.workers, "actors_per_worker": config.actors_per_worker,
                             "actor_memory_bytes": config.actor_memory, "warm_hosts": config.warm_hosts,
                             "snapshot_fsync": config.snapshot_fsync}
         record = TrialRecord(key, suite, loaded, "local", command, exit_code, started, ended, interrupted, facts,
                              runtime_settings, notes, warnings=host_start_warnings(events))
+        if locust.overran:
+            record.warnings.append(locust.overrun_warning())
         if landing.stopped:
             record.warnings.append(f"trial stopped before its run time: {landing.stopped}")
         collect_locust_outputs(staging, work, record.notes)

@@ -108,3 +108,15 @@ def connect(path: Path, read_only: bool = False, *, wait_s: float | None = None,
         yield prepare(connection)
     finally:
         connection.close()
+
+
+@contextmanager
+def transaction(connection: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """One transaction: committed when the block ends, rolled back (and the error raised on) when it fails."""
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        yield connection
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")

@@ -19,6 +19,7 @@ from sqlglot import exp
 
 from substrate_assets.project import project_root
 from substrate_assets.warehouse.checks import TestOutcome, load_tests, run_test
+from substrate_assets.warehouse.connection import transaction
 
 
 class ModelError(ValueError):
@@ -99,12 +100,10 @@ def describe_table(connection: duckdb.DuckDBPyConnection, name: str, preview_row
 
 def build(connection: duckdb.DuckDBPyConnection, model: Model) -> BuiltTable:
     """Replace ``model``'s table with the result of its SQL, in one transaction."""
-    connection.execute("BEGIN TRANSACTION")
     try:
-        connection.execute(f"CREATE OR REPLACE TABLE {model.name} AS\n{model.sql}")
-        connection.execute("COMMIT")
+        with transaction(connection):
+            connection.execute(f"CREATE OR REPLACE TABLE {model.name} AS\n{model.sql}")
     except duckdb.Error as error:
-        connection.execute("ROLLBACK")
         raise ModelError(f"{model.path}: {error}") from None
     return describe_table(connection, model.name)
 

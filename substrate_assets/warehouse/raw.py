@@ -54,6 +54,7 @@ from substrate_assets.results.trial_directory import (
     TRIAL_JSON,
     TrialDirectory,
 )
+from substrate_assets.warehouse.connection import transaction
 
 SMALL_FRAME_ROWS = 1_000_000
 MANIFEST_SCHEMA: dict[str, pl.DataType] = {
@@ -268,14 +269,8 @@ def _replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_
 def replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],
                  frame: pl.DataFrame) -> int:
     """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in one transaction."""
-    connection.execute("BEGIN TRANSACTION")
-    try:
-        inserted = _replace_rows(connection, table, trial_ids, frame)
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
-    return inserted
+    with transaction(connection):
+        return _replace_rows(connection, table, trial_ids, frame)
 
 
 @dataclass(frozen=True)
@@ -322,15 +317,10 @@ def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames],
     ensure_schema(connection)
     chosen = [RAW_TABLES[name] for name in (tables if tables is not None else RAW_TABLES)]
     ids = [part.trial_id for part in read]
-    connection.execute("BEGIN TRANSACTION")
-    try:
+    with transaction(connection):
         for table in chosen:
             frames = [part.frames[table.name] for part in read]
             _replace_rows(connection, table, ids, pl.concat(frames) if frames else pl.DataFrame(schema=table.columns))
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
     loaded = {}
     for table in chosen:
         columns = [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {table.name}").fetchall()]

@@ -60,14 +60,21 @@ def test_runs_import_from_an_object_store(tmp_path):
     assert (runs[1].trial_dir / "server_summary.json").is_file()
 
 
-@pytest.fixture(scope="module")
-def loaded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("import")
-    runs = import_runs(str(UPSTREAM), RunStore(tmp / "store"))
+def imported_warehouse(tmp: Path, root: Path):
+    """The runs under ``root`` imported into a store in ``tmp``, loaded and modelled: the connection, the runs by
+    trial id, and the models."""
+    runs = import_runs(str(root), RunStore(tmp / "store"))
     with connect(tmp / "w.duckdb") as connection:
         load_trials(connection, [TrialDirectory(run.trial_dir) for run in runs])
-        build_all(connection, discover(ROOT / "dbt_like_sql"))
-        yield connection, {run.trial_id: run for run in runs}
+        models = discover(ROOT / "dbt_like_sql")
+        build_all(connection, models)
+        yield connection, {run.trial_id: run for run in runs}, models
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    for connection, runs, _models in imported_warehouse(tmp_path_factory.mktemp("import"), UPSTREAM):
+        yield connection, runs
 
 
 def test_density_frontiers_match_the_runs_own_trial_summary(loaded):
@@ -99,13 +106,7 @@ def test_runs_without_their_records_keep_their_figures_and_no_defaults(loaded):
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("recorded")
-    runs = import_runs(str(RECORDED), RunStore(tmp / "store"))
-    with connect(tmp / "w.duckdb") as connection:
-        load_trials(connection, [TrialDirectory(run.trial_dir) for run in runs])
-        models = discover(ROOT / "dbt_like_sql")
-        build_all(connection, models)
-        yield connection, {run.trial_id: run for run in runs}, models
+    yield from imported_warehouse(tmp_path_factory.mktemp("recorded"), RECORDED)
 
 
 def reported(run) -> dict:

@@ -38,8 +38,8 @@ def import_upstream(root: str, store: RunStore, warehouse: Path, instance: dg.Da
     ones. A refused run does not stop the others."""
     batch = import_all(root, store, check=check_staged_run)
     refused = list(batch.refused)
-    # Read before the warehouse is opened, so the lock is held only to write. Runs copied now were read in staging
-    # already; runs that were in the store before are read here for the first time.
+    # Read before the warehouse is opened, so the lock is held only to write. Runs copied now are read a second time
+    # here (their staging read names the staging directory as trial_dir); runs already in the store, a first.
     read, unreadable = read_trials([TrialDirectory(run.trial_dir) for run in batch.imported])
     unreadable_dirs = {problem.trial_dir for problem in unreadable}
     refused += [RunRefused(str(problem.trial_dir), f"in the store but unreadable: {problem}")

@@ -65,13 +65,13 @@ class DamagedCsv(pl.exceptions.ComputeError, ValueError):
         super().__init__(f"{path}:{line}: {reason}" if line is not None else f"{path}: {reason}")
 
 
-def csv_damage(path: Path) -> DamagedCsv | None:
-    """Why the CSV at ``path`` cannot be trusted row by row, or None.
+def csv_damage(path: Path, data: bytes | None = None) -> DamagedCsv | None:
+    """Why the CSV at ``path`` (whose bytes are ``data``, when already read) cannot be trusted row by row, or None.
 
     polars pads a row with missing fields with nulls and reads a value cut mid-number as the shorter number, so
     both are looked for here first: a record whose field count differs from the header's, and a last record
     without its line end (every CSV writer ends each row with one)."""
-    data = path.read_bytes()
+    data = path.read_bytes() if data is None else data
     if not data:
         return None
     if b"\0" in data:
@@ -119,10 +119,11 @@ def _typed(raw: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
 
 
 def _read_csv(path: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    damage = csv_damage(path)
+    data = path.read_bytes()  # read once: checked, then parsed from memory
+    damage = csv_damage(path, data)
     if damage is not None:
         raise damage
-    raw = pl.read_csv(path, infer_schema=False)
+    raw = pl.read_csv(io.BytesIO(data), infer_schema=False)
     return _typed(raw, schema)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import polars as pl
@@ -18,13 +19,14 @@ def stats_generated(stats_csv: Path, warnings: list[str] | None = None) -> bool:
     if not stats_csv.is_file():
         return False
     try:
-        damage = csv_damage(stats_csv)
+        data = stats_csv.read_bytes()
+        damage = csv_damage(stats_csv, data)
         if damage is not None:
             if warnings is not None:
                 warnings.append(f"{stats_csv.name}:{damage.line}: {damage.reason}; the trial counts as having "
                                 "generated no stats")
             return False
-        names = pl.read_csv(stats_csv, columns=["Name"], infer_schema=False)["Name"].to_list()
+        names = pl.read_csv(io.BytesIO(data), columns=["Name"], infer_schema=False)["Name"].to_list()
     except (pl.exceptions.PolarsError, OSError):
         return False
     return any(name not in (None, "Aggregated") for name in names)

@@ -31,8 +31,9 @@ MAX_REQUEST_BODY = INT32_MAX + 4096
 _CHUNK_LINE = 1024
 
 
-class _BodyError(Exception):
-    """The request's body is unusable; ``status`` 0 means the connection ended mid-body (nobody to answer)."""
+class BodyRefused(Exception):
+    """A request's body that cannot be used, the status to answer with and why (glutton's and the router's);
+    ``status`` 0: the connection ended mid-body, with nobody left to answer."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -87,7 +88,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_exactly(self, size: int) -> bytes:
         data = self.rfile.read(size)
         if len(data) < size:
-            raise _BodyError(0, "the connection ended mid-body")
+            raise BodyRefused(0, "the connection ended mid-body")
         return data
 
     def _drain(self) -> bytes:
@@ -95,10 +96,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._read_chunked()
         text = self.headers.get("Content-Length") or "0"
         if not text.strip().isdigit():
-            raise _BodyError(400, f"malformed Content-Length {text!r}")
+            raise BodyRefused(400, f"malformed Content-Length {text!r}")
         length = int(text)
         if length > MAX_REQUEST_BODY:
-            raise _BodyError(413, f"request body of {length} bytes is over the limit of {MAX_REQUEST_BODY} bytes")
+            raise BodyRefused(413, f"request body of {length} bytes is over the limit of {MAX_REQUEST_BODY} bytes")
         return self._read_exactly(length) if length else b""
 
     def _read_chunked(self) -> bytes:
@@ -107,16 +108,16 @@ class _Handler(BaseHTTPRequestHandler):
         while True:
             line = self.rfile.readline(_CHUNK_LINE)
             if not line:
-                raise _BodyError(0, "the connection ended mid-body")
+                raise BodyRefused(0, "the connection ended mid-body")
             try:
                 size = int(line.split(b";", 1)[0].strip(), 16)
             except ValueError:
-                raise _BodyError(400, f"malformed chunk size line {line[:64]!r}") from None
+                raise BodyRefused(400, f"malformed chunk size line {line[:64]!r}") from None
             if size == 0:
                 break
             total += size
             if total > MAX_REQUEST_BODY:
-                raise _BodyError(413, f"request body is over the limit of {MAX_REQUEST_BODY} bytes")
+                raise BodyRefused(413, f"request body is over the limit of {MAX_REQUEST_BODY} bytes")
             parts.append(self._read_exactly(size))
             self._read_exactly(2)  # the chunk's CRLF
         while self.rfile.readline(_CHUNK_LINE) not in (b"\r\n", b"\n", b""):
@@ -127,7 +128,7 @@ class _Handler(BaseHTTPRequestHandler):
         """The request's body; None once the request has been answered (or abandoned) for a bad one."""
         try:
             return self._drain()
-        except _BodyError as error:
+        except BodyRefused as error:
             self.close_connection = True
             if error.status:
                 self._error(error.status, error.message)

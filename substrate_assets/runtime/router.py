@@ -31,7 +31,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from substrate_assets.runtime.actors import NAME_PATTERN, ActorRecord, LifecycleError
-from substrate_assets.runtime.glutton_http import MAX_REQUEST_BODY
+from substrate_assets.runtime.glutton_http import MAX_REQUEST_BODY, BodyRefused
 from substrate_assets.runtime.lifecycle import Lifecycle
 
 TARGET_HEADER = "ate-target-actor"
@@ -80,15 +80,6 @@ class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
         return msg, kwargs
 
 
-class _BodyRefused(Exception):
-    """The request's body cannot be forwarded; ``response`` says why to the client."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
-
-
 class Router:
     def __init__(self, lifecycle: Lifecycle, timeout_s: float, max_parked: int, *,
                  max_body: int = MAX_REQUEST_BODY, body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S) -> None:
@@ -122,11 +113,11 @@ class Router:
         except LifecycleError as error:
             return _error(404, error.message)
 
-    def _too_large(self, size: str) -> _BodyRefused:
-        return _BodyRefused(413, f"request body of {size} is over the router's limit of {self.max_body} bytes "
+    def _too_large(self, size: str) -> BodyRefused:
+        return BodyRefused(413, f"request body of {size} is over the router's limit of {self.max_body} bytes "
                                  "(the largest glutton request)")
 
-    async def _refuse(self, request: web.Request, refused: _BodyRefused) -> web.StreamResponse:
+    async def _refuse(self, request: web.Request, refused: BodyRefused) -> web.StreamResponse:
         """Answer; a 413 lets aiohttp drain (and drop) what the client still sends, so it reads the answer rather
         than a reset, but a stalled or broken body has nothing more to come: its connection closes at once."""
         if refused.status == 400:
@@ -146,12 +137,12 @@ class Router:
         except TimeoutError:
             raise self._stalled() from None
         except (HttpProcessingError, aiohttp.ClientPayloadError, ValueError) as error:
-            raise _BodyRefused(400, f"malformed request body: {one_line(error)}") from None
+            raise BodyRefused(400, f"malformed request body: {one_line(error)}") from None
 
-    def _stalled(self) -> _BodyRefused:
-        return _BodyRefused(408, f"request body stalled: nothing arrived for {self.body_timeout_s:g}s")
+    def _stalled(self) -> BodyRefused:
+        return BodyRefused(408, f"request body stalled: nothing arrived for {self.body_timeout_s:g}s")
 
-    async def _stream_body(self, request: web.Request, failure: list[_BodyRefused]) -> AsyncIterator[bytes]:
+    async def _stream_body(self, request: web.Request, failure: list[BodyRefused]) -> AsyncIterator[bytes]:
         """The body as it arrives, counted against the cap; a failure is left in ``failure`` for the handler,
         since the client session reports it only as a broken upstream connection."""
         received = 0
@@ -162,7 +153,7 @@ class Router:
                 failure.append(self._stalled())
                 raise failure[-1] from None
             except (HttpProcessingError, aiohttp.ClientPayloadError) as error:
-                failure.append(_BodyRefused(400, f"malformed request body: {one_line(error)}"))
+                failure.append(BodyRefused(400, f"malformed request body: {one_line(error)}"))
                 raise failure[-1] from None
             if not chunk:
                 return
@@ -186,7 +177,7 @@ class Router:
             # A small body is read before parking, as the client sent it with its headers; a large one waits in
             # the socket until the actor serves, then flows straight through.
             body: bytes | None = await self._read_small(request) if small else None
-        except _BodyRefused as refused:
+        except BodyRefused as refused:
             return await self._refuse(request, refused)
         while not record.serving:
             if record.deleted:
@@ -203,7 +194,7 @@ class Router:
         session = record.session
         assert session is not None
         headers = {"Content-Type": request.headers.get("Content-Type", "")}
-        failure: list[_BodyRefused] = []
+        failure: list[BodyRefused] = []
         data: bytes | AsyncIterator[bytes]
         if body is None:
             data = self._stream_body(request, failure)

@@ -34,10 +34,12 @@ class ColumnTest:
     column: str
     kind: str
     argument: Any = None
+    # The second and later tests of one kind on one column (two expressions) are numbered: a check's name is unique.
+    ordinal: int = 1
 
     @property
     def name(self) -> str:
-        return f"{self.column}_{self.kind}"
+        return f"{self.column}_{self.kind}" + (f"_{self.ordinal}" if self.ordinal > 1 else "")
 
     def description(self) -> str:
         if self.kind == "accepted_values":
@@ -93,7 +95,8 @@ def load_tests(path: Path, models: set[str]) -> dict[str, list[ColumnTest]]:
                                       f"(known: {', '.join(TEST_KINDS)})")
                 if kind == "accepted_values":
                     argument = argument["values"]
-                tests.setdefault(model, []).append(ColumnTest(model, column["name"], kind, argument))
+                same = [known for known in tests.get(model, []) if (known.column, known.kind) == (column["name"], kind)]
+                tests.setdefault(model, []).append(ColumnTest(model, column["name"], kind, argument, len(same) + 1))
     return tests
 
 

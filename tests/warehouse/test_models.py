@@ -229,6 +229,15 @@ def test_model_errors(tmp_path):
         load_tests(tmp_path / "schema.yml", {"a"})
 
 
+def test_two_tests_of_one_kind_on_a_column_are_told_apart(tmp_path):
+    """Each test is a Dagster asset check, whose name must be unique on its asset."""
+    (tmp_path / "schema.yml").write_text(
+        "models:\n  - name: a\n    columns:\n      - name: n\n        tests:\n"
+        "          - expression: 'n >= 0'\n          - expression: 'n < 10'\n          - not_null\n")
+    tests = load_tests(tmp_path / "schema.yml", {"a"})["a"]
+    assert [test.name for test in tests] == ["n_expression", "n_expression_2", "n_not_null"]
+
+
 def test_a_failed_load_changes_nothing(warehouse):
     insert(warehouse, "trial_manifests", [manifest("t")])
     spec = RAW_TABLES["trial_manifests"]

@@ -119,7 +119,13 @@ class Router:
 
     async def _refuse(self, request: web.Request, refused: BodyRefused) -> web.StreamResponse:
         """Answer; a 413 lets aiohttp drain (and drop) what the client still sends, so it reads the answer rather
-        than a reset, but a stalled or broken body has nothing more to come: its connection closes at once."""
+        than a reset, but a stalled or broken body has nothing more to come: its connection closes at once. A client
+        that left mid-body (status 0: a driver stopping its users) hears nothing; it is one line at INFO."""
+        if refused.status == 0:
+            log.info("router: %s from %s left mid-body: %s", request.headers.get(TARGET_HEADER), request.remote,
+                     refused.message)
+            request.protocol.force_close()
+            return web.Response(status=400, text=refused.message)
         if refused.status == 400:
             log.warning("router: malformed request from %s: %s", request.remote, refused.message)
         response = _error(refused.status, refused.message)
@@ -136,6 +142,8 @@ class Router:
             return await asyncio.wait_for(request.read(), self.body_timeout_s)
         except TimeoutError:
             raise self._stalled() from None
+        except ConnectionResetError:
+            raise BodyRefused(0, "the client closed its connection") from None
         except (HttpProcessingError, aiohttp.ClientPayloadError, ValueError) as error:
             raise BodyRefused(400, f"malformed request body: {one_line(error)}") from None
 
@@ -151,6 +159,9 @@ class Router:
                 chunk = await asyncio.wait_for(request.content.readany(), self.body_timeout_s)
             except TimeoutError:
                 failure.append(self._stalled())
+                raise failure[-1] from None
+            except ConnectionResetError:
+                failure.append(BodyRefused(0, "the client closed its connection"))
                 raise failure[-1] from None
             except (HttpProcessingError, aiohttp.ClientPayloadError) as error:
                 failure.append(BodyRefused(400, f"malformed request body: {one_line(error)}"))
@@ -224,6 +235,10 @@ class Router:
             return _error(502, f"actor {record.key} connection failed: {reason}")
         finally:
             record.end_request()
+            if body is None and not failure and not request.content.is_eof():
+                # The actor's side failed while the body still streamed: the client session may still be reading
+                # it, and aiohttp's lingering drain would read beside it. Nothing more of it is wanted.
+                request.protocol.force_close()
 
     async def _stream_answer(self, request: web.Request, upstream: aiohttp.ClientResponse,
                              headers: dict[str, str]) -> web.StreamResponse:

@@ -30,6 +30,7 @@ BODY_TIMEOUT_S = 1.0
 _RUNTIME = f"""
 import logging, sys
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+logging.getLogger("substrate_assets.runtime.router").setLevel(logging.INFO)
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 EmbeddedRuntime(RuntimeConfig(workers=4, actors_per_worker=4, warm_hosts=1, actor_memory=512 << 20,
                               router_max_body={BODY_CAP}, router_body_timeout_s={BODY_TIMEOUT_S})
@@ -215,3 +216,19 @@ def test_a_malformed_request_is_one_log_line_not_a_traceback(runtime, request_by
     assert "Traceback" not in log, log
     actor = runtime.new_actor()
     assert _post(runtime, actor, "/ping", pb.PingRequest(message="up").SerializeToString())[0] == 200
+
+
+@pytest.mark.parametrize("declared, sent", [(1000, 10), (64 * MiB, 2 * MiB)], ids=["small", "streamed"])
+def test_a_client_that_leaves_mid_body_is_one_line_not_a_traceback(runtime, declared, sent):
+    """A driver stopping its users (the end of a ladder step, a stopped trial) drops requests mid-body."""
+    actor = runtime.new_actor()
+    assert _post(runtime, actor, "/ping", pb.PingRequest(message="awake").SerializeToString())[0] == 200
+    lines_before = runtime.log.read_text().count("\n")
+    connection = _connect(runtime)
+    connection.sendall(_head("/ingest", actor, f"Content-Length: {declared}\r\n") + b"x" * sent)
+    connection.close()
+    new = wait_until(lambda: [line for line in runtime.log.read_text().splitlines()[lines_before:]
+                              if "left mid-body" in line], "the router to log the client leaving")
+    assert len(new) == 1, new
+    assert "Traceback" not in runtime.log.read_text()
+    assert _post(runtime, actor, "/ping", pb.PingRequest(message="still here").SerializeToString())[0] == 200

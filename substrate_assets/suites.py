@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from substrate_assets.project import project_root
+from substrate_assets.project import project_root, scripts_directory
 from substrate_assets.results.server_summary import DEFAULT_ATELET_LAG_S
 from substrate_assets.workload.decode import alias_expansion_problem
-from substrate_assets.workload.library import read_document
+from substrate_assets.workload.errors import ScriptError
+from substrate_assets.workload.library import ScriptLibrary, read_document
 from substrate_assets.workload.model import RFC1123_LABEL, script_name_problem
 from substrate_assets.workload.quantity import QuantityError, format_binary_si, parse_byte_count
 
@@ -21,6 +23,10 @@ SLUG = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?")
 # The error type of a kubernetes suite without its kubernetes: section, which a command line can supply.
 KUBERNETES_SECTION_MISSING = "kubernetes_section_missing"
+# More steps than any ladder needs; a typo in max (1200 for 120) would otherwise run for days.
+MAX_LADDER_STEPS = 100
+# One broken rule found by a model validator: the loc it is at (relative to the model), its message, the value.
+_Problem = tuple[tuple[str | int, ...], str, Any]
 
 
 class SuiteError(ValueError):
@@ -43,6 +49,114 @@ def parse_run_time(text: str | int) -> int:
     if total <= 0:
         raise ValueError(f"run time {text!r} must be positive")
     return total
+
+
+def _located(title: str, problems: list[_Problem]) -> ValidationError:
+    """Errors at the given locs (field, or field and index), each with its message and the value at fault.
+
+    A rule across fields is checked in a model validator, whose own errors sit at the model; pydantic keeps the locs
+    of a ValidationError raised there, so load_suites can point at the line that is wrong, not at the section."""
+    return ValidationError.from_exception_data(title, [
+        InitErrorDetails(type=PydanticCustomError("value_error", "{message}", {"message": message}), loc=loc,
+                         input=value)
+        for loc, message, value in problems])
+
+
+class Ladder(BaseModel):
+    """A step-ladder load: the users go up step by step, each step held for ``hold``.
+
+    Given as ``start``, ``step`` and ``max`` (2, 4, …, 12), or as the list of ``users`` of each step."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    start: int | None = Field(None, ge=1, description="Users of the first step.")
+    step: int | None = Field(None, ge=1, description="Users added by each step.")
+    max: int | None = Field(None, ge=1, description="Users of the last step: start plus a whole number of steps.")
+    users: tuple[Annotated[int, Field(ge=1)], ...] | None = Field(
+        None, description="Users of each step, strictly increasing; instead of start, step and max.")
+    hold: str = Field(description="How long each step runs, Locust -t form (45s, 2m).")
+
+    @field_validator("hold")
+    @classmethod
+    def _hold(cls, value: str) -> str:
+        parse_run_time(value)
+        return value
+
+    @model_validator(mode="after")
+    def _form(self) -> Ladder:
+        ranged = {name: getattr(self, name) for name in ("start", "step", "max")}
+        given = [name for name, value in ranged.items() if value is not None]
+        if self.users is not None and given:
+            raise _located("Ladder", [((), "a ladder takes start, step and max, or users, not both", None)])
+        if self.users is None and not given:
+            raise _located("Ladder", [((), "a ladder needs start, step and max, or users", None)])
+        problems = self._users_problems() if self.users is not None else self._range_problems(ranged)
+        if problems:
+            raise _located("Ladder", problems)
+        return self
+
+    def _users_problems(self) -> list[_Problem]:
+        users = self.users or ()
+        if not users:
+            return [(("users",), "a ladder needs at least one step", [])]
+        if len(users) > MAX_LADDER_STEPS:
+            return [(("users",), f"a ladder of {len(users)} steps is too long: at most {MAX_LADDER_STEPS}", None)]
+        # Each entry's own loc, so the error is on the entry's line.
+        return [(("users", index), f"{count} is not above the step before it ({previous}): "
+                 "a ladder's steps must increase", count)
+                for index, (previous, count) in enumerate(pairwise(users), start=1) if count <= previous]
+
+    @staticmethod
+    def _range_problems(ranged: dict[str, int | None]) -> list[_Problem]:
+        missing = [name for name, value in ranged.items() if value is None]
+        if missing:
+            return [((name,), "a ladder of start, step and max needs all three", None) for name in missing]
+        start, step, top = (value or 0 for value in ranged.values())  # none is None here
+        if top < start:
+            return [(("max",), f"max {top} is below start {start}", top)]
+        if (top - start) % step:
+            return [(("max",), f"max {top} is not start {start} plus a whole number of steps of {step}", top)]
+        count = (top - start) // step + 1
+        if count > MAX_LADDER_STEPS:
+            return [(("max",), f"a ladder of {count} steps is too long: at most {MAX_LADDER_STEPS}", top)]
+        return []
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """The users of each step, ascending."""
+        if self.users is not None:
+            return self.users
+        assert self.start is not None and self.step is not None and self.max is not None  # checked by _form
+        return tuple(range(self.start, self.max + 1, self.step))
+
+    @property
+    def hold_s(self) -> int:
+        return parse_run_time(self.hold)
+
+    @property
+    def duration_s(self) -> int:
+        return len(self.steps) * self.hold_s
+
+    def locust_spec(self) -> str:
+        """Upstream's ``--ladder`` value: ``users:duration[:trace_probability]`` per step, comma-separated."""
+        return ",".join(f"{users}:{self.hold_s}s" for users in self.steps)
+
+
+class Slo(BaseModel):
+    """Service-level objectives a load point must meet; at least one threshold."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    wake_p99_ms: float | None = Field(None, gt=0, allow_inf_nan=False, description="The p99 of wake latency "
+                                      "(WakeFirstTouch), in ms, a load point may not exceed.")
+    failure_ratio: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description="Failed requests over "
+                                        "all requests of a load point, which it may not exceed.")
+
+    @model_validator(mode="after")
+    def _threshold(self) -> Slo:
+        if self.wake_p99_ms is None and self.failure_ratio is None:
+            raise ValueError("an slo needs at least one threshold: wake_p99_ms, failure_ratio")
+        return self
 
 
 class KubernetesSettings(BaseModel):
@@ -93,9 +207,13 @@ class Suite(BaseModel):
     name: str = Field(description="Slug naming the suite; the first partition of its run directories.")
     script: str = Field(description="Workload script name (scripts/<script>.yaml).")
     description: str = ""
-    users: int = Field(ge=1, description="Concurrent agent sessions (Locust users).")
+    users: int | None = Field(None, ge=1, description="Concurrent agent sessions (Locust users); required "
+                              "without a ladder, refused with one.")
     spawn_rate: float = Field(1.0, gt=0, description="Users started per second.")
-    duration: str = Field("60s", description="Run time, Locust -t form (60s, 2m, 1h30m).")
+    duration: str | None = Field(None, description="Run time, Locust -t form (60s, 2m, 1h30m); default 60s. "
+                                 "Refused with a ladder, which runs for its steps × hold.")
+    ladder: Ladder | None = Field(None, description="A step-ladder load instead of a flat one of users.")
+    slo: Slo | None = Field(None, description="Thresholds each load point must meet.")
     think_scale: float = Field(1.0, ge=0, description="Multiplies every think time; 0 reads as 1, as upstream.")
     lifecycle_mode: Literal["", "suspend", "pause"] = ""
     resume_mode: Literal["", "explicit", "implicit"] = ""
@@ -129,8 +247,9 @@ class Suite(BaseModel):
 
     @field_validator("duration")
     @classmethod
-    def _duration(cls, value: str) -> str:
-        parse_run_time(value)
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_run_time(value)
         return value
 
     @field_validator("actor_memory")
@@ -149,9 +268,43 @@ class Suite(BaseModel):
                                       "backend kubernetes needs a kubernetes: section (image, store, …)")
         return self
 
+    @model_validator(mode="after")
+    def _load_shape(self) -> Suite:
+        # None reads as absent, so model_dump() of either kind of suite validates again (with_overrides).
+        if self.ladder is None:
+            if self.users is None:
+                raise _located("Suite", [(("users",), "required for a suite without a ladder", None)])
+            return self
+        problems: list[_Problem] = []
+        if self.users is not None:
+            problems.append((("users",), "a ladder suite takes its users from ladder; remove users", self.users))
+        if self.duration is not None:
+            problems.append((("duration",), f"a ladder suite runs for its ladder's steps × hold "
+                             f"({self.ladder.duration_s} s); remove duration", self.duration))
+        if problems:
+            raise _located("Suite", problems)
+        return self
+
+    @property
+    def peak_users(self) -> int:
+        """The most users the suite runs at once: its users, or its ladder's top step."""
+        if self.ladder is not None:
+            return self.ladder.steps[-1]
+        assert self.users is not None  # checked by _load_shape
+        return self.users
+
     @property
     def duration_s(self) -> int:
-        return parse_run_time(self.duration)
+        if self.ladder is not None:
+            return self.ladder.duration_s
+        return parse_run_time(self.duration or "60s")
+
+    def load_description(self) -> str:
+        """The load in a few words: ``8 users for 2m``, or ``ladder 2→12 users, 6 steps of 45s``."""
+        if self.ladder is None:
+            return f"{self.users} users for {self.duration or '60s'}"
+        steps = self.ladder.steps
+        return f"ladder {steps[0]}→{steps[-1]} users, {len(steps)} steps of {self.ladder.hold}"
 
     @property
     def actor_memory_bytes(self) -> int:
@@ -174,10 +327,13 @@ class Suite(BaseModel):
                              frozenset(detail["type"] for detail in error.errors())) from None
 
     def knobs(self) -> dict[str, Any]:
-        return {"users": self.users, "spawn_rate": self.spawn_rate, "duration_s": self.duration_s,
+        ladder = self.ladder
+        return {"users": self.peak_users, "spawn_rate": self.spawn_rate, "duration_s": self.duration_s,
                 "think_scale": self.think_scale, "lifecycle_mode": self.lifecycle_mode,
                 "resume_mode": self.resume_mode, "actor_memory": format_binary_si(self.actor_memory_bytes),
-                "workers": self.workers, "actors_per_worker": self.actors_per_worker}
+                "workers": self.workers, "actors_per_worker": self.actors_per_worker,
+                "ladder": list(ladder.steps) if ladder else None, "hold_s": ladder.hold_s if ladder else None,
+                "slo": self.slo.model_dump() if self.slo else None}
 
 
 def _node_at(root: yaml.Node, location: tuple[Any, ...]) -> yaml.Node:
@@ -195,9 +351,39 @@ def _node_at(root: yaml.Node, location: tuple[Any, ...]) -> yaml.Node:
     return node
 
 
-def load_suites(path: Path | None = None) -> dict[str, Suite]:
-    """Every suite in ``suites.yaml``, by name; a SuiteError says which line is wrong and why."""
+def _field(location: tuple[Any, ...]) -> str:
+    """A pydantic loc as the field it names: ``ladder.users[2]``."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in location).lstrip(".")
+
+
+def hold_problem(suite: Suite, scripts: Path) -> str | None:
+    """Why the suite's ladder holds a step for less than one lap of its script's thinks, if it does: a step that
+    ends mid-lap measures sessions that never reached their later steps. None when there is no ladder, or when the
+    script cannot be loaded (script validation says why, where the script is). load_suites checks it; a caller
+    that overrides think_scale (with_overrides) checks the copy again with this."""
+    if suite.ladder is None:
+        return None
+    try:
+        script = ScriptLibrary(scripts).load(suite.script).script
+    except (ScriptError, OSError, ValueError):
+        return None
+    scale = suite.think_scale or 1.0  # 0 reads as 1, as the field says
+    cycle_s = script.think_per_lap_ns * scale / 1e9
+    if suite.ladder.hold_s >= cycle_s:
+        return None
+    return (f"{suite.ladder.hold} is shorter than one think cycle of script {suite.script} "
+            f"({script.think_per_lap_ns / 1e9:g}s of think per lap × think scale {scale:g} = {cycle_s:g}s); "
+            "each step must hold every session through its whole script")
+
+
+def load_suites(path: Path | None = None, scripts: Path | None = None) -> dict[str, Suite]:
+    """Every suite in ``suites.yaml``, by name; a SuiteError says which line is wrong and why.
+
+    ``scripts`` is where a ladder suite's script is read to check its hold against one think cycle: by default the
+    ``scripts/`` directory beside the suites file, else the project's (deploy/suites.cluster.yaml has none)."""
     path = path or project_root() / "suites.yaml"
+    if scripts is None:
+        scripts = path.parent / "scripts" if (path.parent / "scripts").is_dir() else scripts_directory()
     try:
         text = read_document(path).decode("utf-8")
     except OSError as error:
@@ -233,7 +419,7 @@ def load_suites(path: Path | None = None) -> dict[str, Suite]:
         except ValidationError as error:
             for detail in error.errors():
                 node = _node_at(root, ("suites", index, *detail["loc"]))
-                field = ".".join(str(part) for part in detail["loc"]) or "suite"
+                field = _field(detail["loc"]) or "suite"
                 line, column = node.start_mark.line + 1, node.start_mark.column + 1
                 message = detail["msg"].removeprefix("Value error, ")
                 problems.append(f"{path}:{line}:{column}: {label}: {field}: {message}")
@@ -242,6 +428,12 @@ def load_suites(path: Path | None = None) -> dict[str, Suite]:
             node = _node_at(root, ("suites", index, "name"))
             problems.append(f"{path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}: "
                             f"suite {suite.name!r} is defined twice")
+            continue
+        hold = hold_problem(suite, scripts)
+        if hold is not None:
+            node = _node_at(root, ("suites", index, "ladder", "hold"))
+            problems.append(f"{path}:{node.start_mark.line + 1}:{node.start_mark.column + 1}: "
+                            f"{label}: ladder.hold: {hold}")
             continue
         suites[suite.name] = suite
     if problems:

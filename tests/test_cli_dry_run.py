@@ -43,6 +43,17 @@ def test_a_cluster_suite_prints_its_manifests(project):
     assert not (project / "store").exists()  # nothing ran, nothing was claimed
 
 
+def test_a_cluster_ladder_runs_for_its_steps(project):
+    result = trial("coding-session-cluster-ladder", "--dry-run")
+    assert result.exit_code == 0, result.output
+    pods = [document for document in yaml.safe_load_all(result.output) if document and document["kind"] == "Pod"]
+    # 8 steps of 5 minutes, plus the half hour upstream's Job timeout allows.
+    assert {pod["spec"]["activeDeadlineSeconds"] for pod in pods} == {8 * 300 + 1800}
+    refused = trial("coding-session-cluster-ladder", "--users", "10", "--dry-run")
+    assert refused.exit_code == 2
+    assert "users: a ladder suite takes its users from ladder; remove users" in refused.output
+
+
 def test_a_local_suite_on_the_kubernetes_backend(project):
     result = trial("quick-smoke", "--backend", "kubernetes", "--image", "registry.example/substrate-bench:1",
                    "--object-store", "s3://bucket/runs", "--locust-workers", "0", "--users", "40", "--dry-run")

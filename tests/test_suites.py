@@ -70,3 +70,186 @@ def test_overrides_are_validated(tmp_path):
     assert suite.with_overrides(users=5, duration=None).users == 5
     with pytest.raises(ValueError):
         suite.with_overrides(users=0)
+
+
+# Ladders and SLOs. The scripts directory beside each suites file holds one small script of 3 s of think per lap.
+LAP_SCRIPT = """\
+name: lap
+min_actor_memory: 64Mi
+steps:
+  - name: 01_one
+    agent: Thinks a second
+    think: 1s
+    ops:
+      - ping: {}
+  - name: 02_two
+    agent: Thinks two seconds
+    think: 2s
+    ops:
+      - ping: {}
+"""
+
+
+def ladder_file(tmp_path, body: str) -> Path:
+    (tmp_path / "scripts").mkdir(exist_ok=True)
+    (tmp_path / "scripts" / "lap.yaml").write_text(LAP_SCRIPT)
+    return write(tmp_path, "suites:\n  - name: l\n    script: lap\n" + body)
+
+
+def only_error(path: Path) -> str:
+    with pytest.raises(SuiteError) as caught:
+        load_suites(path)
+    return str(caught.value)
+
+
+def test_a_ladder_by_start_step_and_max(tmp_path):
+    suite = get_suite("l", ladder_file(tmp_path, "    ladder: {start: 2, step: 2, max: 12, hold: 45s}\n"))
+    assert suite.ladder is not None and suite.ladder.steps == (2, 4, 6, 8, 10, 12)
+    assert (suite.ladder.hold_s, suite.ladder.duration_s, suite.duration_s) == (45, 270, 270)
+    assert (suite.users, suite.duration, suite.peak_users) == (None, None, 12)
+    assert suite.ladder.locust_spec() == "2:45s,4:45s,6:45s,8:45s,10:45s,12:45s"
+    assert get_suite("l", ladder_file(tmp_path, "    ladder: {start: 3, step: 5, max: 3, hold: 1m}\n")).ladder \
+        .locust_spec() == "3:60s"
+
+
+def test_a_ladder_by_users(tmp_path):
+    suite = get_suite("l", ladder_file(tmp_path, "    ladder: {users: [2, 4, 8, 12], hold: 2m}\n"))
+    assert suite.ladder is not None and suite.ladder.steps == (2, 4, 8, 12)
+    assert (suite.ladder.hold_s, suite.duration_s, suite.peak_users) == (120, 480, 12)
+    assert suite.ladder.locust_spec() == "2:120s,4:120s,8:120s,12:120s"
+
+
+@pytest.mark.parametrize(("ladder", "where", "message"), [
+    ("    ladder: {start: 2, step: 2, max: 12, users: [2, 4], hold: 45s}\n", "4:13", "ladder: a ladder takes start, "
+     "step and max, or users, not both"),
+    ("    ladder: {hold: 45s}\n", "4:13", "ladder: a ladder needs start, step and max, or users"),
+    ("    ladder: {start: 2, max: 12, hold: 45s}\n", "4:13", "ladder.step: a ladder of start, step and max needs all "
+     "three"),
+    ("    ladder: {start: 0, step: 2, max: 12, hold: 45s}\n", "4:21", "ladder.start: Input should be greater than or "
+     "equal to 1"),
+    ("    ladder: {start: 2, step: 0, max: 12, hold: 45s}\n", "4:30", "ladder.step: Input should be greater than or "
+     "equal to 1"),
+    ("    ladder: {start: 4, step: 2, max: 2, hold: 45s}\n", "4:38", "ladder.max: max 2 is below start 4"),
+    ("    ladder: {start: 2, step: 2, max: 11, hold: 45s}\n", "4:38", "ladder.max: max 11 is not start 2 plus a whole "
+     "number of steps of 2"),
+    ("    ladder: {start: 1, step: 1, max: 101, hold: 45s}\n", "4:38", "ladder.max: a ladder of 101 steps is too "
+     "long: at most 100"),
+    ("    ladder: {users: [], hold: 45s}\n", "4:21", "ladder.users: a ladder needs at least one step"),
+    (f"    ladder: {{users: {list(range(1, 102))}, hold: 45s}}\n", "4:21", "ladder.users: a ladder of 101 steps is "
+     "too long: at most 100"),
+    ("    ladder: {users: [2, 4], hold: soon}\n", "4:35", "ladder.hold: 'soon' is not a run time: it must look like "
+     "60s, 2m or 1h30m"),
+    ("    ladder: {users: [2, 4], hold: 0s}\n", "4:35", "ladder.hold: run time '0s' must be positive"),
+    ("    ladder: {users: [2, 4]}\n", "4:13", "ladder.hold: Field required"),
+    ("    ladder: {users: [2, 4], hold: 45s, ramp: 1}\n", "4:46", "ladder.ramp: Extra inputs are not permitted"),
+])
+def test_ladder_errors_are_at_their_line(tmp_path, ladder, where, message):
+    path = ladder_file(tmp_path, ladder)
+    assert only_error(path) == f"{path}:{where}: suite 'l': {message}"
+
+
+def test_each_ladder_entry_that_is_wrong_is_at_its_own_line(tmp_path):
+    path = ladder_file(tmp_path, "    ladder:\n      hold: 45s\n      users:\n        - 2\n        - 6\n        - 4\n"
+                                 "        - 4\n        - 8\n")
+    assert only_error(path) == (
+        f"{path}:9:11: suite 'l': ladder.users[2]: 4 is not above the step before it (6): a ladder's steps must "
+        "increase\n"
+        f"{path}:10:11: suite 'l': ladder.users[3]: 4 is not above the step before it (4): a ladder's steps must "
+        "increase")
+    path = ladder_file(tmp_path, "    ladder:\n      hold: 45s\n      users:\n        - 2\n        - 0\n")
+    assert only_error(path) == f"{path}:8:11: suite 'l': ladder.users[1]: Input should be greater than or equal to 1"
+
+
+@pytest.mark.parametrize(("body", "where", "message"), [
+    ("    users: 4\n    ladder: {users: [2, 4], hold: 45s}\n", "4:12", "users: a ladder suite takes its users from "
+     "ladder; remove users"),
+    ("    duration: 2m\n    ladder: {users: [2, 4], hold: 45s}\n", "4:15", "duration: a ladder suite runs for its "
+     "ladder's steps × hold (90 s); remove duration"),
+    ("    spawn_rate: 2\n", "2:5", "users: required for a suite without a ladder"),
+])
+def test_users_and_duration_go_with_the_kind_of_load(tmp_path, body, where, message):
+    path = ladder_file(tmp_path, body)
+    assert only_error(path) == f"{path}:{where}: suite 'l': {message}"
+
+
+def test_a_flat_suite_runs_a_minute_unless_told(tmp_path):
+    suite = get_suite("l", ladder_file(tmp_path, "    users: 3\n"))
+    assert (suite.duration, suite.duration_s, suite.peak_users, suite.ladder) == (None, 60, 3, None)
+    assert suite.with_overrides(duration="2m").duration_s == 120
+
+
+def test_a_step_holds_at_least_one_think_cycle(tmp_path):
+    path = ladder_file(tmp_path, "    think_scale: 0.5\n    ladder:\n      users: [2, 4]\n      hold: 1s\n")
+    assert only_error(path) == (
+        f"{path}:7:13: suite 'l': ladder.hold: 1s is shorter than one think cycle of script lap (3s of think per lap "
+        "× think scale 0.5 = 1.5s); each step must hold every session through its whole script")
+    # Exactly one cycle is enough; think scale 0 reads as 1.
+    assert get_suite("l", ladder_file(tmp_path, "    think_scale: 0.5\n    ladder: {users: [2], hold: 2s}\n"))
+    assert get_suite("l", ladder_file(tmp_path, "    think_scale: 0\n    ladder: {users: [2], hold: 3s}\n"))
+    path = ladder_file(tmp_path, "    think_scale: 0\n    ladder: {users: [2], hold: 2s}\n")
+    assert "(3s of think per lap × think scale 1 = 3s)" in only_error(path)
+
+
+def test_the_hold_check_reads_the_scripts_it_is_given(tmp_path):
+    path = ladder_file(tmp_path, "    ladder: {users: [2], hold: 1s}\n")
+    assert "shorter than one think cycle" in only_error(path)
+    # A script that cannot be loaded is not this file's problem: script validation reports it.
+    assert load_suites(path, scripts=tmp_path / "elsewhere")["l"].ladder is not None
+    (tmp_path / "scripts" / "lap.yaml").write_text("name: lap\nsteps: nonsense\n")
+    assert load_suites(path)["l"].ladder is not None
+
+
+@pytest.mark.parametrize(("slo", "where", "message"), [
+    ("{}", "5:10", "slo: an slo needs at least one threshold: wake_p99_ms, failure_ratio"),
+    ("{wake_p99_ms: 0}", "5:24", "slo.wake_p99_ms: Input should be greater than 0"),
+    ("{wake_p99_ms: .inf}", "5:24", "slo.wake_p99_ms: Input should be a finite number"),
+    ("{failure_ratio: 1.5}", "5:26", "slo.failure_ratio: Input should be less than or equal to 1"),
+    ("{failure_ratio: -0.1}", "5:26", "slo.failure_ratio: Input should be greater than or equal to 0"),
+    ("{wake_p99_ms: 1500, p50: 3}", "5:35", "slo.p50: Extra inputs are not permitted"),
+])
+def test_slo_errors(tmp_path, slo, where, message):
+    path = ladder_file(tmp_path, f"    ladder: {{users: [2], hold: 45s}}\n    slo: {slo}\n")
+    assert only_error(path) == f"{path}:{where}: suite 'l': {message}"
+
+
+def test_an_slo_needs_one_threshold_only(tmp_path):
+    suite = get_suite("l", ladder_file(tmp_path, "    users: 2\n    slo: {failure_ratio: 0}\n"))
+    assert suite.slo is not None and (suite.slo.wake_p99_ms, suite.slo.failure_ratio) == (None, 0.0)
+
+
+def test_overrides_of_a_ladder_suite(tmp_path):
+    suite = get_suite("l", ladder_file(tmp_path, "    ladder: {start: 2, step: 2, max: 6, hold: 45s}\n"
+                                                 "    slo: {wake_p99_ms: 1500, failure_ratio: 0.01}\n"))
+    again = suite.with_overrides(think_scale=0.5)
+    assert (again.ladder, again.slo, again.think_scale) == (suite.ladder, suite.slo, 0.5)
+    assert suite.with_overrides(users=None, duration=None) == suite
+    with pytest.raises(SuiteError) as caught:
+        suite.with_overrides(users=5)
+    assert str(caught.value) == "suite 'l': users: a ladder suite takes its users from ladder; remove users"
+    with pytest.raises(SuiteError) as caught:
+        suite.with_overrides(duration="2m")
+    assert str(caught.value) == ("suite 'l': duration: a ladder suite runs for its ladder's steps × hold (135 s); "
+                                 "remove duration")
+
+
+def test_knobs_of_a_ladder_suite_and_of_a_flat_one(tmp_path):
+    suite = get_suite("l", ladder_file(tmp_path, "    ladder: {users: [2, 4, 8], hold: 45s}\n"
+                                                 "    slo: {wake_p99_ms: 1500}\n"))
+    knobs = suite.knobs()
+    assert (knobs["users"], knobs["duration_s"], knobs["ladder"], knobs["hold_s"]) == (8, 135, [2, 4, 8], 45)
+    assert knobs["slo"] == {"wake_p99_ms": 1500.0, "failure_ratio": None}
+    flat = get_suite("l", ladder_file(tmp_path, "    users: 3\n    duration: 2m\n")).knobs()
+    assert (flat["users"], flat["duration_s"], flat["ladder"], flat["hold_s"], flat["slo"]) == (3, 120, None, None,
+                                                                                                 None)
+    assert set(knobs) == set(flat) >= {"users", "spawn_rate", "duration_s", "think_scale", "lifecycle_mode",
+                                       "resume_mode", "actor_memory", "workers", "actors_per_worker"}
+
+
+def test_without_scripts_beside_it_a_suites_file_is_checked_against_the_projects(tmp_path, monkeypatch):
+    ladder_file(tmp_path, "    users: 1\n")  # the project: scripts/lap.yaml, 3 s of think per lap
+    monkeypatch.setenv("SUBSTRATE_BENCH_ROOT", str(tmp_path))
+    (tmp_path / "deploy").mkdir()
+    path = write(tmp_path / "deploy", "suites:\n  - name: l\n    script: lap\n    ladder: {users: [2], hold: 2s}\n")
+    assert only_error(path) == (
+        f"{path}:4:32: suite 'l': ladder.hold: 2s is shorter than one think cycle of script lap (3s of think per lap "
+        "× think scale 1 = 3s); each step must hold every session through its whole script")

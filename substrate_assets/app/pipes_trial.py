@@ -36,7 +36,7 @@ def main() -> None:
         trial_id = pipes.get_extra("trial_id")
         suite = Suite.model_validate_json(pipes.get_extra("suite"))
         key = TrialKey.from_trial_id(trial_id, suite.tag)
-        pipes.log.info(f"trial {trial_id}: suite {suite.name} ({suite.users} users, {suite.duration}, think scale "
+        pipes.log.info(f"trial {trial_id}: suite {suite.name} ({suite.load_description()}, think scale "
                        f"{suite.think_scale:g}) on the {suite.backend} backend")
         try:
             if suite.backend == "kubernetes":

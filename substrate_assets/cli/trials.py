@@ -14,7 +14,7 @@ from rich.table import Table
 
 from substrate_assets.cli.output import print_rows, progress_display, wide_console
 from substrate_assets.project import scripts_directory, store_directory, warehouse_path
-from substrate_assets.suites import KUBERNETES_SECTION_MISSING, Suite, SuiteError, get_suite
+from substrate_assets.suites import KUBERNETES_SECTION_MISSING, Suite, SuiteError, get_suite, hold_problem
 from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound
 
 if TYPE_CHECKING:
@@ -76,6 +76,9 @@ def _trial_suite(suite_name: str, changes: dict[str, Any], cluster: dict[str, An
         ScriptLibrary(scripts_directory()).path_of(chosen.script)
     except ScriptNotFound as error:
         raise click.UsageError(f"suite {chosen.name!r}: {error}") from None
+    hold = hold_problem(chosen, scripts_directory())  # --think-scale may have lengthened the think cycle
+    if hold is not None:
+        raise click.UsageError(f"suite {chosen.name!r}: ladder.hold: {hold}")
     return chosen
 
 
@@ -234,8 +237,8 @@ def run(suite_name: str) -> None:
     with stopping_on_signals():
         try:
             instance = project_instance()
-            console.print(f"main job: suite {suite.name} (script {suite.script}, {suite.users} users, "
-                          f"{suite.duration}) on Dagster instance {instance.root_directory}", highlight=False)
+            console.print(f"main job: suite {suite.name} (script {suite.script}, {suite.load_description()}) on "
+                          f"Dagster instance {instance.root_directory}", highlight=False)
             try:
                 outcome = run_suite(suite, RunStore(store_directory()), instance, say=click.echo)
             except MainJobError as error:

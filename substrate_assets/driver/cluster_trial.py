@@ -45,6 +45,7 @@ from substrate_assets.driver.outputs import (
     TrialResult,
     collect_locust_outputs,
     locust_command,
+    measure_load_steps,
     measure_server_summary,
     write_trial_files,
 )
@@ -150,6 +151,7 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
                              notes)
         collect_locust_outputs(staging, work, notes, *remote)
         telemetry = measure_server_summary(staging, record)
+        measure_load_steps(staging, work, record)
         outcome = write_trial_files(staging, work, record, telemetry)
         shutil.rmtree(work)
         location = upload_trial(staging, settings.store, key)

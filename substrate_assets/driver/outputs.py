@@ -20,13 +20,16 @@ import polars as pl
 from substrate_assets.driver.session import SESSION_START_FAILED
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
-from substrate_assets.results.readers import DamagedCsv, read_stats
+from substrate_assets.results.load_steps import LoadStep, read_ladder_spans, write_load_steps
+from substrate_assets.results.readers import DamagedCsv, read_stats, read_stats_history
 from substrate_assets.results.request_log import merge_parts
 from substrate_assets.results.server_summary import flatten, unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
 from substrate_assets.results.status import stats_generated, write_status
 from substrate_assets.results.summary import RequestSummary
 from substrate_assets.results.trial_directory import (
+    LADDER_LOG,
+    LOAD_STEPS_JSON,
     LOCUST_CSV_PREFIX,
     LOCUST_CSVS,
     LOCUST_LOG,
@@ -46,10 +49,11 @@ from substrate_assets.results.trial_summary import trial_summary_row
 from substrate_assets.suites import Suite
 from substrate_assets.telemetry.local import local_server_summary
 from substrate_assets.telemetry.prometheus import harvest_server_summary
-from substrate_assets.telemetry.window import window_from_history
+from substrate_assets.telemetry.window import history_samples, step_window, window_from_history
 from substrate_assets.workload import ScriptFile
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
+LADDER_SHAPE = Path(__file__).with_name("ladder_shape.py")
 ATESPACE = "benchmark"
 _PACKAGES = ("substrate-bench", "locust", "dagster", "grpcio", "protobuf", "duckdb", "polars", "gevent")
 
@@ -65,14 +69,26 @@ def session_options(suite: Suite, script_file: str, control_endpoint: str, route
 
 def locust_command(suite: Suite, script_file: Path, work: Path, control_endpoint: str, router_url: str,
                    extra: list[str] | None = None, control_tls: bool = False) -> list[str]:
-    """Locust headless with AgentSessionUser, writing its CSVs and the request log into ``work``."""
+    """Locust headless with AgentSessionUser, writing its CSVs and the request log into ``work``: a flat load
+    (``-u``, ``-r``, ``-t``), or a ladder suite's LoadTestShape with its steps and the log of when each began."""
     return [
-        sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--only-summary",
-        "-u", str(suite.users), "-r", f"{suite.spawn_rate:g}", "-t", f"{suite.duration_s}s",
-        "--csv", str(work / LOCUST_CSV_PREFIX), "--loglevel", "INFO",
+        sys.executable, "-m", "locust", "-f", locustfiles(suite), "--headless", "--only-summary",
+        *load_options(suite, work), "--csv", str(work / LOCUST_CSV_PREFIX), "--loglevel", "INFO",
         *session_options(suite, str(script_file), control_endpoint, router_url, str(work / REQUEST_LOG), control_tls),
         *(extra or []),
     ]
+
+
+def locustfiles(suite: Suite, locustfile: str = str(LOCUSTFILE), shape: str = str(LADDER_SHAPE)) -> str:
+    """Locust's ``-f``: the locustfile, and the ladder shape for a ladder suite (Locust runs any shape it loads)."""
+    return f"{locustfile},{shape}" if suite.ladder is not None else locustfile
+
+
+def load_options(suite: Suite, work: Path) -> list[str]:
+    if suite.ladder is None:
+        return ["-u", str(suite.users), "-r", f"{suite.spawn_rate:g}", "-t", f"{suite.duration_s}s"]
+    return ["--ladder", suite.ladder.locust_spec(), "--ladder-spawn-rate", f"{suite.spawn_rate:g}",
+            "--ladder-log", str(work / LADDER_LOG)]
 
 
 def versions() -> dict[str, str | None]:
@@ -195,7 +211,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     rows = [*per_request_rows(staging / STATS_CSV, **envelope), trial_summary_row(
         envelope, stats_csv=staging / STATS_CSV, stats_history_csv=staging / STATS_HISTORY_CSV, facts=record.facts,
         run_start=key.run_ts, run_end=int(record.ended.timestamp()), metadata=suite.metadata,
-        users=suite.users)] if generated else []
+        users=suite.peak_users)] if generated else []
     rows.append({**envelope, "metric": "server_summary", "measurements": flatten(server_summary)})
     write_stats_jsonl(staging / STATS_JSONL, rows)
     write_status(staging / STATUS_JSON, record.exit_code, generated)
@@ -244,13 +260,18 @@ def measure_server_summary(staging: Path, record: TrialRecord, *,
     """Server telemetry inside the steady-state window, as upstream's server_summary.json: harvested from the
     suite's Prometheus when it has one, else — on the local backend — computed from the embedded runtime's exact
     events and per-second samples (``runtime_frames``), else not measured (nulls)."""
-    key, suite = record.key, record.suite
-    start_ts, end_ts = key.run_ts, int(record.ended.timestamp())
+    start_ts, end_ts = record.key.run_ts, int(record.ended.timestamp())
     window = window_from_history(staging / STATS_HISTORY_CSV, start_ts, end_ts)
     if window.whole_run_because is not None:
         record.warnings.append(f"the steady window is the whole run [{start_ts}, {end_ts}], because "
                                f"{window.whole_run_because}: windowed telemetry includes ramp-up and teardown")
-    common = {"start_ts": start_ts, "end_ts": end_ts, "steady": window.span, "test_name": suite.name, "tag": key.tag,
+    return _server_summary(record, start_ts, end_ts, window.span, runtime_frames)
+
+
+def _server_summary(record: TrialRecord, start_ts: int, end_ts: int, steady: tuple[int, int],
+                    runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None) -> dict[str, Any]:
+    key, suite = record.key, record.suite
+    common = {"start_ts": start_ts, "end_ts": end_ts, "steady": steady, "test_name": suite.name, "tag": key.tag,
               "data_timestamp": data_timestamp(record.started)}
     if suite.prometheus_url:
         return harvest_server_summary(suite.prometheus_url, lag_s=suite.atelet_lag_s, **common)
@@ -258,3 +279,35 @@ def measure_server_summary(staging: Path, record: TrialRecord, *,
         events, samples = runtime_frames
         return local_server_summary(events=events, samples=samples, **common)
     return unmeasured_server_summary(**common)
+
+
+def measure_load_steps(staging: Path, work: Path, record: TrialRecord, *,
+                       runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> list[LoadStep]:
+    """For a ladder suite, ``load_steps.json``: each step that started, its steady part (its ramp cut by the
+    steady-window rule, applied within the step) and the server telemetry over it, from the same source as
+    server_summary.json. A flat suite writes nothing: its one load point is the trial's steady window."""
+    ladder = record.suite.ladder
+    if ladder is None:
+        return []
+    holds = [(users, ladder.hold_s) for users in ladder.steps]
+    spans = read_ladder_spans(work / LADDER_LOG, holds, record.ended.timestamp())
+    if len(spans) < len(holds):
+        record.warnings.append(f"the ladder ran {len(spans)} of its {len(holds)} steps: the trial ended before the "
+                               "rest, which are not load points")
+    try:
+        samples = history_samples(read_stats_history(staging / STATS_HISTORY_CSV).iter_rows(named=True))
+    except Exception as error:  # as window_from_history: a partial read would misplace every step's peak
+        samples = []
+        record.warnings.append(f"{STATS_HISTORY_CSV} could not be read ({error}): each load point is its whole step")
+    steps = []
+    for span in spans:
+        window = step_window(samples, span.started_at, span.ended_at)
+        if window.whole_run_because is not None:
+            record.warnings.append(f"load step {span.step}: the steady window is the whole step, because "
+                                   f"{window.whole_run_because}")
+        summary = _server_summary(record, window.start, window.end, window.span, runtime_frames)
+        steps.append(LoadStep(span.step, span.target_users, span.hold_s, span.started_at, span.ended_at,
+                              window.start, window.end, window.whole_run_because, summary))
+    write_load_steps(staging / LOAD_STEPS_JSON, ladder.locust_spec(), record.suite.spawn_rate, steps)
+    record.notes.append(f"{LOAD_STEPS_JSON}: {len(steps)} load steps")
+    return steps

@@ -75,7 +75,7 @@ def expected_requests(suite: Suite, script: Script) -> int:
     lap_s = script.think_per_lap_ns * scale / 1e9
     per_lap = sum(len(step.ops) + 2 for step in script.steps)
     laps = math.ceil(suite.duration_s / lap_s) if lap_s > 0 else 0
-    return suite.users * (laps * per_lap + SESSION_REQUESTS)
+    return suite.peak_users * (laps * per_lap + SESSION_REQUESTS)
 
 
 def trial_disk_needs(suite: Suite, script: Script, store_dir: Path, state_dir: Path, live_dir: Path | None,
@@ -85,12 +85,12 @@ def trial_disk_needs(suite: Suite, script: Script, store_dir: Path, state_dir: P
     suspends, in the state directory; the files of every running actor in the live directory."""
     budget = budgets(script.steps)
     footprint = min(budget.total, actor_memory)
-    running = min(suite.users, capacity)
+    running = min(suite.peak_users, capacity)
     requests = expected_requests(suite, script)
     needs = [DiskNeed(store_dir, STORE_FLOOR + REQUEST_BYTES * requests,
                       f"the run store: up to {requests} logged requests and Locust's files"),
-             DiskNeed(state_dir, STATE_FLOOR + (suite.users + running) * footprint,
-                      f"the runtime's state: snapshots of {suite.users} actors of {format_size(footprint)}")]
+             DiskNeed(state_dir, STATE_FLOOR + (suite.peak_users + running) * footprint,
+                      f"the runtime's state: snapshots of {suite.peak_users} actors of {format_size(footprint)}")]
     if live_dir is not None:
         needs.append(DiskNeed(live_dir, running * min(budget.disk, actor_memory),
                               f"the live data of {running} running actors"))

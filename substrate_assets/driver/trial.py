@@ -27,6 +27,7 @@ from substrate_assets.driver.outputs import (
     TrialResult,
     collect_locust_outputs,
     locust_command,
+    measure_load_steps,
     measure_server_summary,
     write_trial_files,
 )
@@ -146,6 +147,7 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile, key: TrialKe
         # Harvested while the runtime still serves /metrics, as a cluster's exporters outlive a trial: once a
         # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
         telemetry = measure_server_summary(staging, record, runtime_frames=(events, samples))
+        measure_load_steps(staging, work, record, runtime_frames=(events, samples))
     with landing:
         outcome = write_trial_files(staging, work, record, telemetry)
         trial_dir = _finalize(store, staging, work, key)

@@ -14,6 +14,7 @@ version — into one shape, so that no reader above it ever sees an upstream for
 | ``requests.parquet`` | every request with its exact latency (ours) |
 | ``runtime_events.parquet``, ``runtime_samples.parquet`` | the embedded runtime's events and per-second samples |
 | ``logs.txt`` | the runner's notes and Locust's output (upstream's: also how the run was started) |
+| ``load_steps.json`` | a ladder trial's steps: when each ran, its steady window, server telemetry over it (ours) |
 
 Upstream's runner, run locally, prefixes its files with the test name (``<test>_stats.csv``); readers accept
 both forms.
@@ -56,6 +57,7 @@ REQUESTS_PARQUET = "requests.parquet"
 RUNTIME_EVENTS_PARQUET = "runtime_events.parquet"
 RUNTIME_SAMPLES_PARQUET = "runtime_samples.parquet"
 LOGS_TXT = "logs.txt"
+LOAD_STEPS_JSON = "load_steps.json"
 
 # Locust writes ``<prefix>_<kind>.csv``; the trial keeps each under its own name.
 LOCUST_CSVS = {"stats": STATS_CSV, "stats_history": STATS_HISTORY_CSV, "failures": FAILURES_CSV,
@@ -72,6 +74,7 @@ WORK_SCRIPT = "script.yaml"
 LOCUST_LOG = "locust.log"
 LOCUST_CSV_PREFIX = "locust"
 REQUEST_LOG = "requests"
+LADDER_LOG = "ladder.jsonl"
 
 # The stats_history.csv rows that carry the run's totals (user count among them), by Locust version.
 TOTAL_ROW_NAMES = ("", "Aggregated", "Total")

@@ -6,11 +6,16 @@ steady samples have users ≥ 0.9 × peak; the window runs from the first to the
 last steady sample, clamped to the run. Without a usable peak, or when the
 first steady sample lies outside the run, the window is the whole run: that
 changes every windowed figure, so the window says why, and it is logged.
+
+Under a step ladder the whole run's window is the top step (the reference's
+choice); each step's own steady part — its ramp cut by the same rule — is
+:func:`step_window`.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +51,20 @@ def locate_steady_window(samples: Iterable[tuple[int, float]], start_ts: int, en
     if start_ts <= first <= end_ts:
         return SteadyWindow(first, min(max(last, first), end_ts))
     return SteadyWindow(start_ts, end_ts, f"the first steady sample ({first}) lies outside the run")
+
+
+def step_window(samples: Iterable[tuple[int, float]], started_at: float, ended_at: float) -> SteadyWindow:
+    """The steady part of one step of a ladder: the same rule over the samples taken inside the step.
+
+    Locust stamps a history row with the whole second it was written in, so a row stamped ``ts`` is inside the
+    step only when ``[ts, ts + 1)`` is: a row of the second the step began in may still show the step before."""
+    start, end = math.ceil(started_at), math.floor(ended_at)
+    inside = [(ts, users) for ts, users in samples if started_at <= ts and ts + 1 <= ended_at]
+    window = locate_steady_window(inside, start, max(end, start))
+    if window.whole_run_because is not None:
+        log.warning("steady window of the step [%d, %d]: the whole step, because %s", start, end,
+                    window.whole_run_because)
+    return window
 
 
 def window_from_history(path: Path | None, start_ts: int, end_ts: int) -> SteadyWindow:

@@ -14,7 +14,8 @@ from substrate_assets.driver.outputs import LOCUSTFILE
 from substrate_assets.facts.kubernetes import Discovery
 from substrate_assets.results.importer import fetch_trial
 from substrate_assets.results.layout import RunStore, TrialKey
-from substrate_assets.results.readers import read_json, read_requests, read_stats
+from substrate_assets.results.load_steps import read_load_steps
+from substrate_assets.results.readers import read_json, read_requests, read_stats, read_stats_history
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.suites import Suite
 
@@ -80,6 +81,38 @@ def test_a_cluster_trial_lands_in_the_object_store(tmp_path, workers):
         from substrate_assets.results.importer import upload_trial
 
         upload_trial(local.trial_dir, store_url, key)
+
+
+def test_a_cluster_ladder_runs_its_shape_on_the_master(tmp_path):
+    """Locust's LoadTestShape runs where the master runs, in the driver pod; its workers spawn what it asks."""
+    store_url = (tmp_path / "bucket").as_uri()
+    with EmbeddedRuntime(RuntimeConfig(workers=4, actors_per_worker=2, warm_hosts=1)) as runtime:
+        flat = suite_for(runtime, store_url, 2)
+        suite = Suite.model_validate({**flat.model_dump(exclude={"users", "duration"}), "name": "cluster-ladder",
+                                      "ladder": {"users": [1, 2], "hold": "6s"}})
+        key = TrialKey.from_trial_id("cluster-ladder-20261130t101500z", suite.tag)
+        workers = [subprocess.Popen(
+            [sys.executable, "-m", *worker_command(suite, key.trial_id, locustfile=str(LOCUSTFILE),
+                                                   script_file=str(ROOT / "scripts" / "quick-session.yaml"),
+                                                   master="127.0.0.1", request_log_dir=str(tmp_path / f"worker-{i}"))],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(2)]
+        try:
+            result = run_cluster_trial(suite, key, ROOT / "scripts" / "quick-session.yaml",
+                                       master_bind_host="127.0.0.1", discovery=Discovery(enabled=False))
+        finally:
+            for process in workers:
+                process.terminate()
+                process.wait(timeout=60)
+    assert result.completed, result
+    local = fetch_trial(store_url, key, RunStore(tmp_path / "mirror"))
+    manifest = read_json(local.trial_dir / "trial.json")
+    assert "--ladder" in manifest["locust_command"] and "1:6s,2:6s" in manifest["locust_command"]
+    steps = read_load_steps(local.trial_dir / "load_steps.json")
+    assert [(step.step, step.target_users) for step in steps] == [(1, 1), (2, 2)]
+    assert all(step.server_summary is not None for step in steps)  # not measured (no Prometheus), but recorded
+    history = read_stats_history(local.trial_dir / "stats_history.csv")
+    top = history.filter(pl.col("timestamp").is_between(steps[1].window_start, steps[1].window_end))
+    assert top["user_count"].max() == 2
 
 
 class Log:

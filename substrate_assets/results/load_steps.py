@@ -1,0 +1,137 @@
+"""Load steps: the steps of a step-ladder trial, when each ran, its steady window and the telemetry over it.
+
+A ladder trial's Locust runs a ``LoadTestShape`` that appends one line to a *ladder log* as each step starts and
+one when the ladder ends (``{"event": "step", "step": 2, "users": 4, "at": 1795…}``, ``{"event": "end", …}``).
+When the trial ends, the runner turns that log into ``load_steps.json``:
+
+```json
+{"ladder": "2:45s,4:45s", "spawn_rate": 2.0,
+ "steps": [{"step": 1, "target_users": 2, "hold_s": 45, "started_at": 1795000000.4, "ended_at": 1795000045.4,
+            "window": {"start": 1795000002, "end": 1795000044, "whole_step_because": null},
+            "server_summary": {…the server_summary.json structure over that window…}}]}
+```
+
+A step that never started is not in it; a step cut short (the trial stopped) ends when the trial did. A trial
+without the file — a flat one, or an upstream run — is a ladder of one step over its steady window.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from substrate_assets.results.atomic import write_json
+
+STEP_EVENT, END_EVENT = "step", "end"
+
+
+def ladder_log_line(event: str, at: float, step: int | None = None, users: int | None = None) -> str:
+    """One line of the ladder log; ``step`` is 1-based."""
+    return json.dumps({"event": event, "step": step, "users": users, "at": at}) + "\n"
+
+
+@dataclass(frozen=True)
+class StepSpan:
+    """When one step of a ladder held its users: from the shape's first tick of it to the next step (or the end)."""
+
+    step: int
+    target_users: int
+    hold_s: int
+    started_at: float
+    ended_at: float
+
+
+def read_ladder_spans(path: Path, holds: Sequence[tuple[int, int]], trial_end: float) -> list[StepSpan]:
+    """The spans of the steps the ladder log says started. ``holds`` is the planned (users, hold_s) of each step;
+    a step whose successor never started ends at the ladder's end, or at ``trial_end`` when the log has no end (the
+    trial was stopped). A missing log, or lines that do not parse, mean no step is known to have started: lines
+    are written as the shape runs, and a torn last line is skipped."""
+    starts: dict[int, float] = {}
+    end: float | None = None
+    if path.is_file():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                record = json.loads(line)
+                at = float(record["at"])
+            except (ValueError, TypeError, KeyError):
+                continue
+            if record.get("event") == STEP_EVENT and isinstance(record.get("step"), int):
+                starts.setdefault(record["step"], at)
+            elif record.get("event") == END_EVENT:
+                end = at
+    spans = []
+    for step in sorted(starts):
+        if not 1 <= step <= len(holds):
+            continue
+        following = starts.get(step + 1)
+        ended = following if following is not None else (end if end is not None else trial_end)
+        users, hold_s = holds[step - 1]
+        spans.append(StepSpan(step, users, hold_s, starts[step], max(ended, starts[step])))
+    return spans
+
+
+@dataclass(frozen=True)
+class LoadStep:
+    """One load point's step: its span, its steady window (``whole_step_because`` says why it fell back to the
+    whole step) and the server telemetry over the window (the server_summary structure; None: not recorded)."""
+
+    step: int
+    target_users: int | None
+    hold_s: int | None
+    started_at: float | None
+    ended_at: float | None
+    window_start: int
+    window_end: int
+    whole_step_because: str | None = None
+    server_summary: dict[str, Any] | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"step": self.step, "target_users": self.target_users, "hold_s": self.hold_s,
+                "started_at": self.started_at, "ended_at": self.ended_at,
+                "window": {"start": self.window_start, "end": self.window_end,
+                           "whole_step_because": self.whole_step_because},
+                "server_summary": self.server_summary}
+
+
+def write_load_steps(path: Path, ladder: str, spawn_rate: float, steps: Sequence[LoadStep]) -> None:
+    write_json(path, {"ladder": ladder, "spawn_rate": spawn_rate, "steps": [step.as_json() for step in steps]})
+
+
+def _number(value: Any, where: str, *, whole: bool = False, optional: bool = True) -> Any:
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or (whole and not float(value).is_integer()):
+        raise ValueError(f"{where}: {'a whole number' if whole else 'a number'} expected, not {value!r}")
+    return int(value) if whole else float(value)
+
+
+def read_load_steps(path: Path) -> list[LoadStep]:
+    """``load_steps.json``; a ValueError names the file and the step that does not read."""
+    document = json.loads(path.read_text())
+    steps = document.get("steps") if isinstance(document, dict) else None
+    if not isinstance(steps, list):
+        raise ValueError(f"{path.name}: expected an object with a 'steps' list")
+    result = []
+    for index, entry in enumerate(steps):
+        where = f"{path.name}: steps[{index}]"
+        window = entry.get("window") if isinstance(entry, dict) else None
+        if not isinstance(window, dict):
+            raise ValueError(f"{where}: expected an object with a 'window' object")
+        summary = entry.get("server_summary")
+        if summary is not None and not isinstance(summary, dict):
+            raise ValueError(f"{where}.server_summary: expected an object")
+        reason = window.get("whole_step_because")
+        result.append(LoadStep(
+            step=_number(entry.get("step"), f"{where}.step", whole=True, optional=False),
+            target_users=_number(entry.get("target_users"), f"{where}.target_users", whole=True),
+            hold_s=_number(entry.get("hold_s"), f"{where}.hold_s", whole=True),
+            started_at=_number(entry.get("started_at"), f"{where}.started_at"),
+            ended_at=_number(entry.get("ended_at"), f"{where}.ended_at"),
+            window_start=_number(window.get("start"), f"{where}.window.start", whole=True, optional=False),
+            window_end=_number(window.get("end"), f"{where}.window.end", whole=True, optional=False),
+            whole_step_because=None if reason is None else str(reason),
+            server_summary=summary))
+    return result

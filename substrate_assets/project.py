@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from enum import StrEnum
 from pathlib import Path
 
@@ -39,6 +40,20 @@ run_monitoring:
 telemetry:
   enabled: false
 """
+
+
+def code_version() -> str | None:
+    """The project checkout's git commit, ``-dirty`` when tracked files differ from it; None outside a checkout
+    (an image without git), because a version that cannot be known is not guessed."""
+    root = project_root()
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        changes = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{commit}-dirty" if changes else commit or None
 
 
 def scripts_directory() -> Path:

@@ -180,6 +180,25 @@ def test_imported_trials_sit_beside_native_ones(loaded):
     assert fetch(connection, "SELECT count(*) AS n FROM locust_stats")[0]["n"] == 10
 
 
+def test_an_imported_run_is_one_load_point_over_its_steady_window(loaded):
+    connection, _ = loaded
+    points = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM load_points")}
+    telemetry = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM server_telemetry")}
+    assert set(points) == {NEWEST, OLDEST}
+    newest = points[NEWEST]
+    # The window its server_summary.json was measured over; its telemetry is that of the whole trial.
+    assert (newest["step"], newest["points"], newest["window_start_ts"], newest["window_end_ts"]) == \
+        (1, 1, 1795132805, 1795132810)
+    assert {key: newest[key] for key in ("cluster_packing_p50", "checkpoints_in_window")} == \
+        {key: telemetry[NEWEST][key] for key in ("cluster_packing_p50", "checkpoints_in_window")}
+    # No request log: no wake was measured, and nothing is made up.
+    assert (newest["wake_n"], newest["wake_p99_ms"], newest["requests"], newest["failure_ratio"]) == (0, None, 0, None)
+    capacity = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM slo_capacity")}
+    assert capacity[NEWEST]["capacity_null_because"] == "the suite sets no SLO"
+    [history] = fetch(connection, "SELECT code_version FROM capacity_history WHERE trial_id = ?", [NEWEST])
+    assert history["code_version"] == "4f8a1c0d2b9e7f6a5c3d1e0f9a8b7c6d5e4f3a2b"  # its run tag: the commit
+
+
 def test_the_import_command(tmp_path):
     shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
     shutil.copytree(ROOT / "dbt_like_sql", tmp_path / "dbt_like_sql")

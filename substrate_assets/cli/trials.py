@@ -203,6 +203,32 @@ def _show_trial(console: Console, trial_id: str) -> None:
             continue
         rows = [(column, value) for column, value in zip(result.columns, result.rows[0], strict=True)]
         print_rows(console, f"{table} ({trial_id})", ["column", "value"], rows[1:])
+    _show_capacity(console, trial_id)
+
+
+LOAD_POINT_COLUMNS = ("step", "target_users", "users", "actors_per_node", "actors_per_vcpu", "actors_per_gb_ram",
+                      "window_s", "wake_n", "wake_p50_ms", "wake_p90_ms", "wake_p99_ms", "wake_max_ms", "requests",
+                      "failure_ratio")
+CAPACITY_COLUMNS = ("slo_wake_p99_ms", "slo_failure_ratio", "capacity_step", "capacity_users",
+                    "capacity_actors_per_node", "capacity_actors_per_vcpu", "capacity_actors_per_gb_ram",
+                    "capacity_wake_p99_ms", "capacity_null_because", "knee_step", "knee_users", "knee_wake_p99_ms",
+                    "knee_failure_ratio", "broken_by", "knee_null_because", "met_above_knee")
+
+
+def _show_capacity(console: Console, trial_id: str) -> None:
+    """A ladder trial's load points, and the capacity under its suite's SLO when it sets one."""
+    from substrate_assets.warehouse.query import query
+
+    points = query(warehouse_path(), f"SELECT {', '.join(LOAD_POINT_COLUMNS)} FROM load_points WHERE trial_id = ? "
+                                     "ORDER BY step", [trial_id])
+    capacity = query(warehouse_path(), f"SELECT {', '.join(CAPACITY_COLUMNS)} FROM slo_capacity WHERE trial_id = ?",
+                     [trial_id])
+    has_slo = bool(capacity.rows) and (capacity.rows[0][0] is not None or capacity.rows[0][1] is not None)
+    if len(points.rows) > 1 or has_slo:
+        print_rows(console, f"load_points ({trial_id})", list(points.columns), points.rows)
+    if has_slo:
+        rows = list(zip(capacity.columns, capacity.rows[0], strict=True))
+        print_rows(console, f"slo_capacity ({trial_id})", ["column", "value"], rows)
 
 
 def _exit_stopped(stopped: Stopped) -> None:

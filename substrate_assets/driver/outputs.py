@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.driver.session import SESSION_START_FAILED
+from substrate_assets.project import code_version
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.load_steps import LoadStep, read_ladder_spans, write_load_steps
@@ -249,6 +250,9 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "runtime": record.runtime,
         "locust_command": record.command,
         "versions": versions(),
+        # What was measured: the embedded runtime is this checkout; on a cluster, the tag names the commit under
+        # test, as upstream's runs do.
+        "code_version": code_version() if record.backend == "local" else key.tag,
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
         "files": files,
     })

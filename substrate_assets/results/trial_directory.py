@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.analysis.statistics import measured
+from substrate_assets.results.load_steps import LoadStep, read_load_steps
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
@@ -119,6 +120,13 @@ def _timestamp(text: str | None) -> datetime | None:
 def _from_unix(value: Any) -> datetime | None:
     seconds = measured(value)
     return None if seconds is None else datetime.fromtimestamp(seconds, UTC)
+
+
+def telemetry_figures(flat: dict[str, Any]) -> dict[str, float | int | None]:
+    """The 45 flat server_summary keys as numbers (null where nothing was measured)."""
+    values = {key: measured(flat.get(key)) for key in FLAT_KEYS}
+    values["checkpoints_in_window"] = _whole(values["checkpoints_in_window"])
+    return values
 
 
 class TrialDirectory:
@@ -217,6 +225,7 @@ class TrialDirectory:
         log (null when it does not say); their backend is ``import``."""
         manifest, key = self.manifest, self.key
         knobs, script = manifest.get("knobs", {}), manifest.get("script", {})
+        slo = (manifest.get("suite_config") or {}).get("slo") or {}
         window = {} if manifest else (self.jsonl_measurements(TRIAL_SUMMARY) or {})
         # A native agent session (one Locust user) drives one actor, so trial.json need not say.
         users = knobs.get("users") if manifest else self.run_log.users
@@ -235,6 +244,11 @@ class TrialDirectory:
             "users": users, "spawn_rate": knobs.get("spawn_rate"), "duration_s": knobs.get("duration_s"),
             "think_scale": knobs.get("think_scale"), "lifecycle_mode": knobs.get("lifecycle_mode"),
             "resume_mode": knobs.get("resume_mode"), "actors_per_user": actors_per_user,
+            "actor_memory": knobs.get("actor_memory"),
+            # An upstream run's tag is the commit it measured.
+            "code_version": manifest.get("code_version") if manifest else (key.tag if key else None),
+            "slo_wake_p99_ms": measured(slo.get("wake_p99_ms")),
+            "slo_failure_ratio": measured(slo.get("failure_ratio")),
             "trial_dir": str(self.path),
             "metadata": json.dumps(manifest.get("metadata", {}) if manifest else self._summary_metadata(),
                                    sort_keys=True),
@@ -268,9 +282,21 @@ class TrialDirectory:
         from_document = flatten(document)
         row = self.jsonl_measurements(SERVER_SUMMARY) or {}
         flat = {key: from_document[key] if flat_key_block(key) in document else row.get(key) for key in FLAT_KEYS}
-        values = {key: measured(value) for key, value in flat.items()}
-        values["checkpoints_in_window"] = _whole(values["checkpoints_in_window"])
-        return values
+        return telemetry_figures(flat)
+
+    def recorded_load_steps(self) -> list[LoadStep] | None:
+        """A ladder trial's load steps (``load_steps.json``); None for a trial that recorded none (a flat one)."""
+        path = self.file(LOAD_STEPS_JSON)
+        return read_load_steps(path) if path is not None else None
+
+    def steady_window(self) -> tuple[int, int] | None:
+        """The steady window server_summary.json was measured over, where it says."""
+        document = self._json(SERVER_SUMMARY_JSON)
+        metadata = document.get("metadata") if isinstance(document, dict) else None
+        if not isinstance(metadata, dict):
+            return None
+        start, end = _whole(metadata.get("steady_start_ts")), _whole(metadata.get("steady_end_ts"))
+        return None if start is None or end is None else (start, end)
 
     def _frame(self, name: str, read: Any, schema: dict[str, pl.DataType]) -> pl.DataFrame:
         path = self.file(name)

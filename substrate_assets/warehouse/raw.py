@@ -8,6 +8,7 @@
 | ``request_samples`` | requests.parquet |
 | ``cluster_facts`` | trial.json ``cluster_facts``, or the stats.jsonl ``trial_summary`` row; that row's figures |
 | ``server_telemetry`` | server_summary.json, or the stats.jsonl ``server_summary`` row, as the 45 flat keys |
+| ``load_steps`` | load_steps.json (a ladder's steps); else one step: the steady window and server_telemetry |
 
 Every load — one raw asset's table for one trial, an import, a rebuild — goes
 through :func:`load_trials`. Every frame of every trial is built in memory first, so a trial whose files do not
@@ -30,6 +31,7 @@ import duckdb
 import polars as pl
 
 from substrate_assets.results.layout import TrialKey
+from substrate_assets.results.load_steps import LoadStep, read_load_steps
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
@@ -41,9 +43,10 @@ from substrate_assets.results.readers import (
     read_stats_jsonl,
 )
 from substrate_assets.results.run_log import read_run_log
-from substrate_assets.results.server_summary import FLAT_KEYS
+from substrate_assets.results.server_summary import FLAT_KEYS, flatten
 from substrate_assets.results.stats_jsonl import REPORTED_FIGURES
 from substrate_assets.results.trial_directory import (
+    LOAD_STEPS_JSON,
     LOGS_TXT,
     REQUESTS_PARQUET,
     SERVER_SUMMARY_JSON,
@@ -53,7 +56,9 @@ from substrate_assets.results.trial_directory import (
     STATUS_JSON,
     TRIAL_JSON,
     TrialDirectory,
+    telemetry_figures,
 )
+from substrate_assets.telemetry.window import window_from_history
 from substrate_assets.warehouse.connection import transaction
 
 SMALL_FRAME_ROWS = 1_000_000
@@ -63,7 +68,9 @@ MANIFEST_SCHEMA: dict[str, pl.DataType] = {
     "completed": pl.Boolean(), "locust_exit_code": pl.Int64(), "stats_generated": pl.Boolean(),
     "sessions_started": pl.Int64(), "failure": pl.Utf8(),
     "users": pl.Int64(), "spawn_rate": pl.Float64(), "duration_s": pl.Int64(), "think_scale": pl.Float64(),
-    "lifecycle_mode": pl.Utf8(), "resume_mode": pl.Utf8(), "actors_per_user": pl.Int64(), "trial_dir": pl.Utf8(),
+    "lifecycle_mode": pl.Utf8(), "resume_mode": pl.Utf8(), "actors_per_user": pl.Int64(),
+    "actor_memory": pl.Utf8(), "code_version": pl.Utf8(), "slo_wake_p99_ms": pl.Float64(),
+    "slo_failure_ratio": pl.Float64(), "trial_dir": pl.Utf8(),
     "metadata": pl.Utf8(),
 }
 CLUSTER_FACTS_SCHEMA: dict[str, pl.DataType] = {
@@ -76,6 +83,11 @@ CLUSTER_FACTS_SCHEMA: dict[str, pl.DataType] = {
 }
 SERVER_TELEMETRY_SCHEMA: dict[str, pl.DataType] = {
     key: (pl.Int64() if key == "checkpoints_in_window" else pl.Float64()) for key in FLAT_KEYS
+}
+LOAD_STEPS_SCHEMA: dict[str, pl.DataType] = {
+    "step": pl.Int64(), "target_users": pl.Int64(), "hold_s": pl.Int64(), "started_at": pl.Float64(),
+    "ended_at": pl.Float64(), "window_start_ts": pl.Int64(), "window_end_ts": pl.Int64(),
+    "whole_step_because": pl.Utf8(), "recorded": pl.Boolean(), **SERVER_TELEMETRY_SCHEMA,
 }
 
 
@@ -111,6 +123,37 @@ class RawTable:
         return self.read(trial).select(pl.lit(trial.trial_id).alias("trial_id"), *self.schema)
 
 
+def _flat_step(trial: TrialDirectory) -> LoadStep | None:
+    """The one load point of a trial that recorded no steps (flat, or an upstream run): its steady window, as
+    server_summary.json was measured over it or else from its user-count history; None without a run window."""
+    facts, manifest = trial.cluster_facts(), trial.manifest_fields()
+    start = facts["run_start"] if facts["run_start"] is not None else manifest["run_ts"]
+    end = facts["run_end"]
+    history = trial.stats_history()
+    if end is None and history.height:
+        end = history["timestamp"].max()
+    if start is None or end is None:
+        return None
+    window = trial.steady_window() or window_from_history(trial.file(STATS_HISTORY_CSV), start, end).span
+    return LoadStep(1, manifest["users"], manifest["duration_s"], float(start), float(end), *window)
+
+
+def _load_steps(trial: TrialDirectory) -> pl.DataFrame:
+    recorded = trial.recorded_load_steps()
+    flat = _flat_step(trial) if recorded is None else None
+    steps = recorded if recorded is not None else [flat] if flat is not None else []
+    rows = [{"step": step.step, "target_users": step.target_users, "hold_s": step.hold_s,
+             "started_at": step.started_at, "ended_at": step.ended_at, "window_start_ts": step.window_start,
+             "window_end_ts": step.window_end, "whole_step_because": step.whole_step_because,
+             "recorded": recorded is not None,
+             # A flat trial's one point is its steady window: the trial's own telemetry is measured over it.
+             **(trial.server_telemetry() if recorded is None else
+                telemetry_figures(flatten(step.server_summary)) if step.server_summary is not None else {})}
+            for step in steps]
+    return pl.DataFrame(rows, schema=LOAD_STEPS_SCHEMA, orient="row", strict=False) if rows \
+        else pl.DataFrame(schema=LOAD_STEPS_SCHEMA)
+
+
 RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
     RawTable("trial_manifests", MANIFEST_SCHEMA, lambda trial: _one_row(trial.manifest_fields(), MANIFEST_SCHEMA),
              "One row per trial: suite, script, knobs, status.", (TRIAL_JSON, STATUS_JSON, STATS_JSONL, LOGS_TXT)),
@@ -127,6 +170,10 @@ RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
     RawTable("server_telemetry", SERVER_TELEMETRY_SCHEMA,
              lambda trial: _one_row(trial.server_telemetry(), SERVER_TELEMETRY_SCHEMA),
              "The 45 flat server_summary keys; null where nothing was measured.", (SERVER_SUMMARY_JSON, STATS_JSONL)),
+    RawTable("load_steps", LOAD_STEPS_SCHEMA, _load_steps,
+             f"Each step of a ladder trial ({LOAD_STEPS_JSON}): its span, steady window and server telemetry; a "
+             "trial that recorded none is one step over its steady window.",
+             (LOAD_STEPS_JSON, TRIAL_JSON, SERVER_SUMMARY_JSON, STATS_HISTORY_CSV, STATS_JSONL)),
 )}
 
 def _stats_jsonl_rows(path: Path) -> list[dict[str, Any]]:
@@ -145,6 +192,7 @@ FILE_READERS: dict[str, Callable[[Path], Any]] = {
     TRIAL_JSON: read_json, STATUS_JSON: read_json, SERVER_SUMMARY_JSON: read_json, STATS_JSONL: _stats_jsonl_rows,
     STATS_CSV: read_stats, STATS_HISTORY_CSV: read_stats_history, REQUESTS_PARQUET: read_requests,
     LOGS_TXT: lambda path: read_run_log(path.read_text(errors="replace")),
+    LOAD_STEPS_JSON: read_load_steps,
 }
 
 

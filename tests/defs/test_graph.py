@@ -4,9 +4,10 @@ import dagster as dg
 
 from substrate_assets.definitions import defs
 
-RAW = ("trial_manifests", "stats_history", "locust_stats", "request_samples", "cluster_facts", "server_telemetry")
+RAW = ("trial_manifests", "stats_history", "locust_stats", "request_samples", "cluster_facts", "server_telemetry",
+       "load_steps")
 MARTS = ("trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram", "step_latency",
-         "trial_summary")
+         "trial_summary", "load_points", "slo_capacity", "capacity_history")
 
 
 def graph():
@@ -21,6 +22,10 @@ def test_lineage_from_scripts_to_marts():
     assert all(deps[raw] == {"trial_run"} for raw in RAW)
     assert deps["density_frontiers"] == {"trial_manifests", "stats_history", "locust_stats", "cluster_facts"}
     assert deps["trial_summary"] >= {"density_frontiers", "cluster_facts"}
+    assert deps["load_points"] == {"load_steps", "trial_manifests", "stats_history", "request_samples",
+                                   "cluster_facts"}
+    assert deps["slo_capacity"] >= {"load_points", "trial_manifests"}
+    assert "slo_capacity" in deps["capacity_history"]
     assert set(MARTS) <= set(deps)
 
 

@@ -1,0 +1,79 @@
+-- The capacity history of each configuration: one row per trial of slo_capacity, with the configuration it
+-- ran (script_sha256, the script's content hash; sandbox_class; lifecycle_mode; actor_memory; code_version;
+-- machine_type), so a change in capacity can be told from a change in what was measured.
+-- configuration is a short stable id of those six values: the first 12 hex digits of the md5 of their JSON
+-- object (keys in that order, a missing value written null, so trials missing the same values group
+-- together). trial_number counts the configuration's trials 1, 2, ... by started_at (a trial without one
+-- last), then trial_id. previous_capacity_users is the capacity of the configuration's previous trial, and
+-- capacity_change_users this trial's capacity minus it: null when either is null (a trial without capacity
+-- is no baseline to compare with, and its reason is in capacity_null_because).
+WITH configured AS (
+    SELECT
+        c.trial_id,
+        c.suite,
+        m.started_at,
+        m.script_sha256,
+        f.sandbox_class,
+        m.lifecycle_mode,
+        m.actor_memory,
+        m.code_version,
+        f.machine_type,
+        c.capacity_users,
+        c.capacity_actors_per_node,
+        c.capacity_actors_per_vcpu,
+        c.capacity_actors_per_gb_ram,
+        c.capacity_wake_p99_ms,
+        c.capacity_null_because,
+        c.knee_users,
+        c.broken_by
+    FROM slo_capacity AS c
+    LEFT JOIN trial_manifests AS m USING (trial_id)
+    LEFT JOIN cluster_facts AS f USING (trial_id)
+),
+identified AS (
+    SELECT
+        left(md5(CAST(to_json({
+            'script_sha256': script_sha256,
+            'sandbox_class': sandbox_class,
+            'lifecycle_mode': lifecycle_mode,
+            'actor_memory': actor_memory,
+            'code_version': code_version,
+            'machine_type': machine_type
+        }) AS VARCHAR)), 12) AS configuration,
+        *
+    FROM configured
+),
+numbered AS (
+    SELECT
+        *,
+        row_number() OVER configuration_trials AS trial_number,
+        lag(trial_id) OVER configuration_trials AS previous_trial_id,
+        lag(capacity_users) OVER configuration_trials AS previous_capacity_users
+    FROM identified
+    WINDOW configuration_trials AS (PARTITION BY configuration ORDER BY started_at ASC NULLS LAST, trial_id)
+)
+SELECT
+    configuration,
+    script_sha256,
+    sandbox_class,
+    lifecycle_mode,
+    actor_memory,
+    code_version,
+    machine_type,
+    suite,
+    trial_id,
+    started_at,
+    trial_number,
+    capacity_users,
+    capacity_actors_per_node,
+    capacity_actors_per_vcpu,
+    capacity_actors_per_gb_ram,
+    capacity_wake_p99_ms,
+    knee_users,
+    broken_by,
+    capacity_null_because,
+    previous_trial_id,
+    previous_capacity_users,
+    capacity_users - previous_capacity_users AS capacity_change_users
+FROM numbered
+ORDER BY configuration, trial_number

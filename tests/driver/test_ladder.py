@@ -61,9 +61,9 @@ def test_the_shape_ran_each_step_in_turn(ladder_trial):
     steps = read_load_steps(trial_dir / "load_steps.json")
     assert [(step.step, step.target_users, step.hold_s) for step in steps] == [(1, 1, 8), (2, 2, 8), (3, 3, 8)]
     for before, after in itertools.pairwise(steps):
-        assert before.ended_at == after.started_at  # one step ends as the next begins
-        # Ticks come about once a second: each step starts one hold after the one before, give or take a tick.
-        assert abs(after.started_at - before.started_at - HOLD_S) < 2.5
+        assert before.started_at < before.ended_at == after.started_at  # one step ends as the next begins
+    # The shape ends the ladder by Locust's run time, never early, however late a busy machine ticks.
+    assert steps[-1].ended_at - steps[0].started_at >= len(STEPS) * HOLD_S - 0.5
     for step in steps:
         assert step.started_at <= step.window_start <= step.window_end <= step.ended_at
         assert step.whole_step_because is None

@@ -10,7 +10,7 @@ import pytest
 
 from substrate_assets.driver.cluster_trial import run_cluster_trial
 from substrate_assets.driver.kubernetes_pods import worker_command
-from substrate_assets.driver.outputs import LOCUSTFILE
+from substrate_assets.driver.outputs import LOCUSTFILE, TrialResult
 from substrate_assets.facts.kubernetes import Discovery
 from substrate_assets.results.importer import fetch_trial
 from substrate_assets.results.layout import RunStore, TrialKey
@@ -30,25 +30,29 @@ def suite_for(runtime: EmbeddedRuntime, store: str, workers: int) -> Suite:
                                                    "cluster_facts": False, "control_tls": False})
 
 
+def run_with_workers(suite: Suite, key: TrialKey, tmp_path: Path, workers: int) -> TrialResult:
+    """The in-pod trial, with ``workers`` Locust worker processes standing in for the worker pods."""
+    processes = [subprocess.Popen(
+        [sys.executable, "-m", *worker_command(suite, key.trial_id, locustfile=str(LOCUSTFILE),
+                                               script_file=str(ROOT / "scripts" / "quick-session.yaml"),
+                                               master="127.0.0.1", request_log_dir=str(tmp_path / f"worker-{i}"))],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(workers)]
+    try:
+        return run_cluster_trial(suite, key, ROOT / "scripts" / "quick-session.yaml", master_bind_host="127.0.0.1",
+                                 discovery=Discovery(enabled=False))
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=60)
+
+
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_cluster_trial_lands_in_the_object_store(tmp_path, workers):
     store_url = (tmp_path / "bucket").as_uri()
     with EmbeddedRuntime(RuntimeConfig(workers=4, actors_per_worker=2, warm_hosts=1)) as runtime:
         suite = suite_for(runtime, store_url, workers)
         key = TrialKey.from_trial_id("cluster-smoke-20261130t101500z", suite.tag)
-        worker_processes = [subprocess.Popen(
-            [sys.executable, "-m", *worker_command(suite, key.trial_id, locustfile=str(LOCUSTFILE),
-                                                   script_file=str(ROOT / "scripts" / "quick-session.yaml"),
-                                                   master="127.0.0.1",
-                                                   request_log_dir=str(tmp_path / f"worker-{i}"))],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(workers)]
-        try:
-            result = run_cluster_trial(suite, key, ROOT / "scripts" / "quick-session.yaml",
-                                       master_bind_host="127.0.0.1", discovery=Discovery(enabled=False))
-        finally:
-            for process in worker_processes:
-                process.terminate()
-                process.wait(timeout=60)
+        result = run_with_workers(suite, key, tmp_path, workers)
     assert result.trial_dir == f"{store_url}/{key.relative_path}"
     assert result.completed and result.summary.failures == 0 and result.summary.wake_n > 0
     local = fetch_trial(store_url, key, RunStore(tmp_path / "mirror"))
@@ -91,18 +95,7 @@ def test_a_cluster_ladder_runs_its_shape_on_the_master(tmp_path):
         suite = Suite.model_validate({**flat.model_dump(exclude={"users", "duration"}), "name": "cluster-ladder",
                                       "ladder": {"users": [1, 2], "hold": "6s"}})
         key = TrialKey.from_trial_id("cluster-ladder-20261130t101500z", suite.tag)
-        workers = [subprocess.Popen(
-            [sys.executable, "-m", *worker_command(suite, key.trial_id, locustfile=str(LOCUSTFILE),
-                                                   script_file=str(ROOT / "scripts" / "quick-session.yaml"),
-                                                   master="127.0.0.1", request_log_dir=str(tmp_path / f"worker-{i}"))],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(2)]
-        try:
-            result = run_cluster_trial(suite, key, ROOT / "scripts" / "quick-session.yaml",
-                                       master_bind_host="127.0.0.1", discovery=Discovery(enabled=False))
-        finally:
-            for process in workers:
-                process.terminate()
-                process.wait(timeout=60)
+        result = run_with_workers(suite, key, tmp_path, 2)
     assert result.completed, result
     local = fetch_trial(store_url, key, RunStore(tmp_path / "mirror"))
     manifest = read_json(local.trial_dir / "trial.json")

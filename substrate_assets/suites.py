@@ -76,10 +76,13 @@ class Ladder(BaseModel):
         None, description="Users of each step, strictly increasing; instead of start, step and max.")
     hold: str = Field(description="How long each step runs, Locust -t form (45s, 2m).")
 
-    @field_validator("hold")
+    @field_validator("hold", mode="before")
     @classmethod
-    def _hold(cls, value: str) -> str:
-        parse_run_time(value)
+    def _hold(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = f"{value}s"  # whole seconds, as Locust's -t reads a bare number
+        if isinstance(value, str):
+            parse_run_time(value)
         return value
 
     @model_validator(mode="after")
@@ -276,6 +279,12 @@ class Suite(BaseModel):
                 raise _located("Suite", [(("users",), "required for a suite without a ladder", None)])
             return self
         problems: list[_Problem] = []
+        ramp_s, ramp_step = max((added / self.spawn_rate, index + 1) for index, added in enumerate(
+            top - below for below, top in zip((0, *self.ladder.steps), self.ladder.steps, strict=False)))
+        if ramp_s >= self.ladder.hold_s:
+            problems.append((("ladder", "hold"), f"{self.ladder.hold} is no longer than step {ramp_step}'s ramp "
+                             f"({ramp_s:g}s at spawn_rate {self.spawn_rate:g}): the step would end before all its "
+                             "users started", self.ladder.hold))
         if self.users is not None:
             problems.append((("users",), "a ladder suite takes its users from ladder; remove users", self.users))
         if self.duration is not None:
@@ -422,6 +431,8 @@ def load_suites(path: Path | None = None, scripts: Path | None = None) -> dict[s
                 field = _field(detail["loc"]) or "suite"
                 line, column = node.start_mark.line + 1, node.start_mark.column + 1
                 message = detail["msg"].removeprefix("Value error, ")
+                if detail["type"] == "extra_forbidden":
+                    message = "unknown field (a misspelling?)"
                 problems.append(f"{path}:{line}:{column}: {label}: {field}: {message}")
             continue
         if suite.name in suites:

@@ -37,7 +37,7 @@ def write(tmp_path, body: str) -> Path:
 
 @pytest.mark.parametrize(("entry", "fragment", "line"), [
     ("  - name: a\n    script: s\n    users: 0\n", "suite 'a': users: Input should be greater than or equal to 1", 4),
-    ("  - name: a\n    script: s\n    users: 1\n    colour: red\n", "suite 'a': colour: Extra inputs", 5),
+    ("  - name: a\n    script: s\n    users: 1\n    colour: red\n", "suite 'a': colour: unknown field (a misspelling?)", 5),
     ("  - name: a\n    script: s\n    users: 1\n    duration: soon\n", "'soon' is not a run time: it must look like 60s", 5),
     ("  - name: a\n    script: s\n    users: 1\n    actor_memory: lots\n", "is not a positive whole byte count", 5),
     ("  - name: a\n    script: s\n    users: 1\n    lifecycle_mode: freeze\n", "lifecycle_mode", 5),
@@ -112,6 +112,11 @@ def test_a_ladder_by_start_step_and_max(tmp_path):
         .locust_spec() == "3:60s"
 
 
+def test_a_hold_in_whole_seconds(tmp_path):
+    suite = get_suite("l", ladder_file(tmp_path, "    ladder: {users: [2, 4], hold: 60}\n"))
+    assert suite.ladder is not None and (suite.ladder.hold, suite.ladder.hold_s) == ("60s", 60)
+
+
 def test_a_ladder_by_users(tmp_path):
     suite = get_suite("l", ladder_file(tmp_path, "    ladder: {users: [2, 4, 8, 12], hold: 2m}\n"))
     assert suite.ladder is not None and suite.ladder.steps == (2, 4, 8, 12)
@@ -141,7 +146,10 @@ def test_a_ladder_by_users(tmp_path):
      "60s, 2m or 1h30m"),
     ("    ladder: {users: [2, 4], hold: 0s}\n", "4:35", "ladder.hold: run time '0s' must be positive"),
     ("    ladder: {users: [2, 4]}\n", "4:13", "ladder.hold: Field required"),
-    ("    ladder: {users: [2, 4], hold: 45s, ramp: 1}\n", "4:46", "ladder.ramp: Extra inputs are not permitted"),
+    ("    ladder: {users: [2, 4], hold: 45s, ramp: 1}\n", "4:46", "ladder.ramp: unknown field (a misspelling?)"),
+    # spawn_rate 1: the second step adds 50 users, 50 s of ramp in a 45 s hold.
+    ("    ladder: {users: [2, 52], hold: 45s}\n", "4:36", "ladder.hold: 45s is no longer than step 2's ramp (50s at "
+     "spawn_rate 1): the step would end before all its users started"),
 ])
 def test_ladder_errors_are_at_their_line(tmp_path, ladder, where, message):
     path = ladder_file(tmp_path, ladder)
@@ -179,19 +187,19 @@ def test_a_flat_suite_runs_a_minute_unless_told(tmp_path):
 
 
 def test_a_step_holds_at_least_one_think_cycle(tmp_path):
-    path = ladder_file(tmp_path, "    think_scale: 0.5\n    ladder:\n      users: [2, 4]\n      hold: 1s\n")
+    path = ladder_file(tmp_path, "    think_scale: 0.5\n    ladder:\n      users: [2, 4]\n      hold: 1s\n    spawn_rate: 10\n")
     assert only_error(path) == (
         f"{path}:7:13: suite 'l': ladder.hold: 1s is shorter than one think cycle of script lap (3s of think per lap "
         "× think scale 0.5 = 1.5s); each step must hold every session through its whole script")
     # Exactly one cycle is enough; think scale 0 reads as 1.
-    assert get_suite("l", ladder_file(tmp_path, "    think_scale: 0.5\n    ladder: {users: [2], hold: 2s}\n"))
-    assert get_suite("l", ladder_file(tmp_path, "    think_scale: 0\n    ladder: {users: [2], hold: 3s}\n"))
-    path = ladder_file(tmp_path, "    think_scale: 0\n    ladder: {users: [2], hold: 2s}\n")
+    assert get_suite("l", ladder_file(tmp_path, "    think_scale: 0.5\n    ladder: {users: [2], hold: 2s}\n    spawn_rate: 10\n"))
+    assert get_suite("l", ladder_file(tmp_path, "    think_scale: 0\n    ladder: {users: [2], hold: 3s}\n    spawn_rate: 10\n"))
+    path = ladder_file(tmp_path, "    think_scale: 0\n    ladder: {users: [2], hold: 2s}\n    spawn_rate: 10\n")
     assert "(3s of think per lap × think scale 1 = 3s)" in only_error(path)
 
 
 def test_the_hold_check_reads_the_scripts_it_is_given(tmp_path):
-    path = ladder_file(tmp_path, "    ladder: {users: [2], hold: 1s}\n")
+    path = ladder_file(tmp_path, "    ladder: {users: [2], hold: 1s}\n    spawn_rate: 10\n")
     assert "shorter than one think cycle" in only_error(path)
     # A script that cannot be loaded is not this file's problem: script validation reports it.
     assert load_suites(path, scripts=tmp_path / "elsewhere")["l"].ladder is not None
@@ -205,7 +213,7 @@ def test_the_hold_check_reads_the_scripts_it_is_given(tmp_path):
     ("{wake_p99_ms: .inf}", "5:24", "slo.wake_p99_ms: Input should be a finite number"),
     ("{failure_ratio: 1.5}", "5:26", "slo.failure_ratio: Input should be less than or equal to 1"),
     ("{failure_ratio: -0.1}", "5:26", "slo.failure_ratio: Input should be greater than or equal to 0"),
-    ("{wake_p99_ms: 1500, p50: 3}", "5:35", "slo.p50: Extra inputs are not permitted"),
+    ("{wake_p99_ms: 1500, p50: 3}", "5:35", "slo.p50: unknown field (a misspelling?)"),
 ])
 def test_slo_errors(tmp_path, slo, where, message):
     path = ladder_file(tmp_path, f"    ladder: {{users: [2], hold: 45s}}\n    slo: {slo}\n")
@@ -249,7 +257,8 @@ def test_without_scripts_beside_it_a_suites_file_is_checked_against_the_projects
     ladder_file(tmp_path, "    users: 1\n")  # the project: scripts/lap.yaml, 3 s of think per lap
     monkeypatch.setenv("SUBSTRATE_BENCH_ROOT", str(tmp_path))
     (tmp_path / "deploy").mkdir()
-    path = write(tmp_path / "deploy", "suites:\n  - name: l\n    script: lap\n    ladder: {users: [2], hold: 2s}\n")
+    path = write(tmp_path / "deploy", "suites:\n  - name: l\n    script: lap\n    ladder: {users: [2], hold: 2s}\n"
+                 "    spawn_rate: 10\n")
     assert only_error(path) == (
         f"{path}:4:32: suite 'l': ladder.hold: 2s is shorter than one think cycle of script lap (3s of think per lap "
         "× think scale 1 = 3s); each step must hold every session through its whole script")

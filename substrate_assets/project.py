@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from enum import StrEnum
@@ -43,17 +44,20 @@ telemetry:
 
 
 def code_version() -> str | None:
-    """The project checkout's git commit, ``-dirty`` when tracked files differ from it; None outside a checkout
-    (an image without git), because a version that cannot be known is not guessed."""
+    """The project checkout's git commit; with uncommitted changes to tracked files, ``<commit>-dirty-<12 hex of
+    the diff's sha256>``, so two different sets of changes are two versions. None outside a checkout (an image
+    without git): a version that cannot be known is not guessed."""
     root = project_root()
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
                                 timeout=10, check=True).stdout.strip()
-        changes = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                 capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+        changes = subprocess.run(["git", "-C", str(root), "diff", "HEAD", "--no-ext-diff", "--binary"],
+                                 capture_output=True, timeout=30, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    return f"{commit}-dirty" if changes else commit or None
+    if not commit:
+        return None
+    return f"{commit}-dirty-{hashlib.sha256(changes).hexdigest()[:12]}" if changes else commit
 
 
 def scripts_directory() -> Path:

@@ -1,9 +1,10 @@
 -- The capacity history of each configuration: one row per trial of slo_capacity, with the configuration it
 -- ran (script_sha256, the script's content hash; sandbox_class; lifecycle_mode; actor_memory; code_version;
--- machine_type), so a change in capacity can be told from a change in what was measured.
--- configuration is a short stable id of those six values: the first 12 hex digits of the md5 of their JSON
--- object (keys in that order, a missing value written null, so trials missing the same values group
--- together). trial_number counts the configuration's trials 1, 2, ... by started_at (a trial without one
+-- machine_type) and the question it was asked (the SLO's two thresholds, the think scale that sets each
+-- session's pace, and the ladder whose points capacity is one of), so a change in capacity can be told from a
+-- change in what was measured or how. configuration is a short stable id of those values: the first 12 hex
+-- digits of the md5 of their JSON object (keys in that order, a missing value written null, so trials missing
+-- the same values group together). trial_number counts the configuration's trials 1, 2, ... by started_at (a trial without one
 -- last), then trial_id. previous_capacity_users is the capacity of the configuration's previous trial, and
 -- capacity_change_users this trial's capacity minus it: null when either is null (a trial without capacity
 -- is no baseline to compare with, and its reason is in capacity_null_because).
@@ -18,6 +19,10 @@ WITH configured AS (
         m.actor_memory,
         m.code_version,
         f.machine_type,
+        c.slo_wake_p99_ms,
+        c.slo_failure_ratio,
+        m.think_scale,
+        m.ladder,
         c.capacity_users,
         c.capacity_actors_per_node,
         c.capacity_actors_per_vcpu,
@@ -38,7 +43,11 @@ identified AS (
             'lifecycle_mode': lifecycle_mode,
             'actor_memory': actor_memory,
             'code_version': code_version,
-            'machine_type': machine_type
+            'machine_type': machine_type,
+            'slo_wake_p99_ms': slo_wake_p99_ms,
+            'slo_failure_ratio': slo_failure_ratio,
+            'think_scale': think_scale,
+            'ladder': ladder
         }) AS VARCHAR)), 12) AS configuration,
         *
     FROM configured
@@ -60,6 +69,10 @@ SELECT
     actor_memory,
     code_version,
     machine_type,
+    slo_wake_p99_ms,
+    slo_failure_ratio,
+    think_scale,
+    ladder,
     suite,
     trial_id,
     started_at,

@@ -4,9 +4,12 @@
 -- window (null: none observed), actors = users x actors per user (null when the trial does not say), and actors
 -- per node, vCPU and GiB of allocatable RAM are the density frontier's formulas at that load (2 dp, null without a
 -- denominator). The wake figures are floor-index percentiles of the exact latencies of every WakeFirstTouch
--- Locust counted (failed or not, as wake_latency_distribution's main figures) that started inside the window
--- (window_start_ts <= ts <= window_end_ts); failure_ratio is failed over all requests that started in it (null
--- without requests). The 45 server-telemetry keys are those measured over the window (null: not measured). A
+-- Locust counted (failed or not, as wake_latency_distribution's main figures) that started inside the window —
+-- window_start_ts <= ts < window_end_ts + 1, since the history row stamped window_end_ts was written during that
+-- second, still at the step's load; failure_ratio is failed over all requests that started in it (null without
+-- requests). complete says whether the step ran to its end (a stopped trial cuts its last step short; a flat
+-- point is complete when its trial is); recorded, whether it is a ladder step (load_steps.json) rather than a
+-- trial's one point. The 45 server-telemetry keys are those measured over the window (null: not measured). A
 -- trial in which no session ever started has no load points.
 WITH points AS (
     SELECT s.*, m.actors_per_user
@@ -36,7 +39,7 @@ requests AS (
     LEFT JOIN request_samples AS r
         ON r.trial_id = p.trial_id
         AND r.locust_counted IS NOT FALSE
-        AND r.ts BETWEEN p.window_start_ts AND p.window_end_ts
+        AND r.ts >= p.window_start_ts AND r.ts < p.window_end_ts + 1
     GROUP BY p.trial_id, p.step
 )
 SELECT
@@ -44,6 +47,9 @@ SELECT
     p.step::INTEGER AS step,
     count(*) OVER (PARTITION BY p.trial_id) AS points,
     p.target_users,
+    p.hold_s,
+    p.complete,
+    p.recorded,
     o.users,
     o.users * p.actors_per_user AS actors,
     CASE WHEN f.node_count > 0 THEN py_round(o.users * p.actors_per_user / f.node_count, 2) END AS actors_per_node,

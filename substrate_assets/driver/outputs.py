@@ -295,9 +295,15 @@ def measure_load_steps(staging: Path, work: Path, record: TrialRecord, *,
         return []
     holds = [(users, ladder.hold_s) for users in ladder.steps]
     spans = read_ladder_spans(work / LADDER_LOG, holds, record.ended.timestamp())
-    if len(spans) < len(holds):
-        record.warnings.append(f"the ladder ran {len(spans)} of its {len(holds)} steps: the trial ended before the "
-                               "rest, which are not load points")
+    missing = sorted(set(range(1, len(holds) + 1)) - {span.step for span in spans})
+    if missing:
+        record.warnings.append(f"the ladder ran {len(spans)} of its {len(holds)} steps: no load point for step(s) "
+                               f"{', '.join(map(str, missing))}, which never started or whose start was not "
+                               "recorded")
+    cut = [span.step for span in spans if not span.complete]
+    if cut:
+        record.warnings.append(f"load step {cut[0]} was cut short when the trial stopped: it is not complete and "
+                               "slo_capacity does not judge it")
     try:
         samples = history_samples(read_stats_history(staging / STATS_HISTORY_CSV).iter_rows(named=True))
     except Exception as error:  # as window_from_history: a partial read would misplace every step's peak
@@ -311,7 +317,7 @@ def measure_load_steps(staging: Path, work: Path, record: TrialRecord, *,
                                    f"{window.whole_run_because}")
         summary = _server_summary(record, window.start, window.end, window.span, runtime_frames)
         steps.append(LoadStep(span.step, span.target_users, span.hold_s, span.started_at, span.ended_at,
-                              window.start, window.end, window.whole_run_because, summary))
+                              window.start, window.end, window.whole_run_because, summary, span.complete))
     write_load_steps(staging / LOAD_STEPS_JSON, ladder.locust_spec(), record.suite.spawn_rate, steps)
     record.notes.append(f"{LOAD_STEPS_JSON}: {len(steps)} load steps")
     return steps

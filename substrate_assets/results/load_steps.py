@@ -7,12 +7,14 @@ When the trial ends, the runner turns that log into ``load_steps.json``:
 ```json
 {"ladder": "2:45s,4:45s", "spawn_rate": 2.0,
  "steps": [{"step": 1, "target_users": 2, "hold_s": 45, "started_at": 1795000000.4, "ended_at": 1795000045.4,
-            "window": {"start": 1795000002, "end": 1795000044, "whole_step_because": null},
+            "complete": true, "window": {"start": 1795000002, "end": 1795000044, "whole_step_because": null},
             "server_summary": {…the server_summary.json structure over that window…}}]}
 ```
 
-A step that never started is not in it; a step cut short (the trial stopped) ends when the trial did. A trial
-without the file — a flat one, or an upstream run — is a ladder of one step over its steady window.
+A step that never started is not in it, and a step ends where the next one that started began. ``complete`` says
+whether the step ran to its end (the next step began, or the ladder ended); a step cut short by a stopped trial
+ends when the trial did and is not complete. A trial without the file — a flat one, or an upstream run — is a
+ladder of one step over its steady window.
 """
 
 from __future__ import annotations
@@ -42,13 +44,15 @@ class StepSpan:
     hold_s: int
     started_at: float
     ended_at: float
+    complete: bool
 
 
 def read_ladder_spans(path: Path, holds: Sequence[tuple[int, int]], trial_end: float) -> list[StepSpan]:
-    """The spans of the steps the ladder log says started. ``holds`` is the planned (users, hold_s) of each step;
-    a step whose successor never started ends at the ladder's end, or at ``trial_end`` when the log has no end (the
-    trial was stopped). A missing log, or lines that do not parse, mean no step is known to have started: lines
-    are written as the shape runs, and a torn last line is skipped."""
+    """The spans of the steps the ladder log says started. ``holds`` is the planned (users, hold_s) of each step.
+    A step ends where the next step that started began (a step the log lacks — its line could not be written —
+    never stretches the one before over it), else at the ladder's end, else at ``trial_end`` (the trial was
+    stopped: not complete). A missing log, or lines that do not parse, mean no step is known to have started:
+    lines are written as the shape runs, and a torn last line is skipped."""
     starts: dict[int, float] = {}
     end: float | None = None
     if path.is_file():
@@ -62,14 +66,13 @@ def read_ladder_spans(path: Path, holds: Sequence[tuple[int, int]], trial_end: f
                 starts.setdefault(record["step"], at)
             elif record.get("event") == END_EVENT:
                 end = at
+    started = sorted(step for step in starts if 1 <= step <= len(holds))
     spans = []
-    for step in sorted(starts):
-        if not 1 <= step <= len(holds):
-            continue
-        following = starts.get(step + 1)
-        ended = following if following is not None else (end if end is not None else trial_end)
+    for index, step in enumerate(started):
+        following = starts[started[index + 1]] if index + 1 < len(started) else end
+        ended = following if following is not None else trial_end
         users, hold_s = holds[step - 1]
-        spans.append(StepSpan(step, users, hold_s, starts[step], max(ended, starts[step])))
+        spans.append(StepSpan(step, users, hold_s, starts[step], max(ended, starts[step]), following is not None))
     return spans
 
 
@@ -87,10 +90,11 @@ class LoadStep:
     window_end: int
     whole_step_because: str | None = None
     server_summary: dict[str, Any] | None = None
+    complete: bool | None = None  # ran to its end; None: not known
 
     def as_json(self) -> dict[str, Any]:
         return {"step": self.step, "target_users": self.target_users, "hold_s": self.hold_s,
-                "started_at": self.started_at, "ended_at": self.ended_at,
+                "started_at": self.started_at, "ended_at": self.ended_at, "complete": self.complete,
                 "window": {"start": self.window_start, "end": self.window_end,
                            "whole_step_because": self.whole_step_because},
                 "server_summary": self.server_summary}
@@ -123,7 +127,9 @@ def read_load_steps(path: Path) -> list[LoadStep]:
         summary = entry.get("server_summary")
         if summary is not None and not isinstance(summary, dict):
             raise ValueError(f"{where}.server_summary: expected an object")
-        reason = window.get("whole_step_because")
+        reason, complete = window.get("whole_step_because"), entry.get("complete")
+        if complete is not None and not isinstance(complete, bool):
+            raise ValueError(f"{where}.complete: true or false expected, not {complete!r}")
         result.append(LoadStep(
             step=_number(entry.get("step"), f"{where}.step", whole=True, optional=False),
             target_users=_number(entry.get("target_users"), f"{where}.target_users", whole=True),
@@ -133,5 +139,5 @@ def read_load_steps(path: Path) -> list[LoadStep]:
             window_start=_number(window.get("start"), f"{where}.window.start", whole=True, optional=False),
             window_end=_number(window.get("end"), f"{where}.window.end", whole=True, optional=False),
             whole_step_because=None if reason is None else str(reason),
-            server_summary=summary))
+            server_summary=summary, complete=complete))
     return result

@@ -245,6 +245,10 @@ class TrialDirectory:
             "think_scale": knobs.get("think_scale"), "lifecycle_mode": knobs.get("lifecycle_mode"),
             "resume_mode": knobs.get("resume_mode"), "actors_per_user": actors_per_user,
             "actor_memory": knobs.get("actor_memory"),
+            # users:hold of each step, as Locust's --ladder reads it; null for a flat load.
+            "ladder": ",".join(f"{users}:{knobs.get('hold_s')}s" for users in knobs["ladder"])
+            if knobs.get("ladder") else None,
+            "planned_steps": len(knobs["ladder"]) if knobs.get("ladder") else 1,
             # An upstream run's tag is the commit it measured.
             "code_version": manifest.get("code_version") if manifest else (key.tag if key else None),
             "slo_wake_p99_ms": measured(slo.get("wake_p99_ms")),

@@ -69,7 +69,8 @@ MANIFEST_SCHEMA: dict[str, pl.DataType] = {
     "sessions_started": pl.Int64(), "failure": pl.Utf8(),
     "users": pl.Int64(), "spawn_rate": pl.Float64(), "duration_s": pl.Int64(), "think_scale": pl.Float64(),
     "lifecycle_mode": pl.Utf8(), "resume_mode": pl.Utf8(), "actors_per_user": pl.Int64(),
-    "actor_memory": pl.Utf8(), "code_version": pl.Utf8(), "slo_wake_p99_ms": pl.Float64(),
+    "actor_memory": pl.Utf8(), "ladder": pl.Utf8(), "planned_steps": pl.Int64(), "code_version": pl.Utf8(),
+    "slo_wake_p99_ms": pl.Float64(),
     "slo_failure_ratio": pl.Float64(), "trial_dir": pl.Utf8(),
     "metadata": pl.Utf8(),
 }
@@ -87,7 +88,7 @@ SERVER_TELEMETRY_SCHEMA: dict[str, pl.DataType] = {
 LOAD_STEPS_SCHEMA: dict[str, pl.DataType] = {
     "step": pl.Int64(), "target_users": pl.Int64(), "hold_s": pl.Int64(), "started_at": pl.Float64(),
     "ended_at": pl.Float64(), "window_start_ts": pl.Int64(), "window_end_ts": pl.Int64(),
-    "whole_step_because": pl.Utf8(), "recorded": pl.Boolean(), **SERVER_TELEMETRY_SCHEMA,
+    "whole_step_because": pl.Utf8(), "complete": pl.Boolean(), "recorded": pl.Boolean(), **SERVER_TELEMETRY_SCHEMA,
 }
 
 
@@ -135,7 +136,9 @@ def _flat_step(trial: TrialDirectory) -> LoadStep | None:
     if start is None or end is None:
         return None
     window = trial.steady_window() or window_from_history(trial.file(STATS_HISTORY_CSV), start, end).span
-    return LoadStep(1, manifest["users"], manifest["duration_s"], float(start), float(end), *window)
+    # The one step is the whole run: complete when the trial ran to its end.
+    return LoadStep(1, manifest["users"], manifest["duration_s"], float(start), float(end), *window,
+                    complete=manifest["completed"])
 
 
 def _load_steps(trial: TrialDirectory) -> pl.DataFrame:
@@ -145,7 +148,7 @@ def _load_steps(trial: TrialDirectory) -> pl.DataFrame:
     rows = [{"step": step.step, "target_users": step.target_users, "hold_s": step.hold_s,
              "started_at": step.started_at, "ended_at": step.ended_at, "window_start_ts": step.window_start,
              "window_end_ts": step.window_end, "whole_step_because": step.whole_step_because,
-             "recorded": recorded is not None,
+             "complete": step.complete, "recorded": recorded is not None,
              # A flat trial's one point is its steady window: the trial's own telemetry is measured over it.
              **(trial.server_telemetry() if recorded is None else
                 telemetry_figures(flatten(step.server_summary)) if step.server_summary is not None else {})}

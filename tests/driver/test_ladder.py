@@ -66,7 +66,7 @@ def test_the_shape_ran_each_step_in_turn(ladder_trial):
     assert steps[-1].ended_at - steps[0].started_at >= len(STEPS) * HOLD_S - 0.5
     for step in steps:
         assert step.started_at <= step.window_start <= step.window_end <= step.ended_at
-        assert step.whole_step_because is None
+        assert step.whole_step_because is None and step.complete
         assert step.server_summary is not None and step.server_summary["metadata"]["steady_start_ts"] == \
             step.window_start
     # The user count reached each step's target inside its window.
@@ -83,7 +83,8 @@ def test_every_load_point_matches_the_requests_of_its_window(ladder_trial):
     points = rows(warehouse, "SELECT * FROM load_points ORDER BY step")
     assert [point["step"] for point in points] == [1, 2, 3]
     for point in points:
-        window = requests.filter(pl.col("ts").is_between(point["window_start_ts"], point["window_end_ts"]))
+        # The history row stamped window_end_ts was written during that second: requests in it are in the window.
+        window = requests.filter((pl.col("ts") >= point["window_start_ts"]) & (pl.col("ts") < point["window_end_ts"] + 1))
         wakes = sorted(window.filter(pl.col("name") == "WakeFirstTouch")["latency_ms"].to_list())
         assert wakes, f"step {point['step']} measured no wake"
         assert point["wake_n"] == len(wakes)
@@ -94,6 +95,7 @@ def test_every_load_point_matches_the_requests_of_its_window(ladder_trial):
         assert point["requests"] == window.height
         assert point["failure_ratio"] == window.filter(~pl.col("success")).height / window.height
         assert point["users"] == point["target_users"] == point["step"]
+        assert point["complete"] and point["recorded"] and point["hold_s"] == HOLD_S
         assert point["actors"] == point["users"]  # one actor per agent session
         assert point["checkpoints_in_window"] is not None  # the step's own telemetry, from the runtime's events
 
@@ -102,7 +104,7 @@ def test_capacity_under_the_suites_slo(ladder_trial):
     _, _, warehouse = ladder_trial
     [capacity] = rows(warehouse, "SELECT * FROM slo_capacity")
     assert capacity["slo_wake_p99_ms"] == 3_600_000 and capacity["slo_failure_ratio"] == 0.5
-    assert capacity["points"] == 3
+    assert (capacity["points"], capacity["complete_points"], capacity["planned_steps"]) == (3, 3, 3)
     assert capacity["capacity_step"] == 3 and capacity["capacity_users"] == 3
     assert capacity["knee_step"] is None
     assert capacity["knee_null_because"] == "the SLO is not broken within the ladder"

@@ -25,11 +25,11 @@ CREATE TABLE load_points (
     trial_id VARCHAR, step INTEGER, target_users INTEGER, users DOUBLE, actors DOUBLE, actors_per_node DOUBLE,
     actors_per_vcpu DOUBLE, actors_per_gb_ram DOUBLE, window_start_ts BIGINT, window_end_ts BIGINT, wake_n BIGINT,
     wake_p50_ms DOUBLE, wake_p90_ms DOUBLE, wake_p99_ms DOUBLE, wake_max_ms DOUBLE, requests BIGINT,
-    failed_requests BIGINT, failure_ratio DOUBLE
+    failed_requests BIGINT, failure_ratio DOUBLE, hold_s BIGINT, complete BOOLEAN, recorded BOOLEAN
 )"""
 
 SLO_CAPACITY_COLUMNS = [
-    "trial_id", "suite", "slo_wake_p99_ms", "slo_failure_ratio", "points",
+    "trial_id", "suite", "slo_wake_p99_ms", "slo_failure_ratio", "points", "planned_steps", "complete_points",
     "capacity_step", "capacity_target_users", "capacity_users", "capacity_actors", "capacity_actors_per_node",
     "capacity_actors_per_vcpu", "capacity_actors_per_gb_ram", "capacity_wake_p99_ms", "capacity_failure_ratio",
     "capacity_null_because",
@@ -39,14 +39,17 @@ SLO_CAPACITY_COLUMNS = [
 ]
 CAPACITY_HISTORY_COLUMNS = [
     "configuration", "script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "code_version",
-    "machine_type", "suite", "trial_id", "started_at", "trial_number",
+    "machine_type", "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder", "suite", "trial_id",
+    "started_at", "trial_number",
     "capacity_users", "capacity_actors_per_node", "capacity_actors_per_vcpu", "capacity_actors_per_gb_ram",
     "capacity_wake_p99_ms", "knee_users", "broken_by", "capacity_null_because",
     "previous_trial_id", "previous_capacity_users", "capacity_change_users",
 ]
 
 NO_SLO = "the suite sets no SLO"
-UNMEASURED = "no load point measured the SLO's figures"
+UNMEASURED = "no complete load point measured the SLO's figures"
+NO_POINTS = "the trial has no load points"
+STOPPED = "the SLO is not broken in the steps that ran: the trial stopped before its ladder ended"
 BROKEN_AT_LOWEST = "the SLO is broken at the lowest measured load point"
 NOT_BROKEN = "the SLO is not broken within the ladder"
 
@@ -68,7 +71,7 @@ def insert(connection, table: str, rows: list[dict]) -> None:
 
 def manifest(trial_id: str, wake: float | None = None, failure: float | None = None, **extra) -> dict:
     return {"trial_id": trial_id, "suite": "ladder", "backend": "kubernetes", "users": 40, "actors_per_user": 2,
-            "completed": True, "slo_wake_p99_ms": wake, "slo_failure_ratio": failure, **extra}
+            "completed": True, "slo_wake_p99_ms": wake, "slo_failure_ratio": failure, "planned_steps": 1, **extra}
 
 
 def point(trial_id: str, step: int, wake_p99_ms: float | None, failure_ratio: float | None) -> dict:
@@ -82,14 +85,18 @@ def point(trial_id: str, step: int, wake_p99_ms: float | None, failure_ratio: fl
             "wake_max_ms": None if wake_p99_ms is None else wake_p99_ms * 2,
             "requests": 0 if failure_ratio is None else 1000,
             "failed_requests": 0 if failure_ratio is None else round(1000 * failure_ratio),
-            "failure_ratio": failure_ratio}
+            "failure_ratio": failure_ratio, "hold_s": 600, "complete": True, "recorded": True}
 
 
 def ladder(connection, trial_id: str, figures: list[tuple[float | None, float | None]],
-           wake: float | None = None, failure: float | None = None) -> list[dict]:
-    """A trial with an SLO and one load point per (wake_p99_ms, failure_ratio), steps 1, 2, ...; its points."""
-    insert(connection, "trial_manifests", [manifest(trial_id, wake, failure)])
+           wake: float | None = None, failure: float | None = None, planned: int | None = None,
+           cut_short: bool = False) -> list[dict]:
+    """A trial with an SLO and one load point per (wake_p99_ms, failure_ratio), steps 1, 2, ... of ``planned``
+    (default: as many as the figures); with ``cut_short`` the trial stopped during its last point. Its points."""
+    insert(connection, "trial_manifests", [manifest(trial_id, wake, failure, planned_steps=planned or len(figures))])
     points = [point(trial_id, step, *pair) for step, pair in enumerate(figures, start=1)]
+    if cut_short:
+        points[-1]["complete"] = False
     columns = list(points[0])
     connection.executemany(f"INSERT INTO load_points ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
                            [[p[c] for c in columns] for p in points])
@@ -124,14 +131,16 @@ def capacity(connection, trial_id: str) -> dict:
 def expected(trial_id: str, points: list[dict], *, wake: float | None = None, failure: float | None = None,
              capacity_step: int | None, knee_step: int | None, broken_by: str | None = None,
              capacity_null_because: str | None = None, knee_null_because: str | None = None,
-             met_above_knee: int | None = None, highest_meeting_step: int | None = None) -> dict:
+             met_above_knee: int | None = None, highest_meeting_step: int | None = None,
+             planned: int | None = None) -> dict:
     """The whole slo_capacity row, its figures copied from the chosen points."""
     by_step = {p["step"]: p for p in points}
     cap = by_step.get(capacity_step, {})
     knee = by_step.get(knee_step, {})
     return {
         "trial_id": trial_id, "suite": "ladder", "slo_wake_p99_ms": wake, "slo_failure_ratio": failure,
-        "points": len(points),
+        "points": len(points), "planned_steps": planned or len(points),
+        "complete_points": sum(1 for p in points if p["complete"]),
         "capacity_step": capacity_step, "capacity_target_users": cap.get("target_users"),
         "capacity_users": cap.get("users"), "capacity_actors": cap.get("actors"),
         "capacity_actors_per_node": cap.get("actors_per_node"), "capacity_actors_per_vcpu": cap.get("actors_per_vcpu"),
@@ -266,16 +275,35 @@ def test_flat_trial_is_a_ladder_of_one(warehouse):
                                                      capacity_null_because=BROKEN_AT_LOWEST, met_above_knee=0)
 
 
-def test_trial_without_load_points_has_no_row(warehouse):
+def test_a_trial_without_load_points_has_a_row_saying_so(warehouse):
+    """No session started, or no step's start was recorded: the trial stays in its configuration's history."""
     ladder(warehouse, "t", [(10.0, 0.0)], wake=100.0)
-    insert(warehouse, "trial_manifests", [manifest("t", 100.0), manifest("none", 100.0)])
+    insert(warehouse, "trial_manifests", [manifest("none", 100.0)])
     build_and_check(warehouse)
-    assert [row["trial_id"] for row in fetch(warehouse, "SELECT trial_id FROM slo_capacity")] == ["t"]
-    assert [row["trial_id"] for row in fetch(warehouse, "SELECT trial_id FROM capacity_history")] == ["t"]
+    [row] = fetch(warehouse, "SELECT * FROM slo_capacity WHERE trial_id = 'none'")
+    assert (row["points"], row["complete_points"], row["capacity_step"], row["knee_step"]) == (0, 0, None, None)
+    assert row["capacity_null_because"] == row["knee_null_because"] == NO_POINTS
+    assert [row["trial_id"] for row in fetch(warehouse, "SELECT trial_id FROM capacity_history ORDER BY 1")] == \
+        ["none", "t"]
+
+
+def test_a_point_cut_short_is_not_judged(warehouse):
+    """The trial stopped during step 3 of 4: that point broke the SLO, but ran seconds, not its hold."""
+    points = ladder(warehouse, "t", [(10.0, 0.0), (20.0, 0.0), (900.0, 0.0)], wake=100.0, planned=4,
+                    cut_short=True)
+    build_and_check(warehouse)
+    assert capacity(warehouse, "t") == expected("t", points, wake=100.0, capacity_step=2, knee_step=None,
+                                                knee_null_because=STOPPED, highest_meeting_step=2, planned=4)
+    alone = ladder(warehouse, "alone", [(900.0, 0.0)], wake=100.0, planned=4, cut_short=True)
+    build_and_check(warehouse)
+    assert capacity(warehouse, "alone") == expected("alone", alone, wake=100.0, capacity_step=None, knee_step=None,
+                                                    capacity_null_because=UNMEASURED, knee_null_because=UNMEASURED,
+                                                    planned=4)
 
 
 def configuration_id(**values) -> str:
-    keys = ("script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "code_version", "machine_type")
+    keys = ("script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "code_version", "machine_type",
+            "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder")
     text = json.dumps({key: values.get(key) for key in keys}, separators=(",", ":"))
     return hashlib.md5(text.encode()).hexdigest()[:12]
 
@@ -309,15 +337,17 @@ def test_capacity_history_groups_trials_by_configuration(warehouse):
     insert(warehouse, "cluster_facts", [{"trial_id": "b-1"}])
     build_and_check(warehouse)
 
-    a, b = configuration_id(**config_a, **facts_a), configuration_id(script_sha256="bbb")
+    a = configuration_id(**config_a, **facts_a, slo_wake_p99_ms=100.0)
+    b = configuration_id(script_sha256="bbb", slo_wake_p99_ms=100.0)
     assert a != b
 
     def row(configuration, trial_id, started_at, number, users, previous_trial, previous, change, knee_users=None,
             broken_by=None, because=None):
-        config = {**config_a, **facts_a} if configuration == a else {"script_sha256": "bbb"}
+        config = {**config_a, **facts_a, "slo_wake_p99_ms": 100.0} if configuration == a else \
+            {"script_sha256": "bbb", "slo_wake_p99_ms": 100.0}
         # Every point's wake_p99_ms here is its users in ms, and its actors per node, vCPU, GiB users / 2, 8, 32.
         return {"configuration": configuration,
-                **{key: config.get(key) for key in CAPACITY_HISTORY_COLUMNS[1:7]},
+                **{key: config.get(key) for key in CAPACITY_HISTORY_COLUMNS[1:11]},
                 "suite": "ladder", "trial_id": trial_id, "started_at": started_at, "trial_number": number,
                 "capacity_users": users,
                 "capacity_actors_per_node": None if users is None else users / 2,
@@ -341,3 +371,12 @@ def test_capacity_history_groups_trials_by_configuration(warehouse):
         row(b, "b-2", at(5), 2, 20.0, "b-1", 40.0, -20.0),
     ]
     assert fetch(warehouse, "SELECT * FROM capacity_history") == (rows_a + rows_b if a < b else rows_b + rows_a)
+
+
+def test_a_changed_slo_is_another_configuration(warehouse):
+    """Capacity under 1000 ms and under 800 ms answer two questions: neither is the other's baseline."""
+    ladder(warehouse, "strict", [(10.0, 0.0)], wake=800.0)
+    ladder(warehouse, "loose", [(10.0, 0.0)], wake=1000.0)
+    build_and_check(warehouse)
+    rows = fetch(warehouse, "SELECT configuration, trial_number FROM capacity_history")
+    assert len({row["configuration"] for row in rows}) == 2 and {row["trial_number"] for row in rows} == {1}

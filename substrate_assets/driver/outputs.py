@@ -5,6 +5,7 @@ trial's staging dir — and what the run returns."""
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import platform
 import socket
@@ -315,7 +316,9 @@ def measure_load_steps(staging: Path, work: Path, record: TrialRecord, *,
         if window.whole_run_because is not None:
             record.warnings.append(f"load step {span.step}: the steady window is the whole step, because "
                                    f"{window.whole_run_because}")
-        summary = _server_summary(record, window.start, window.end, window.span, runtime_frames)
+        # The step's own bounds, as a trial's are the run's: the harvest waits out the lag from the step's end.
+        summary = _server_summary(record, math.floor(span.started_at), math.ceil(span.ended_at), window.span,
+                                  runtime_frames)
         steps.append(LoadStep(span.step, span.target_users, span.hold_s, span.started_at, span.ended_at,
                               window.start, window.end, window.whole_run_because, summary, span.complete))
     write_load_steps(staging / LOAD_STEPS_JSON, ladder.locust_spec(), record.suite.spawn_rate, steps)

@@ -243,3 +243,35 @@ def test_the_embedded_runtime_scraped_live_during_a_trial(tmp_path):
     assert row["psi_cpu_stall_p50"] is None and row["pod_psi_cpu_stall_p50"] is None  # no cAdvisor here
     [jsonl_row] = [r for r in read_stats_jsonl(trial.trial_dir / "stats.jsonl") if r["metric"] == "server_summary"]
     assert jsonl_row["measurements"] == row
+
+
+def test_a_ladder_harvests_each_step_over_its_own_window(tmp_path):
+    """Each load point's telemetry is asked of the suite's Prometheus over that step's steady window."""
+    from substrate_assets.driver.trial import run_local_trial
+    from substrate_assets.results.layout import RunStore
+    from substrate_assets.results.load_steps import read_load_steps
+    from substrate_assets.suites import Suite
+    from substrate_assets.workload import ScriptLibrary
+    from tests.support.prometheus import free_port
+
+    metrics_port = free_port()
+    root = Path(__file__).resolve().parents[2]
+    with prometheus_server(tmp_path / "live", scrape_targets=[f"127.0.0.1:{metrics_port}"]) as url:
+        suite = Suite.model_validate({"name": "ladder-live", "script": "quick-session", "think_scale": 0.2,
+                                      "spawn_rate": 4, "ladder": {"users": [1, 2], "hold": "12s"},
+                                      "prometheus_url": url, "atelet_lag_s": 2})
+        trial = run_local_trial(suite, RunStore(tmp_path / "store"), ScriptLibrary(root / "scripts"),
+                                runtime_overrides={"metrics_port": metrics_port})
+    steps = read_load_steps(trial.trial_dir / "load_steps.json")
+    assert [step.step for step in steps] == [1, 2]
+    for step in steps:
+        assert step.server_summary is not None
+        metadata = step.server_summary["metadata"]
+        assert metadata["prom_url"] == url and metadata["atelet_lag_s"] == 2
+        assert (metadata["steady_start_ts"], metadata["steady_end_ts"]) == (step.window_start, step.window_end)
+        assert metadata["start_ts"] <= step.started_at and step.ended_at <= metadata["end_ts"]
+        # Every worker of the pool was seen at each range step of the step's span (as a run's series spans the
+        # run; its figures are those inside the window), and none outside it.
+        timeseries = step.server_summary["cluster_packing"]["timeseries"]
+        assert timeseries and {point["total_workers"] for point in timeseries} == {8.0}
+        assert all(metadata["start_ts"] <= point["timestamp"] <= metadata["end_ts"] for point in timeseries)

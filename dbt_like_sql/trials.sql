@@ -3,7 +3,8 @@
 -- and produced stats; failed: no session ever started, so nothing was measured, and failure says why; incomplete:
 -- otherwise not completed (stopped early, Locust killed or crashed); unknown: no status). failed_requests counts
 -- what failed, apart from how the trial ended: the failures of Locust's Aggregated stats.csv row (null without
--- one), so a completed trial can have failed requests.
+-- one), so a completed trial can have failed requests. sut_version is the version of the system under test: what
+-- the suite named, else this checkout's commit for the embedded runtime, else the run tag (an upstream run's commit).
 WITH aggregated AS (
     SELECT trial_id, failure_count AS failed_requests
     FROM locust_stats
@@ -16,6 +17,7 @@ SELECT
     m.script_sha256,
     m.backend,
     m.tag,
+    m.sut_version,
     m.started_at,
     m.ended_at,
     CASE

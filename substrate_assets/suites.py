@@ -226,6 +226,10 @@ class Suite(BaseModel):
     backend: Literal["local", "kubernetes"] = "local"
     kubernetes: KubernetesSettings | None = Field(None, description="Required for backend kubernetes.")
     tag: str = Field("local", description="Run tag (upstream: the commit under test).")
+    sut_version: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,199}$",
+                                    description="The version of the system under test (a Substrate commit, an image "
+                                    "digest); by default this checkout's commit on the local backend, the tag on a "
+                                    "cluster.")
     prometheus_url: str | None = Field(None, description="Harvest server telemetry from this Prometheus (which "
                                        "scrapes the runtime) instead of the runtime's own event log.")
     atelet_lag_s: int = Field(DEFAULT_ATELET_LAG_S, ge=0, description="Export lag of atelet metrics: the harvest "

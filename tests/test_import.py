@@ -164,6 +164,7 @@ def test_imported_trials_sit_beside_native_ones(loaded):
     assert trials[NEWEST]["backend"] == "import" and trials[NEWEST]["status"] == "completed"
     assert trials[NEWEST]["failed_requests"] == 3 and trials[NEWEST]["locust_exit_code"] == 1
     assert trials[NEWEST]["suite"] == "glutton_baseline_5_users" and len(trials[NEWEST]["tag"]) == 40
+    assert trials[NEWEST]["sut_version"] == trials[NEWEST]["tag"]  # upstream tags a run with the commit under test
     assert trials[NEWEST]["started_at"].timestamp() == 1795132800
     facts = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM cluster_facts")}
     assert (facts[NEWEST]["machine_type"], facts[NEWEST]["worker_pod_count"], facts[NEWEST]["allocatable_cores"]) \
@@ -195,8 +196,8 @@ def test_an_imported_run_is_one_load_point_over_its_steady_window(loaded):
     assert (newest["wake_n"], newest["wake_p99_ms"], newest["requests"], newest["failure_ratio"]) == (0, None, 0, None)
     capacity = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM slo_capacity")}
     assert capacity[NEWEST]["capacity_null_because"] == "the suite sets no SLO"
-    [history] = fetch(connection, "SELECT code_version FROM capacity_history WHERE trial_id = ?", [NEWEST])
-    assert history["code_version"] == "4f8a1c0d2b9e7f6a5c3d1e0f9a8b7c6d5e4f3a2b"  # its run tag: the commit
+    [history] = fetch(connection, "SELECT sut_version FROM capacity_history WHERE trial_id = ?", [NEWEST])
+    assert history["sut_version"] == "4f8a1c0d2b9e7f6a5c3d1e0f9a8b7c6d5e4f3a2b"  # its run tag: the commit
 
 
 def test_the_import_command(tmp_path):

@@ -262,3 +262,10 @@ def test_without_scripts_beside_it_a_suites_file_is_checked_against_the_projects
     assert only_error(path) == (
         f"{path}:4:32: suite 'l': ladder.hold: 2s is shorter than one think cycle of script lap (3s of think per lap "
         "× think scale 1 = 3s); each step must hold every session through its whole script")
+
+
+def test_the_version_under_test_is_one_word(tmp_path):
+    suite = get_suite("l", ladder_file(tmp_path, "    users: 1\n    sut_version: sha256:9f86d081884c7d65\n"))
+    assert suite.sut_version == "sha256:9f86d081884c7d65"
+    path = ladder_file(tmp_path, "    users: 1\n    sut_version: main with my fix\n")
+    assert only_error(path).startswith(f"{path}:5:18: suite 'l': sut_version: String should match pattern")

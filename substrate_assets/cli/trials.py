@@ -127,10 +127,12 @@ def _print_manifests(suite: Suite) -> None:
 @click.option("--locust-workers", type=click.IntRange(min=0), help="kubernetes: Locust worker pods (0: none).")
 @click.option("--wait", "wait_for_machine", is_flag=True, help="When another trial is running on this machine, "
               "wait for it to end instead of refusing.")
+@click.option("--sut-version", help="The version of the system under test (a Substrate commit or image digest) to "
+              "record; default: the suite's sut_version, else this checkout's commit (local) or the tag.")
 def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: float | None, duration: str | None,
           think_scale: float | None, lifecycle_mode: str | None, resume_mode: str | None,
           actor_memory: str | None, backend: str | None, dry_run: bool, image: str | None, object_store: str | None,
-          namespace: str | None, locust_workers: int | None, wait_for_machine: bool) -> None:
+          namespace: str | None, locust_workers: int | None, wait_for_machine: bool, sut_version: str | None) -> None:
     """Run one trial of SUITE on the local backend and print its trial directory and summary.
 
     One local trial runs on a machine at a time: while another runs, this one is refused (exit 2) or, with
@@ -147,7 +149,8 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
 
     suite = _trial_suite(suite_name, {"users": users, "spawn_rate": spawn_rate, "duration": duration,
                                       "think_scale": think_scale, "lifecycle_mode": lifecycle_mode,
-                                      "resume_mode": resume_mode, "actor_memory": actor_memory, "backend": backend},
+                                      "resume_mode": resume_mode, "actor_memory": actor_memory, "backend": backend,
+                                      "sut_version": sut_version},
                          {"image": image, "store": object_store, "namespace": namespace,
                           "locust_workers": locust_workers})
     if suite.backend == "kubernetes":

@@ -93,6 +93,15 @@ def load_options(suite: Suite, work: Path) -> list[str]:
             "--ladder-log", str(work / LADDER_LOG)]
 
 
+def sut_version(suite: Suite, backend: str, tag: str) -> str | None:
+    """The version of the system under test: what the suite names (``sut_version``, ``--sut-version``: a Substrate
+    commit or image digest), else — on the embedded runtime, which is this checkout — the project's commit, else the
+    run tag (upstream tags a run with the commit under test)."""
+    if suite.sut_version:
+        return suite.sut_version
+    return code_version() if backend == "local" else tag
+
+
 def versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {"python": platform.python_version()}
     for package in _PACKAGES:
@@ -251,9 +260,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "runtime": record.runtime,
         "locust_command": record.command,
         "versions": versions(),
-        # What was measured: the embedded runtime is this checkout; on a cluster, the tag names the commit under
-        # test, as upstream's runs do.
-        "code_version": code_version() if record.backend == "local" else key.tag,
+        "sut_version": sut_version(suite, record.backend, key.tag),
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
         "files": files,
     })

@@ -250,7 +250,7 @@ class TrialDirectory:
             if knobs.get("ladder") else None,
             "planned_steps": len(knobs["ladder"]) if knobs.get("ladder") else 1,
             # An upstream run's tag is the commit it measured.
-            "code_version": manifest.get("code_version") if manifest else (key.tag if key else None),
+            "sut_version": manifest.get("sut_version") if manifest else (key.tag if key else None),
             "slo_wake_p99_ms": measured(slo.get("wake_p99_ms")),
             "slo_failure_ratio": measured(slo.get("failure_ratio")),
             "trial_dir": str(self.path),

@@ -69,7 +69,7 @@ MANIFEST_SCHEMA: dict[str, pl.DataType] = {
     "sessions_started": pl.Int64(), "failure": pl.Utf8(),
     "users": pl.Int64(), "spawn_rate": pl.Float64(), "duration_s": pl.Int64(), "think_scale": pl.Float64(),
     "lifecycle_mode": pl.Utf8(), "resume_mode": pl.Utf8(), "actors_per_user": pl.Int64(),
-    "actor_memory": pl.Utf8(), "ladder": pl.Utf8(), "planned_steps": pl.Int64(), "code_version": pl.Utf8(),
+    "actor_memory": pl.Utf8(), "ladder": pl.Utf8(), "planned_steps": pl.Int64(), "sut_version": pl.Utf8(),
     "slo_wake_p99_ms": pl.Float64(),
     "slo_failure_ratio": pl.Float64(), "trial_dir": pl.Utf8(),
     "metadata": pl.Utf8(),

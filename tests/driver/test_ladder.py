@@ -11,6 +11,7 @@ from rich.console import Console
 
 from substrate_assets.analysis.statistics import floor_index
 from substrate_assets.driver.trial import run_local_trial
+from substrate_assets.project import code_version
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.load_steps import read_load_steps
 from substrate_assets.results.readers import read_requests, read_stats_history
@@ -58,6 +59,7 @@ def test_the_shape_ran_each_step_in_turn(ladder_trial):
     manifest = json.loads((trial_dir / "trial.json").read_text())
     assert "--ladder" in manifest["locust_command"] and "-u" not in manifest["locust_command"]
     assert manifest["knobs"]["ladder"] == list(STEPS) and manifest["knobs"]["users"] == 3
+    assert manifest["sut_version"] == code_version()  # the embedded runtime is this checkout
     steps = read_load_steps(trial_dir / "load_steps.json")
     assert [(step.step, step.target_users, step.hold_s) for step in steps] == [(1, 1, 8), (2, 2, 8), (3, 3, 8)]
     for before, after in itertools.pairwise(steps):

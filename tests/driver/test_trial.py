@@ -38,7 +38,8 @@ CLI = str(Path(sys.executable).parent / "substrate-bench")
 def cli_trial(tmp_path_factory):
     """One short quick-smoke trial through the command line, as a user runs it."""
     store = tmp_path_factory.mktemp("store")
-    done = subprocess.run([CLI, "trial", "quick-smoke", "--store", str(store), "--users", "3", "--duration", "12s"],
+    done = subprocess.run([CLI, "trial", "quick-smoke", "--store", str(store), "--users", "3", "--duration", "12s",
+                           "--sut-version", "substrate@4f8a1c0d"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT)
     [trial_dir] = RunStore(store).trial_dirs()
     return done, trial_dir
@@ -75,6 +76,7 @@ def test_the_manifest(cli_trial):
     assert manifest["knobs"]["users"] == 3 and manifest["knobs"]["duration_s"] == 12
     assert manifest["knobs"]["think_scale"] == 0.2
     assert manifest["versions"]["locust"] and manifest["versions"]["substrate-bench"]
+    assert manifest["sut_version"] == "substrate@4f8a1c0d"  # --sut-version wins over this checkout's commit
     assert manifest["started_at"] < manifest["ended_at"]
     assert manifest["files"]["requests.parquet"]["bytes"] == (trial_dir / "requests.parquet").stat().st_size
 

@@ -38,7 +38,7 @@ SLO_CAPACITY_COLUMNS = [
     "met_above_knee", "highest_meeting_step", "highest_meeting_users",
 ]
 CAPACITY_HISTORY_COLUMNS = [
-    "configuration", "script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "code_version",
+    "configuration", "script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "sut_version",
     "machine_type", "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder", "suite", "trial_id",
     "started_at", "trial_number",
     "capacity_users", "capacity_actors_per_node", "capacity_actors_per_vcpu", "capacity_actors_per_gb_ram",
@@ -302,7 +302,7 @@ def test_a_point_cut_short_is_not_judged(warehouse):
 
 
 def configuration_id(**values) -> str:
-    keys = ("script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "code_version", "machine_type",
+    keys = ("script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "sut_version", "machine_type",
             "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder")
     text = json.dumps({key: values.get(key) for key in keys}, separators=(",", ":"))
     return hashlib.md5(text.encode()).hexdigest()[:12]
@@ -313,7 +313,7 @@ def at(hour: int) -> datetime:
 
 
 def test_capacity_history_groups_trials_by_configuration(warehouse):
-    config_a = {"script_sha256": "aaa", "lifecycle_mode": "suspend", "actor_memory": "1Gi", "code_version": "v1"}
+    config_a = {"script_sha256": "aaa", "lifecycle_mode": "suspend", "actor_memory": "1Gi", "sut_version": "v1"}
     facts_a = {"sandbox_class": "gvisor", "machine_type": "e2-standard-4"}
     # Configuration A: three trials, out of order by id, one without started_at (last) and one without capacity.
     ladder(warehouse, "a-late", [(10.0, 0.0), (20.0, 0.0), (30.0, 0.0)], wake=100.0)

@@ -23,7 +23,7 @@ from substrate_assets.project import code_version
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.load_steps import LoadStep, read_ladder_spans, write_load_steps
-from substrate_assets.results.readers import DamagedCsv, read_stats, read_stats_history
+from substrate_assets.results.readers import DamagedCsv, read_stats
 from substrate_assets.results.request_log import merge_parts
 from substrate_assets.results.server_summary import flatten, unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
@@ -51,7 +51,7 @@ from substrate_assets.results.trial_summary import trial_summary_row
 from substrate_assets.suites import Suite
 from substrate_assets.telemetry.local import local_server_summary
 from substrate_assets.telemetry.prometheus import harvest_server_summary
-from substrate_assets.telemetry.window import history_samples, step_window, window_from_history
+from substrate_assets.telemetry.window import read_history, step_window, window_from_history
 from substrate_assets.workload import ScriptFile
 
 LOCUSTFILE = Path(__file__).with_name("locustfile.py")
@@ -312,11 +312,9 @@ def measure_load_steps(staging: Path, work: Path, record: TrialRecord, *,
     if cut:
         record.warnings.append(f"load step {cut[0]} was cut short when the trial stopped: it is not complete and "
                                "slo_capacity does not judge it")
-    try:
-        samples = history_samples(read_stats_history(staging / STATS_HISTORY_CSV).iter_rows(named=True))
-    except Exception as error:  # as window_from_history: a partial read would misplace every step's peak
-        samples = []
-        record.warnings.append(f"{STATS_HISTORY_CSV} could not be read ({error}): each load point is its whole step")
+    samples, unread = read_history(staging / STATS_HISTORY_CSV)
+    if unread:
+        record.warnings.append(f"{unread}: each load point is its whole step")
     steps = []
     for span in spans:
         window = step_window(samples, span.started_at, span.ended_at)

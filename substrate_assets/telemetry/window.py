@@ -67,17 +67,21 @@ def step_window(samples: Iterable[tuple[int, float]], started_at: float, ended_a
     return window
 
 
+def read_history(path: Path | None) -> tuple[list[tuple[int, float]], str | None]:
+    """A trial's user-count samples, or none and why: no file, or one that does not read (a partial read would
+    understate the peak, so the reference drops every sample)."""
+    if path is None or not path.is_file():
+        return [], f"no {STATS_HISTORY_CSV}"
+    try:
+        return history_samples(read_stats_history(path).iter_rows(named=True)), None
+    except Exception as error:
+        return [], f"{path.name} could not be read ({error})"
+
+
 def window_from_history(path: Path | None, start_ts: int, end_ts: int) -> SteadyWindow:
     """The steady window from a trial's Locust user-count history; a missing or unreadable file gives the whole run."""
-    if path is None or not path.is_file():
-        window = SteadyWindow(start_ts, end_ts, f"no {STATS_HISTORY_CSV}")
-    else:
-        try:
-            samples = history_samples(read_stats_history(path).iter_rows(named=True))
-        except Exception as error:  # a partial read would understate the peak; the reference drops every sample
-            window = SteadyWindow(start_ts, end_ts, f"{path.name} could not be read ({error})")
-        else:
-            window = locate_steady_window(samples, start_ts, end_ts)
+    samples, unread = read_history(path)
+    window = SteadyWindow(start_ts, end_ts, unread) if unread else locate_steady_window(samples, start_ts, end_ts)
     if window.whole_run_because is not None:
         log.warning("steady window: the whole run [%d, %d], because %s", start_ts, end_ts, window.whole_run_because)
     return window

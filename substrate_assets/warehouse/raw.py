@@ -130,9 +130,9 @@ def _flat_step(trial: TrialDirectory) -> LoadStep | None:
     facts, manifest = trial.cluster_facts(), trial.manifest_fields()
     start = facts["run_start"] if facts["run_start"] is not None else manifest["run_ts"]
     end = facts["run_end"]
-    history = trial.stats_history()
-    if end is None and history.height:
-        end = history["timestamp"].max()
+    if end is None:  # an upstream run that recorded no run window: its history's last row ends it
+        history = trial.stats_history()
+        end = history["timestamp"].max() if history.height else None
     if start is None or end is None:
         return None
     window = trial.steady_window() or window_from_history(trial.file(STATS_HISTORY_CSV), start, end).span

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from substrate_assets.project import project_root, scripts_directory
+from substrate_assets.results.load_steps import ladder_spec
 from substrate_assets.results.server_summary import DEFAULT_ATELET_LAG_S
 from substrate_assets.workload.decode import alias_expansion_problem
 from substrate_assets.workload.errors import ScriptError
@@ -141,8 +142,8 @@ class Ladder(BaseModel):
         return len(self.steps) * self.hold_s
 
     def locust_spec(self) -> str:
-        """Upstream's ``--ladder`` value: ``users:duration[:trace_probability]`` per step, comma-separated."""
-        return ",".join(f"{users}:{self.hold_s}s" for users in self.steps)
+        """Upstream's ``--ladder`` value: ``2:45s,4:45s``."""
+        return ladder_spec(self.steps, self.hold_s)
 
 
 class Slo(BaseModel):

@@ -30,6 +30,12 @@ from substrate_assets.results.atomic import write_json
 STEP_EVENT, END_EVENT = "step", "end"
 
 
+def ladder_spec(steps: Sequence[int], hold_s: int) -> str:
+    """A ladder as upstream's ``--ladder`` reads it (``users:duration[:trace_probability]`` per step,
+    comma-separated): ``2:60s,4:60s``."""
+    return ",".join(f"{users}:{hold_s}s" for users in steps)
+
+
 def ladder_log_line(event: str, at: float, step: int | None = None, users: int | None = None) -> str:
     """One line of the ladder log; ``step`` is 1-based."""
     return json.dumps({"event": event, "step": step, "users": users, "at": at}) + "\n"

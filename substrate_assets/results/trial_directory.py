@@ -31,7 +31,7 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.analysis.statistics import measured
-from substrate_assets.results.load_steps import LoadStep, read_load_steps
+from substrate_assets.results.load_steps import LoadStep, ladder_spec, read_load_steps
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
@@ -246,8 +246,7 @@ class TrialDirectory:
             "resume_mode": knobs.get("resume_mode"), "actors_per_user": actors_per_user,
             "actor_memory": knobs.get("actor_memory"),
             # users:hold of each step, as Locust's --ladder reads it; null for a flat load.
-            "ladder": ",".join(f"{users}:{knobs.get('hold_s')}s" for users in knobs["ladder"])
-            if knobs.get("ladder") else None,
+            "ladder": ladder_spec(knobs["ladder"], knobs["hold_s"]) if knobs.get("ladder") else None,
             "planned_steps": len(knobs["ladder"]) if knobs.get("ladder") else 1,
             # An upstream run's tag is the commit it measured.
             "sut_version": manifest.get("sut_version") if manifest else (key.tag if key else None),

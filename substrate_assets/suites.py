@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from substrate_assets.project import project_root, scripts_directory
 from substrate_assets.results.load_steps import ladder_spec
@@ -335,8 +335,7 @@ class Suite(BaseModel):
         try:
             return Suite.model_validate(data)
         except ValidationError as error:
-            reasons = "; ".join(": ".join([*map(str, detail["loc"]), detail["msg"].removeprefix("Value error, ")])
-                                for detail in error.errors())
+            reasons = "; ".join(_explained(detail) for detail in error.errors())
             raise SuiteError(f"suite {self.name!r}: {reasons}",
                              frozenset(detail["type"] for detail in error.errors())) from None
 
@@ -365,9 +364,14 @@ def _node_at(root: yaml.Node, location: tuple[Any, ...]) -> yaml.Node:
     return node
 
 
-def _field(location: tuple[Any, ...]) -> str:
-    """A pydantic loc as the field it names: ``ladder.users[2]``."""
-    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in location).lstrip(".")
+def _explained(detail: ErrorDetails) -> str:
+    """One pydantic error as ``field: why``, the field as written in suites.yaml (``ladder.users[2]``); an error of
+    the suite as a whole is its ``why`` alone."""
+    field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in detail["loc"]).lstrip(".")
+    message = detail["msg"].removeprefix("Value error, ")
+    if detail["type"] == "extra_forbidden":
+        message = "unknown field (a misspelling?)"
+    return f"{field}: {message}" if field else message
 
 
 def hold_problem(suite: Suite, scripts: Path) -> str | None:
@@ -433,12 +437,8 @@ def load_suites(path: Path | None = None, scripts: Path | None = None) -> dict[s
         except ValidationError as error:
             for detail in error.errors():
                 node = _node_at(root, ("suites", index, *detail["loc"]))
-                field = _field(detail["loc"]) or "suite"
                 line, column = node.start_mark.line + 1, node.start_mark.column + 1
-                message = detail["msg"].removeprefix("Value error, ")
-                if detail["type"] == "extra_forbidden":
-                    message = "unknown field (a misspelling?)"
-                problems.append(f"{path}:{line}:{column}: {label}: {field}: {message}")
+                problems.append(f"{path}:{line}:{column}: {label}: {_explained(detail)}")
             continue
         if suite.name in suites:
             node = _node_at(root, ("suites", index, "name"))

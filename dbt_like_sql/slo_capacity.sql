@@ -31,8 +31,7 @@ WITH judged AS (
         p.actors_per_gb_ram,
         p.wake_p99_ms,
         p.failure_ratio,
-        p.complete IS NOT FALSE AS judged,
-        m.suite,
+        p.complete IS NOT FALSE AS complete,  -- a point not known to be cut short counts
         m.slo_wake_p99_ms,
         m.slo_failure_ratio,
         CASE
@@ -53,17 +52,17 @@ WITH judged AS (
 points AS (
     SELECT
         *,
-        judged AND (slo_wake_p99_ms IS NOT NULL OR slo_failure_ratio IS NOT NULL)
+        complete AND (slo_wake_p99_ms IS NOT NULL OR slo_failure_ratio IS NOT NULL)
             AND wake_verdict IN ('not_applicable', 'met')
             AND failure_verdict IN ('not_applicable', 'met') AS meets,
-        judged AND (wake_verdict = 'exceeded' OR failure_verdict = 'exceeded') AS breaks
+        complete AND (wake_verdict = 'exceeded' OR failure_verdict = 'exceeded') AS breaks
     FROM judged
 ),
 knees AS (
     SELECT
         trial_id,
         count(*) AS points,
-        count(*) FILTER (WHERE judged) AS complete_points,
+        count(*) FILTER (WHERE complete) AS complete_points,
         count(*) FILTER (WHERE meets OR breaks) AS measured_points,
         min(step) FILTER (WHERE breaks) AS knee_step,
         max(step) FILTER (WHERE meets) AS highest_meeting_step

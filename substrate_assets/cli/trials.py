@@ -204,9 +204,13 @@ def _show_trial(console: Console, trial_id: str) -> None:
         if not result.rows:
             console.print(f"{table}: no row for {trial_id}", highlight=False)
             continue
-        rows = [(column, value) for column, value in zip(result.columns, result.rows[0], strict=True)]
-        print_rows(console, f"{table} ({trial_id})", ["column", "value"], rows[1:])
+        _print_one_row(console, f"{table} ({trial_id})", result.columns[1:], result.rows[0][1:])
     _show_capacity(console, trial_id)
+
+
+def _print_one_row(console: Console, title: str, columns: list[str], row: tuple[Any, ...]) -> None:
+    """One row as a column/value table: a mart's row is far wider than a terminal."""
+    print_rows(console, title, ["column", "value"], list(zip(columns, row, strict=True)))
 
 
 LOAD_POINT_COLUMNS = ("step", "target_users", "users", "actors_per_node", "actors_per_vcpu", "actors_per_gb_ram",
@@ -230,8 +234,7 @@ def _show_capacity(console: Console, trial_id: str) -> None:
     if len(points.rows) > 1 or has_slo:
         print_rows(console, f"load_points ({trial_id})", list(points.columns), points.rows)
     if has_slo:
-        rows = list(zip(capacity.columns, capacity.rows[0], strict=True))
-        print_rows(console, f"slo_capacity ({trial_id})", ["column", "value"], rows)
+        _print_one_row(console, f"slo_capacity ({trial_id})", capacity.columns, capacity.rows[0])
 
 
 def _exit_stopped(stopped: Stopped) -> None:

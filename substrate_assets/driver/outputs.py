@@ -81,9 +81,9 @@ def locust_command(suite: Suite, script_file: Path, work: Path, control_endpoint
     ]
 
 
-def locustfiles(suite: Suite, locustfile: str = str(LOCUSTFILE), shape: str = str(LADDER_SHAPE)) -> str:
+def locustfiles(suite: Suite) -> str:
     """Locust's ``-f``: the locustfile, and the ladder shape for a ladder suite (Locust runs any shape it loads)."""
-    return f"{locustfile},{shape}" if suite.ladder is not None else locustfile
+    return f"{LOCUSTFILE},{LADDER_SHAPE}" if suite.ladder is not None else str(LOCUSTFILE)
 
 
 def load_options(suite: Suite, work: Path) -> list[str]:

@@ -143,16 +143,18 @@ def _flat_step(trial: TrialDirectory) -> LoadStep | None:
 
 def _load_steps(trial: TrialDirectory) -> pl.DataFrame:
     recorded = trial.recorded_load_steps()
-    flat = _flat_step(trial) if recorded is None else None
-    steps = recorded if recorded is not None else [flat] if flat is not None else []
+    if recorded is None:
+        flat = _flat_step(trial)
+        # A flat trial's one point is its steady window: the trial's own telemetry is measured over it.
+        points = [] if flat is None else [(flat, trial.server_telemetry())]
+    else:
+        points = [(step, {} if step.server_summary is None else telemetry_figures(flatten(step.server_summary)))
+                  for step in recorded]
     rows = [{"step": step.step, "target_users": step.target_users, "hold_s": step.hold_s,
              "started_at": step.started_at, "ended_at": step.ended_at, "window_start_ts": step.window_start,
              "window_end_ts": step.window_end, "whole_step_because": step.whole_step_because,
-             "complete": step.complete, "recorded": recorded is not None,
-             # A flat trial's one point is its steady window: the trial's own telemetry is measured over it.
-             **(trial.server_telemetry() if recorded is None else
-                telemetry_figures(flatten(step.server_summary)) if step.server_summary is not None else {})}
-            for step in steps]
+             "complete": step.complete, "recorded": recorded is not None, **telemetry}
+            for step, telemetry in points]
     return pl.DataFrame(rows, schema=LOAD_STEPS_SCHEMA, orient="row", strict=False) if rows \
         else pl.DataFrame(schema=LOAD_STEPS_SCHEMA)
 

@@ -281,10 +281,25 @@ def running(project: Project, *args: str, timeout_s: float = 180) -> Job | None:
     return None
 
 
-def next_trial(project: Project) -> str:
+def killed(project: Project, *args: str) -> bool:
+    """The command, started and killed with SIGKILL once its trial logs requests; False if it never got that far."""
+    process = running(project, *args)
+    if process is None:
+        return False
+    process.kill()
+    process.communicate()
+    return True
+
+
+def timed(project: Project, *args: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """The command run to its end (up to 240 s), and the seconds it took."""
     started = time.monotonic()
-    done = project.cli("trial", "next", timeout=240)
-    took = time.monotonic() - started
+    done = project.cli(*args, timeout=240)
+    return done, time.monotonic() - started
+
+
+def next_trial(project: Project) -> str:
+    done, took = timed(project, "trial", "next")
     swept = " (swept leftovers)" if "leftover" in (done.stdout + done.stderr).lower() else ""
     return f"{'yes' if done.returncode == 0 else f'no (exit {done.returncode})'}, {took:.0f}s{swept}"
 
@@ -329,11 +344,8 @@ def ctrl_c_trial(project: Project) -> Row:
 def kill_trial(project: Project) -> Row:
     row = Row("kill -9 `trial`")
     with watching(project) as leaked:
-        process = running(project, "trial", "fault")
-        if process is None:
+        if not killed(project, "trial", "fault"):
             return row
-        process.kill()
-        process.communicate()
         row.exit = "-9"
         row.lost = "the trial (killed): " + ("landed" if project.landed() else "not landed")
         row.leaked = leaked()
@@ -346,18 +358,13 @@ def kill_trial(project: Project) -> Row:
 def kill_run(project: Project) -> Row:
     row = Row("kill -9 `run` (Dagster)")
     with watching(project) as leaked:
-        process = running(project, "run", "fault")
-        if process is None:
+        if not killed(project, "run", "fault"):
             row.message = "the run's trial never started"
             return row
-        process.kill()
-        process.communicate()
         row.exit = "-9"
         row.leaked = leaked()
         row.lost = "nothing: the trial landed, interrupted" if project.landed() else "the whole trial"
-    started = time.monotonic()
-    done = project.cli("run", "next", timeout=240)
-    took = time.monotonic() - started
+    done, took = timed(project, "run", "next")
     row.message = next((line.strip()[:110] for line in (done.stdout + done.stderr).splitlines()
                         if "STARTED" in line or "slot" in line or "wait" in line), "")
     row.next_ok = ("yes" if done.returncode == 0 else "no (waited 240 s)" if done.returncode == -999

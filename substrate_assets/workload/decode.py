@@ -372,6 +372,11 @@ def decode(data: str | bytes, path: str | None = None) -> Script:
                     from None
         else:
             text = data
+            try:  # libyaml reads UTF-8: a lone surrogate (text that never came from a file) has no encoding
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:
+                raise ScriptError(ScriptProblem(f"not UTF-8 text: {error.reason} at character {error.start}")) \
+                    from None
         decoder = _Decoder()
         script = decoder.script(compose_document(text))
         if decoder.problems:

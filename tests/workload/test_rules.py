@@ -196,6 +196,13 @@ def test_bytes_that_are_not_utf8():
     assert "not UTF-8" in str(error) and error.path == "scripts/t.yaml"
 
 
+def test_text_with_a_lone_surrogate():
+    """A str no file could hold (hypothesis found one): refused in one line, not a UnicodeEncodeError from libyaml."""
+    error = rejected("\ud800 name: t\n")
+    assert "not UTF-8 text: surrogates not allowed at character 0" in str(error)
+    assert error.path == "scripts/t.yaml"
+
+
 def test_a_valid_variant_decodes():
     script = decode(with_op("- burn_cpu: {millis: 5}"))
     op = script.steps[1].ops[0]

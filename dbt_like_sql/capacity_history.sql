@@ -1,13 +1,15 @@
 -- The capacity history of each configuration: one row per trial of slo_capacity, with the configuration it ran
--- (script_sha256, the script's content hash; sandbox_class; lifecycle_mode; actor_memory; sut_version, the version
--- of the system under test; machine_type) and the question it was asked (the SLO's two thresholds, the think scale
--- that sets each session's pace, and the ladder whose points capacity is one of), so a change in capacity can be
--- told from a change in what was measured or how. configuration is a short stable id of those values: the first 12
--- hex digits of the md5 of their JSON object (keys in that order, a missing value written null, so trials missing
--- the same values group together). trial_number counts the configuration's trials 1, 2, ... by started_at (a trial
--- without one last), then trial_id. previous_capacity_users is the capacity of the configuration's previous trial,
--- and capacity_change_users this trial's capacity minus it: null when either is null (a trial without capacity is
--- no baseline to compare with, and its reason is in capacity_null_because).
+-- (script_sha256, the script's content hash; sandbox_class; lifecycle_mode; actor_memory; machine_type) and the
+-- question it was asked (the SLO's two thresholds, the think scale that sets each session's pace, and the ladder whose
+-- points capacity is one of), so a change in capacity can be told from a change in what was measured or how. The
+-- version of the system under test (sut_version) is a column but not part of the configuration: a configuration's
+-- history runs across versions, which is how a version that changed a figure shows (compare, change_points).
+-- configuration is a short stable id of those values: the first 12 hex digits of the md5 of their JSON object (keys in
+-- that order, a missing value written null, so trials missing the same values group together). trial_number counts
+-- the configuration's trials 1, 2, ... by started_at (a trial without one last), then trial_id.
+-- previous_capacity_users is the capacity of the configuration's previous trial, and capacity_change_users this
+-- trial's capacity minus it: null when either is null (a trial without capacity is no baseline to compare with, and
+-- its reason is in capacity_null_because).
 WITH configured AS (
     SELECT
         c.trial_id,
@@ -42,7 +44,6 @@ identified AS (
             'sandbox_class': sandbox_class,
             'lifecycle_mode': lifecycle_mode,
             'actor_memory': actor_memory,
-            'sut_version': sut_version,
             'machine_type': machine_type,
             'slo_wake_p99_ms': slo_wake_p99_ms,
             'slo_failure_ratio': slo_failure_ratio,

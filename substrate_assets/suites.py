@@ -11,6 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
+from substrate_assets.analysis.thresholds import Thresholds
 from substrate_assets.project import project_root, scripts_directory
 from substrate_assets.results.load_steps import ladder_spec
 from substrate_assets.results.server_summary import DEFAULT_ATELET_LAG_S
@@ -218,6 +219,8 @@ class Suite(BaseModel):
                                  "Refused with a ladder, which runs for its steps × hold.")
     ladder: Ladder | None = Field(None, description="A step-ladder load instead of a flat one of users.")
     slo: Slo | None = Field(None, description="Thresholds each load point must meet.")
+    compare: Thresholds = Field(default_factory=Thresholds, description="When `substrate-bench compare` and the "
+                                "trial check call a figure changed.")
     think_scale: float = Field(1.0, ge=0, description="Multiplies every think time; 0 reads as 1, as upstream.")
     lifecycle_mode: Literal["", "suspend", "pause"] = ""
     resume_mode: Literal["", "explicit", "implicit"] = ""

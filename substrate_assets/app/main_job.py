@@ -53,7 +53,10 @@ def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterI
                  partition_key: str, say: Say) -> dg.ExecuteInProcessResult:
     wait_for_pools(instance, pools_of(selection), say)
     try:
-        result = dg.materialize(list(defs.assets or []), selection=dg.AssetSelection.assets(*selection),
+        # The selection takes the checks of its assets with them (trial_run's comparison with the previous trial runs
+        # after the marts it reads).
+        result = dg.materialize([*(defs.assets or []), *(defs.asset_checks or [])],
+                                selection=dg.AssetSelection.assets(*selection),
                                 partition_key=partition_key, instance=instance,
                                 resources=dict(defs.resources or {}), run_config=INFO_LOGS, raise_on_error=False,
                                 tags=Owner.this_process().tags())

@@ -18,6 +18,7 @@ import sqlglot
 from sqlglot import exp
 
 from substrate_assets.project import project_root
+from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, replace_change_points
 from substrate_assets.warehouse.checks import TestOutcome, load_tests, run_test
 from substrate_assets.warehouse.connection import transaction
 
@@ -114,9 +115,13 @@ def build_all(connection: duckdb.DuckDBPyConnection, models: dict[str, Model]) -
 
 def build_marts(connection: duckdb.DuckDBPyConnection,
                 directory: Path | None = None) -> tuple[list[BuiltTable], list[TestOutcome]]:
-    """Every model under ``directory`` built in order, then every column test of its schema.yml run."""
+    """Every model under ``directory`` built in order, then change_points from metric_history (when that is one of
+    them), then every column test of its schema.yml run."""
     directory = directory or models_directory()
     models = discover(directory)
     built = build_all(connection, models)
+    if METRIC_HISTORY in models:
+        replace_change_points(connection)
+        built.append(describe_table(connection, CHANGE_POINTS))
     tests = load_tests(directory / "schema.yml", set(models))
     return built, [run_test(connection, test) for group in tests.values() for test in group]

@@ -302,7 +302,7 @@ def test_a_point_cut_short_is_not_judged(warehouse):
 
 
 def configuration_id(**values) -> str:
-    keys = ("script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "sut_version", "machine_type",
+    keys = ("script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "machine_type",
             "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder")
     text = json.dumps({key: values.get(key) for key in keys}, separators=(",", ":"))
     return hashlib.md5(text.encode()).hexdigest()[:12]

@@ -2,3 +2,6 @@
 ``dagster_pipes`` only) reports under them too."""
 
 TRIAL_COMPLETED = "trial_completed"
+# On a workstation, the warehouse domain compares each trial with the previous one of its suite and configuration
+# under this name; the run_trial job leaves it out, as the marts it reads follow that job.
+NO_REGRESSION = "no_regression_against_previous_trial"

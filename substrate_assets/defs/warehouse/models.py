@@ -1,12 +1,15 @@
-"""One asset per ``dbt_like_sql`` model (pool ``duckdb``), its schema.yml tests as asset checks, refreshed
-declaratively (``warehouse_refresh``) whenever a trial's raw tables land."""
+"""One asset per ``dbt_like_sql`` model (pool ``duckdb``), its schema.yml tests as asset checks, and
+``change_points`` over ``metric_history`` in Python; all refreshed declaratively (``warehouse_refresh``) whenever a
+trial's raw tables land."""
 
 import dagster as dg
 
+from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
 from substrate_assets.defs.warehouse.metadata import check_result, model_metadata
 from substrate_assets.defs.warehouse.resources import WarehouseResource
+from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, MetricChange, replace_change_points
 from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_test
-from substrate_assets.warehouse.models import Model, ModelError, build, discover, models_directory
+from substrate_assets.warehouse.models import Model, ModelError, build, describe_table, discover, models_directory
 from substrate_assets.warehouse.raw import RAW_TABLES
 
 
@@ -46,4 +49,48 @@ def model_assets() -> list[dg.AssetsDefinition]:
     return [_model_asset(model, tests.get(name, []), known) for name, model in models.items()]
 
 
-mart_assets = model_assets()
+def _figure(value: float, unit: str) -> str:
+    return f"{value:.1f}" if unit == "ms" else f"{value:.4g}"
+
+
+def change_points_markdown(changes: list[MetricChange]) -> str:
+    """The change points as a table: ms to 0.1, percentages to 1 dp, p-values to 2 significant digits."""
+    if not changes:
+        return "No series has a change point."
+    lines = ["| suite | configuration | metric | trial | previous trial | before | after | change | p-value | "
+             "direction |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for change in changes:
+        relative = "n/a" if change.change_pct is None else f"{change.change_pct:+.1f} %"
+        before, after = _figure(change.mean_before, change.unit), _figure(change.mean_after, change.unit)
+        lines.append(f"| {change.suite} | {change.configuration} | {change.metric} | {change.trial_id} "
+                     f"(#{change.trial_number}) | {change.previous_trial_id} | {before} {change.unit} | "
+                     f"{after} {change.unit} | {relative} | {change.p_value:.2g} | {change.direction} |")
+    return "\n".join(lines)
+
+
+def change_points_asset() -> dg.AssetsDefinition:
+    @dg.asset(
+        name=CHANGE_POINTS,
+        deps=[dg.AssetKey(METRIC_HISTORY)],
+        group_name="marts",
+        kinds={"duckdb", "python"},
+        pool="duckdb",
+        automation_condition=dg.AutomationCondition.eager(),
+        description=(
+            "Where each headline metric of a configuration moved to another level: one row per change point of "
+            "each metric_history series (suite, configuration, metric, measured values in trial order), with the "
+            "trial it starts at, the means before and after, the change in %, the p-value and whether it regressed "
+            "or improved. Found by Hunter's split/merge with a t-test (Apache Otava's compute_change_points): "
+            f"{DEFAULT_PARAMETERS.describe()}."),
+    )
+    def materialize(warehouse: WarehouseResource) -> dg.MaterializeResult:
+        with warehouse.connect() as connection:
+            changes = replace_change_points(connection)
+            built = describe_table(connection, CHANGE_POINTS)
+        return dg.MaterializeResult(metadata={**model_metadata(built),
+                                              "change_points": dg.MetadataValue.md(change_points_markdown(changes))})
+
+    return materialize
+
+
+mart_assets = [*model_assets(), change_points_asset()]

@@ -1,0 +1,83 @@
+"""The work of `substrate-bench compare` on two trials of 100k request samples each: selecting both sides, reading
+their samples, and every figure (p50 and p99 with 10,000 bootstrap replicates each, Mann–Whitney U, densities,
+failure ratio), after start-up (imports, opening the warehouse). Judged against a budget of 200 ms.
+
+    .venv/bin/python bench/compare.py [--samples 100000] [--repeat 7]
+
+The trials are written with every file a local trial has and loaded through the warehouse's real load path; 90 % of
+each trial's samples are WakeFirstTouch, the rest five Step rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from substrate_assets.analysis.comparison import Thresholds  # noqa: E402
+from substrate_assets.results.layout import RunStore  # noqa: E402
+from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
+from substrate_assets.warehouse.comparison import compare, select_side  # noqa: E402
+from substrate_assets.warehouse.connection import connect  # noqa: E402
+from substrate_assets.warehouse.models import build_marts  # noqa: E402
+from substrate_assets.warehouse.raw import load_trials  # noqa: E402
+from tests.support.synthetic_trials import write_trial  # noqa: E402
+
+BUDGET_MS = 200.0
+STEPS = [f"Step_0{i}_step" for i in range(1, 6)]
+
+
+def latencies(rng: np.random.Generator, samples: int, median: float) -> dict[str, np.ndarray]:
+    wakes = samples * 9 // 10
+    per_step = (samples - wakes) // len(STEPS)
+    return {"WakeFirstTouch": rng.lognormal(np.log(median), 0.5, wakes),
+            **{step: rng.lognormal(np.log(20.0), 0.4, per_step) for step in STEPS}}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    rng = np.random.default_rng(1)
+    with tempfile.TemporaryDirectory() as work:
+        store = RunStore(Path(work) / "store")
+        ids = [write_trial(store, "bench", 1_764_547_200 + 100 * index, latencies(rng, args.samples, median))
+               for index, median in enumerate((100.0, 110.0))]
+        warehouse = Path(work) / "w.duckdb"
+        with connect(warehouse) as connection:
+            load_trials(connection, [TrialDirectory(path) for path in store.trial_dirs()])
+            build_marts(connection)
+        timings = []
+        with connect(warehouse, read_only=True) as connection:
+            for _ in range(args.repeat):
+                started = time.perf_counter()
+                result = compare(connection, select_side(connection, ids[0]), select_side(connection, ids[1]),
+                                 Thresholds())
+                timings.append((time.perf_counter() - started) * 1e3)
+        wall = []
+        for _ in range(3):
+            started = time.perf_counter()
+            subprocess.run([str(ROOT / ".venv/bin/substrate-bench"), "compare", *ids, "--format", "json"],
+                           env={"SUBSTRATE_BENCH_WAREHOUSE": str(warehouse), "PATH": "/usr/bin:/bin"},
+                           capture_output=True, check=False)
+            wall.append(time.perf_counter() - started)
+    median = statistics.median(timings)
+    print(f"compare, 2 trials x {args.samples:,} request samples, {len(result.figures)} figures")
+    print(f"  work after start-up: median {median:.1f} ms (min {min(timings):.1f}, max {max(timings):.1f}) "
+          f"over {args.repeat} runs")
+    print(f"  budget {BUDGET_MS:.0f} ms: ratio {median / BUDGET_MS:.2f} of the budget")
+    print(f"  the whole command, start-up included: median {statistics.median(wall):.2f} s")
+
+
+if __name__ == "__main__":
+    main()

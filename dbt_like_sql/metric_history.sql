@@ -1,0 +1,48 @@
+-- The history of each headline metric: one row per trial and metric the trial measured, in the order of its
+-- configuration's trials (capacity_history's configuration and trial_number, and the trial's suite, started_at and
+-- sut_version), the series change_points analyses. The metrics: wake_p50_ms and wake_p99_ms
+-- (wake_latency_distribution, ms, lower is better); actors_per_node, actors_per_vcpu and actors_per_gb_ram
+-- (density_frontiers, higher is better); capacity_users (slo_capacity, higher is better); failure_ratio
+-- (density_frontiers' aggregate_failure_ratio, lower is better). A figure that is null (or NaN, ±Inf) was not
+-- measured and has no row: a series holds measurements only, never a value carried over from another trial.
+WITH metrics (metric, unit, better) AS (
+    VALUES
+        ('wake_p50_ms', 'ms', 'lower'),
+        ('wake_p99_ms', 'ms', 'lower'),
+        ('actors_per_node', 'actors', 'higher'),
+        ('actors_per_vcpu', 'actors/vCPU', 'higher'),
+        ('actors_per_gb_ram', 'actors/GiB', 'higher'),
+        ('capacity_users', 'users', 'higher'),
+        ('failure_ratio', 'ratio', 'lower')
+),
+figures AS (
+    SELECT trial_id, 'wake_p50_ms' AS metric, CAST(p50_ms AS DOUBLE) AS value FROM wake_latency_distribution
+    UNION ALL
+    SELECT trial_id, 'wake_p99_ms', CAST(p99_ms AS DOUBLE) FROM wake_latency_distribution
+    UNION ALL
+    SELECT trial_id, 'actors_per_node', CAST(actors_per_node AS DOUBLE) FROM density_frontiers
+    UNION ALL
+    SELECT trial_id, 'actors_per_vcpu', CAST(actors_per_vcpu AS DOUBLE) FROM density_frontiers
+    UNION ALL
+    SELECT trial_id, 'actors_per_gb_ram', CAST(actors_per_gb_ram AS DOUBLE) FROM density_frontiers
+    UNION ALL
+    SELECT trial_id, 'capacity_users', CAST(capacity_users AS DOUBLE) FROM slo_capacity
+    UNION ALL
+    SELECT trial_id, 'failure_ratio', CAST(aggregate_failure_ratio AS DOUBLE) FROM density_frontiers
+)
+SELECT
+    h.suite,
+    h.configuration,
+    h.trial_id,
+    h.started_at,
+    h.trial_number,
+    h.sut_version,
+    f.metric,
+    f.value,
+    m.unit,
+    m.better
+FROM figures AS f
+JOIN capacity_history AS h USING (trial_id)
+JOIN metrics AS m USING (metric)
+WHERE f.value IS NOT NULL AND isfinite(f.value)
+ORDER BY h.suite, h.configuration, f.metric, h.trial_number

@@ -1,0 +1,92 @@
+"""``substrate-bench compare BASELINE CANDIDATE``: every figure of two trials (or groups of trials) side by side,
+with the change, its bootstrap interval, a rank test and a verdict; exit 3 when any figure regressed."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import click
+from rich.table import Table
+
+from substrate_assets.analysis.thresholds import Thresholds
+from substrate_assets.cli.output import wide_console
+from substrate_assets.project import warehouse_path
+
+if TYPE_CHECKING:
+    from substrate_assets.analysis.comparison import Comparison
+
+REGRESSION_EXIT_CODE = 3
+VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no change": "dim"}
+
+
+def print_table(comparison: Comparison, source: str) -> None:
+    from substrate_assets.analysis.comparison_text import SHOWN_COLUMNS, shown_row, summary
+
+    console = wide_console()
+    for role, side in (("baseline ", comparison.baseline), ("candidate", comparison.candidate)):
+        trials = "" if side.trial_ids == (side.label,) else f": {', '.join(side.trial_ids)}"
+        console.print(f"[bold]{role}[/bold] {side.label}{trials}", highlight=False)
+    for difference in comparison.differences:
+        console.print(f"[yellow]configuration differs[/yellow] {difference}", highlight=False)
+    table = Table()
+    for column in SHOWN_COLUMNS:
+        table.add_column(column, justify="left" if column in ("figure", "verdict") else "right")
+    for row in comparison.figures:
+        cells = shown_row(row)
+        table.add_row(*cells[:-1], f"[{VERDICT_STYLE.get(cells[-1], 'yellow')}]{cells[-1]}")
+    console.print(table)
+    console.print(summary(comparison, source), highlight=False)
+
+
+def thresholds_of(suite: str | None) -> tuple[Thresholds, str]:
+    """The candidate's suite's thresholds from suites.yaml; the documented defaults when the suite is not there
+    (an imported run's)."""
+    from substrate_assets.suites import load_suites
+
+    suites = load_suites()
+    if suite in suites:
+        return suites[suite].compare, f"thresholds of suite {suite}"
+    return Thresholds(), f"default thresholds (suite {suite} is not in suites.yaml)"
+
+
+@click.command("compare")
+@click.argument("baseline")
+@click.argument("candidate")
+@click.option("--suite", help="Compare groups: BASELINE and CANDIDATE are run tags or system-under-test versions "
+              "(a commit prefix of 7+ characters) of this suite's trials, instead of trial ids.")
+@click.option("--last", type=click.IntRange(min=1), help="With --suite: only each group's N most recent trials.")
+@click.option("--format", "output_format", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
+              show_default=True, help="markdown is ready to paste into a pull request; csv and json keep every "
+              "figure unrounded.")
+def compare_command(baseline: str, candidate: str, suite: str | None, last: int | None, output_format: str) -> None:
+    """Compare CANDIDATE with BASELINE (trial ids, or groups with --suite): the wake and step latencies (p50 and
+    p99 from the exact samples, the 95 % bootstrap interval of the difference, Mann–Whitney U), densities,
+    capacity under the SLO and the failure ratio, each with a verdict. Exit code 3 when any figure regressed."""
+    from substrate_assets.analysis.comparison import regressed
+    from substrate_assets.analysis.comparison_text import as_csv, as_json, as_markdown
+    from substrate_assets.warehouse.comparison import SideNotFound, compare, select_side
+    from substrate_assets.warehouse.connection import connect
+
+    if last is not None and suite is None:
+        raise click.UsageError("--last selects among a suite's trials: give --suite too")
+    path = warehouse_path()
+    if not path.exists():
+        raise click.ClickException(f"no warehouse at {path}; run a trial (make run) or substrate-bench rebuild")
+    with connect(path, read_only=True) as connection:
+        try:
+            sides = [select_side(connection, spec, suite, last) for spec in (baseline, candidate)]
+        except SideNotFound as error:
+            raise click.ClickException(str(error)) from None
+        candidate_suite = connection.execute("SELECT any_value(suite) FROM trial_manifests WHERE trial_id = ?",
+                                             [sides[1].trial_ids[0]]).fetchone()[0]
+        thresholds, source = thresholds_of(candidate_suite)
+        comparison = compare(connection, sides[0], sides[1], thresholds)
+    if output_format == "table":
+        print_table(comparison, source)
+    elif output_format == "markdown":
+        click.echo(as_markdown(comparison, source), nl=False)
+    else:
+        click.echo({"json": as_json, "csv": as_csv}[output_format](comparison), nl=False)
+    if regressed(comparison.figures):
+        sys.exit(REGRESSION_EXIT_CODE)

@@ -1,0 +1,83 @@
+"""trial_run's check ``no_regression_against_previous_trial``: each trial compared, figure by figure, with the latest
+earlier trial of its suite and configuration (``substrate-bench compare``'s figures and verdicts, by its suite's
+thresholds). A regression warns and blocks nothing; the comparison table is the check's metadata."""
+
+import warnings
+
+import dagster as dg
+
+from substrate_assets.analysis.comparison import Comparison, regressed
+from substrate_assets.analysis.comparison_text import as_markdown
+from substrate_assets.analysis.thresholds import Thresholds
+from substrate_assets.defs.partitions import trial_partitions
+from substrate_assets.defs.trials.assets import trial_run
+from substrate_assets.defs.trials.checks import NO_REGRESSION
+from substrate_assets.defs.warehouse.resources import WarehouseResource
+from substrate_assets.suites import SuiteError, load_suites
+from substrate_assets.warehouse.comparison import compare, previous_trial, select_side
+
+# What the comparison reads: the trial's raw tables and the marts holding its configuration and figures.
+READS = ("request_samples", "locust_stats", "capacity_history", "density_frontiers", "slo_capacity")
+
+
+def suite_thresholds(suite: str | None) -> tuple[Thresholds, str]:
+    """The suite's ``compare:`` thresholds, or the defaults for a suite suites.yaml does not have (imported runs)."""
+    try:
+        suites = load_suites()
+    except SuiteError:
+        suites = {}
+    if suite in suites:
+        return suites[suite].compare, f"thresholds of suite {suite}"
+    return Thresholds(), f"default thresholds (suite {suite} is not in suites.yaml)"
+
+
+def check_result(comparison: Comparison, source: str) -> dg.AssetCheckResult:
+    worse = regressed(comparison.figures)
+    metadata: dict[str, dg.RawMetadataValue] = {
+        "compared_with": comparison.baseline.trial_ids[0],
+        "regressed": ", ".join(row.figure for row in worse) or "none",
+        "comparison": dg.MetadataValue.md(as_markdown(comparison, source)),
+    }
+    for row in comparison.figures:
+        if row.change_pct is not None:
+            metadata[f"change_pct/{row.figure.replace(' ', '_')}"] = dg.MetadataValue.float(round(row.change_pct, 1))
+    return dg.AssetCheckResult(passed=not worse, severity=dg.AssetCheckSeverity.WARN, metadata=metadata,
+                               description=f"Regressed against {comparison.baseline.trial_ids[0]}: "
+                               f"{', '.join(row.figure for row in worse)}" if worse else None)
+
+
+def compare_with_previous_trial(context: dg.AssetCheckExecutionContext,
+                                warehouse: WarehouseResource) -> dg.AssetCheckResult:
+    trial_id = context.partition_key
+    with warehouse.connect() as connection:
+        known = connection.execute("SELECT any_value(suite), count(*) FROM capacity_history WHERE trial_id = ?",
+                                   [trial_id]).fetchone()
+        if not known or not known[1]:
+            raise dg.Failure(f"trial {trial_id} is not in capacity_history: materialize its raw tables and the marts "
+                             "before comparing it")
+        baseline = previous_trial(connection, trial_id)
+        if baseline is None:
+            return dg.AssetCheckResult(passed=True, metadata={"compared_with": "none"},
+                                       description="The first trial of its suite and configuration: nothing to "
+                                       "compare with.")
+        thresholds, source = suite_thresholds(known[0])
+        comparison = compare(connection, select_side(connection, baseline), select_side(connection, trial_id),
+                             thresholds)
+    return check_result(comparison, source)
+
+
+with warnings.catch_warnings():
+    # A check per trial partition is a preview feature of Dagster 1.13, and the only way to check each trial.
+    warnings.simplefilter("ignore", dg.PreviewWarning)
+    no_regression_against_previous_trial = dg.asset_check(
+        asset=trial_run,
+        name=NO_REGRESSION,
+        partitions_def=trial_partitions,
+        blocking=False,
+        additional_deps=list(READS),
+        pool="duckdb",
+        description="The trial compared with the latest earlier trial of its suite and configuration, as "
+        "`substrate-bench compare` does: wake and step latency p50/p99 (95 % bootstrap interval, Mann–Whitney U), "
+        "densities, capacity, failure ratio. Warns on a regression, blocks nothing; passes with nothing to compare "
+        "for a configuration's first trial.",
+    )(compare_with_previous_trial)

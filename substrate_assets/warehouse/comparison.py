@@ -1,0 +1,155 @@
+"""Two sets of trials from the warehouse, compared figure by figure (:mod:`substrate_assets.analysis.comparison`).
+
+A side is one trial (its id), or a group: the trials of a suite whose run tag or version of the system under test
+is the given value (a version may be given by a prefix of at least 7 characters, as git abbreviates commits),
+optionally only its ``last`` most recent. Latency figures pool the exact samples of a side's trials, as the marts
+count them: every ``WakeFirstTouch`` with a latency (failed or not, as ``wake_latency_distribution``), the
+successful samples of each ``Step_`` row (as ``step_latency``); rows Locust booked after its last stats write are
+left out. Densities and capacity are the marts' per-trial figures; the failure ratio is pooled from each trial's
+Aggregated stats row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import duckdb
+import numpy as np
+
+from substrate_assets.analysis.comparison import (
+    Comparison,
+    FigureComparison,
+    Side,
+    Thresholds,
+    compare_failure_ratio,
+    compare_latency,
+    compare_scalar,
+)
+
+WAKE = "WakeFirstTouch"
+MIN_VERSION_PREFIX = 7
+DENSITIES = (("actors_per_node", "actors"), ("actors_per_vcpu", "actors/vCPU"), ("actors_per_gb_ram", "actors/GiB"))
+# What a side ran, from capacity_history: a difference is printed beside the figures, as it may explain them.
+CONFIGURATION_COLUMNS = ("suite", "script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "sut_version",
+                         "machine_type", "think_scale", "ladder")
+
+
+class SideNotFound(LookupError):
+    """A side that selects no trial; the message says what was looked for and what there is."""
+
+
+def _values(connection: duckdb.DuckDBPyConnection, sql: str, parameters: Sequence[object]) -> list[object]:
+    return [row[0] for row in connection.execute(sql, list(parameters)).fetchall()]
+
+
+def select_side(connection: duckdb.DuckDBPyConnection, spec: str, suite: str | None = None,
+                last: int | None = None) -> Side:
+    """The trials ``spec`` names: a trial id, or with ``suite`` the suite's trials whose tag or system-under-test
+    version is ``spec`` (most recent ``last`` of them when given)."""
+    if suite is None:
+        if _values(connection, "SELECT trial_id FROM trial_manifests WHERE trial_id = ?", [spec]):
+            return Side(spec, (spec,))
+        raise SideNotFound(f"no trial {spec!r} in the warehouse; to compare groups of trials, give --suite and a "
+                           "tag or system-under-test version")
+    prefix = spec if len(spec) >= MIN_VERSION_PREFIX else None
+    trial_ids = _values(connection, """
+        SELECT trial_id FROM trial_manifests
+        WHERE suite = ? AND (tag = ? OR sut_version = ? OR (? IS NOT NULL AND starts_with(sut_version, ?)))
+        ORDER BY started_at DESC NULLS LAST, trial_id DESC""", [suite, spec, spec, prefix, prefix])
+    if not trial_ids:
+        known = connection.execute("""
+            SELECT count(*), list(DISTINCT tag ORDER BY tag), list(DISTINCT sut_version ORDER BY sut_version)
+            FROM trial_manifests WHERE suite = ?""", [suite]).fetchone()
+        if not known or not known[0]:
+            raise SideNotFound(f"suite {suite!r} has no trials in the warehouse")
+        raise SideNotFound(f"no trial of suite {suite!r} has tag or system-under-test version {spec!r} (tags: "
+                           f"{', '.join(map(str, known[1]))}; versions: {', '.join(map(str, known[2]))})")
+    chosen = tuple(map(str, trial_ids[:last] if last else trial_ids))
+    return Side(f"{suite}@{spec} ({len(chosen)} {'trial' if len(chosen) == 1 else 'trials'})", chosen)
+
+
+def latency_samples(connection: duckdb.DuckDBPyConnection, side: Side) -> dict[str, np.ndarray]:
+    """Each compared request name's samples on ``side``, ascending."""
+    columns = connection.execute("""
+        SELECT name, latency_ms FROM request_samples
+        WHERE trial_id IN (SELECT unnest(?)) AND locust_counted IS NOT FALSE AND latency_ms IS NOT NULL
+          AND (name = ? OR (starts_with(name, 'Step_') AND success))
+        ORDER BY name, latency_ms""", [list(side.trial_ids), WAKE]).fetchnumpy()
+    names, latencies = np.asarray(columns["name"], dtype=object), np.asarray(columns["latency_ms"], dtype=float)
+    starts = np.flatnonzero(np.r_[True, names[1:] != names[:-1]]) if len(names) else np.empty(0, dtype=int)
+    return {str(names[start]): latencies[start:end] for start, end in zip(starts, [*starts[1:], len(names)],
+                                                                           strict=True)}
+
+
+def _per_trial(connection: duckdb.DuckDBPyConnection, table: str, column: str, side: Side) -> list[float]:
+    return [float(value) for value in _values(
+        connection, f"SELECT {column} FROM {table} WHERE trial_id IN (SELECT unnest(?)) AND {column} IS NOT NULL",
+        [list(side.trial_ids)])]
+
+
+def _complete(values: list[float], side: Side) -> list[float]:
+    """A side's values only when every trial of it measured the figure: an average over some trials would pass
+    for the side's."""
+    return values if len(values) == len(side.trial_ids) else []
+
+
+def _failures(connection: duckdb.DuckDBPyConnection, side: Side) -> tuple[int, int]:
+    row = connection.execute("""
+        SELECT coalesce(sum(failure_count), 0), coalesce(sum(request_count), 0) FROM locust_stats
+        WHERE trial_id IN (SELECT unnest(?)) AND name = 'Aggregated'""", [list(side.trial_ids)]).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+def _request_order(names: Iterable[str]) -> list[str]:
+    return sorted(names, key=lambda name: (name != WAKE, name))
+
+
+def configuration_differences(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> list[str]:
+    """``column: baseline values → candidate values`` for each configuration column the sides differ in."""
+    rows = connection.execute(
+        f"SELECT trial_id, {', '.join(CONFIGURATION_COLUMNS)} FROM capacity_history "
+        "WHERE trial_id IN (SELECT unnest(?))", [[*baseline.trial_ids, *candidate.trial_ids]]).fetchall()
+    differences = []
+    for index, column in enumerate(CONFIGURATION_COLUMNS, start=1):
+        sides = [sorted({str(row[index]) for row in rows if row[0] in side.trial_ids})
+                 for side in (baseline, candidate)]
+        if sides[0] != sides[1]:
+            differences.append(f"{column}: {', '.join(sides[0]) or '?'} → {', '.join(sides[1]) or '?'}")
+    return differences
+
+
+def compare(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side,
+            thresholds: Thresholds) -> Comparison:
+    """Every figure of both sides: the wake and step latencies, densities, capacity (when both sides have it)
+    and failure ratio."""
+    samples = [latency_samples(connection, side) for side in (baseline, candidate)]
+    empty = np.empty(0)
+    figures: list[FigureComparison] = []
+    for name in _request_order(set(samples[0]) | set(samples[1])):
+        figures += compare_latency(name, samples[0].get(name, empty), samples[1].get(name, empty), thresholds)
+    for column, unit in DENSITIES:
+        figures.append(compare_scalar(column, unit, "higher",
+                                      _complete(_per_trial(connection, "density_frontiers", column, baseline),
+                                                baseline),
+                                      _complete(_per_trial(connection, "density_frontiers", column, candidate),
+                                                candidate), thresholds))
+    capacities = [_complete(_per_trial(connection, "slo_capacity", "capacity_users", side), side)
+                  for side in (baseline, candidate)]
+    if all(capacities):
+        figures.append(compare_scalar("capacity_users", "users", "higher", capacities[0], capacities[1], thresholds))
+    figures.append(compare_failure_ratio(_failures(connection, baseline), _failures(connection, candidate),
+                                         thresholds))
+    return Comparison(baseline, candidate, thresholds, figures,
+                      configuration_differences(connection, baseline, candidate))
+
+
+def previous_trial(connection: duckdb.DuckDBPyConnection, trial_id: str) -> str | None:
+    """The latest earlier trial of ``trial_id``'s suite and configuration (capacity_history's order), if any."""
+    values = _values(connection, """
+        SELECT previous.trial_id FROM capacity_history AS this
+        JOIN capacity_history AS previous
+          ON previous.configuration = this.configuration AND previous.suite IS NOT DISTINCT FROM this.suite
+             AND previous.trial_number < this.trial_number
+        WHERE this.trial_id = ?
+        ORDER BY previous.trial_number DESC LIMIT 1""", [trial_id])
+    return str(values[0]) if values else None

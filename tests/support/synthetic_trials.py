@@ -1,0 +1,66 @@
+"""Trial directories with every file a local trial writes, in the same formats, around request samples a test
+chooses: the warehouse reads them through its real load path.
+
+bench/compare.py writes its trials with this too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+
+import numpy as np
+import polars as pl
+
+from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.results.readers import REQUESTS_SCHEMA
+
+STATS_HEADER = ("Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,"
+                "Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,"
+                "99.9%,99.99%,100%")
+HISTORY_HEADER = ("Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,"
+                  "99.99%,100%,Total Request Count,Total Failure Count,Total Median Response Time,"
+                  "Total Average Response Time,Total Min Response Time,Total Max Response Time,"
+                  "Total Average Content Size")
+PERCENTILES = "20,25,30,33,40,55,80,120,300,400,400"
+
+
+def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str, np.ndarray], *,
+                tag: str = "local", sut_version: str | None = None, users: int = 4, failures: int = 0,
+                node_count: int = 1) -> str:
+    """A completed trial of ``suite`` whose request log holds ``latencies`` (request name → samples, all
+    successful) and whose Aggregated stats row counts ``failures`` more failed requests; its trial id."""
+    key = TrialKey(suite, run_ts, tag)
+    directory = store.trial_dir(key)
+    directory.mkdir(parents=True)
+    started = datetime.fromtimestamp(run_ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    ended = datetime.fromtimestamp(run_ts + 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (directory / "trial.json").write_text(json.dumps({
+        "trial_id": key.trial_id, "suite": suite, "tag": tag, "backend": "local", "run_ts": run_ts,
+        "started_at": started, "ended_at": ended, "completed": True, "sut_version": sut_version,
+        "script": {"name": "quick-session", "sha256": "0" * 64},
+        "knobs": {"users": users, "duration_s": 60, "actors_per_user": 1},
+        "cluster_facts": {"machine_type": "cpu", "node_count": node_count, "allocatable_cores": 2.0,
+                          "allocatable_ram_gb": 23.5, "worker_pod_count": 8, "gke_version": None,
+                          "worker_actor_capacity": "4", "worker_memory_limit_gb": None, "sandbox_class": "process"},
+        "run_start": run_ts, "run_end": run_ts + 60}))
+    (directory / "status.json").write_text('{"locust_exit_code": 0, "stats_generated": true}\n')
+    total = sum(len(values) for values in latencies.values())
+    rows = [f"http,{name},{len(values)},0,20,25.5,3,400,0.0,12.5,0.0,{PERCENTILES}"
+            for name, values in latencies.items()]
+    aggregated = f",Aggregated,{total + failures},{failures},20,25.5,3,400,0.0,12.5,0.0,{PERCENTILES}"
+    (directory / "stats.csv").write_text("\n".join([STATS_HEADER, *rows, aggregated]) + "\n")
+    history = [f"{run_ts + t},{users},,Aggregated,10.0,0.0,{PERCENTILES},{t * 10},0,20,25.5,3,400,0.0"
+               for t in range(1, 60)]
+    (directory / "stats_history.csv").write_text("\n".join([HISTORY_HEADER, *history]) + "\n")
+    names = [name for name, values in latencies.items() for _ in range(len(values))]
+    samples = np.concatenate([np.asarray(values, dtype=float) for values in latencies.values()]) if total else []
+    frame = pl.DataFrame({
+        "ts": [run_ts + 1 + i * (58 / max(total, 1)) for i in range(total)], "request_type": "http", "name": names,
+        "latency_ms": samples, "response_time_ms": [int(v) for v in samples], "response_length": 0,
+        "success": True, "error": None, "session_id": "agent-x", "step": "s", "step_index": 0, "lap": 0,
+        "phase": "steady", "locust_seq": list(range(1, total + 1)), "locust_counted": True,
+    }, schema=REQUESTS_SCHEMA)
+    frame.write_parquet(directory / "requests.parquet")
+    return key.trial_id

@@ -11,7 +11,7 @@ SYNCED := $(VENV)/.synced-from-lock
 export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: setup run ui test lint validate clean prometheus
+.PHONY: setup run ui test lint validate clean prometheus chromium
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(TOOLS) uv==$(UV_VERSION)
@@ -48,7 +48,18 @@ prometheus:
 	  else echo "note: prometheus/promtool not found and not root: the Prometheus harvest tests will skip"; fi; \
 	fi
 
-test: setup prometheus lint
+# The report tests open each report in a real headless Chromium (Debian's package). As root, install it; otherwise
+# those tests skip and say so (CI sets SUBSTRATE_BENCH_REQUIRE_CHROMIUM=1, which fails them instead).
+chromium:
+	@if ! [ -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >/dev/null \
+	      || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	          chromium >/dev/null)) && echo "installed Debian's chromium"; \
+	  else echo "note: /usr/bin/chromium not found and not root: the report browser tests will skip"; fi; \
+	fi
+
+test: setup prometheus chromium lint
 	$(VENV)/bin/pytest
 
 clean:

@@ -466,3 +466,11 @@ def get_suite(name: str, path: Path | None = None) -> Suite:
         raise SuiteError(f"no suite {name!r} in {path or project_root() / 'suites.yaml'} "
                          f"(have {', '.join(sorted(suites)) or 'none'})")
     return suites[name]
+
+
+def compare_thresholds(suite: str | None, suites: dict[str, Suite]) -> tuple[Thresholds, str]:
+    """The thresholds a comparison whose candidate ran ``suite`` is judged by, and where they come from: the suite's
+    ``compare:``, or the defaults for a suite ``suites`` does not have (an imported run's)."""
+    if suite is not None and suite in suites:
+        return suites[suite].compare, f"thresholds of suite {suite}"
+    return Thresholds(), f"default thresholds (suite {suite} is not in suites.yaml)"

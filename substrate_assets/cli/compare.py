@@ -40,14 +40,13 @@ def print_table(comparison: Comparison, source: str) -> None:
 
 
 def thresholds_of(suite: str | None) -> tuple[Thresholds, str]:
-    """The candidate's suite's thresholds from suites.yaml; the documented defaults when the suite is not there
-    (an imported run's)."""
-    from substrate_assets.suites import load_suites
+    from substrate_assets.suites import SuiteError, compare_thresholds, load_suites
 
-    suites = load_suites()
-    if suite in suites:
-        return suites[suite].compare, f"thresholds of suite {suite}"
-    return Thresholds(), f"default thresholds (suite {suite} is not in suites.yaml)"
+    try:
+        return compare_thresholds(suite, load_suites())
+    except SuiteError as error:
+        raise click.ClickException(f"suites.yaml does not read, so the suite's thresholds are unknown: {error}") \
+            from None
 
 
 @click.command("compare")

@@ -76,9 +76,12 @@ def latency_samples(connection: duckdb.DuckDBPyConnection, side: Side) -> dict[s
           AND (name = ? OR (starts_with(name, 'Step_') AND success))
         ORDER BY name, latency_ms""", [list(side.trial_ids), WAKE]).fetchnumpy()
     names, latencies = np.asarray(columns["name"], dtype=object), np.asarray(columns["latency_ms"], dtype=float)
-    starts = np.flatnonzero(np.r_[True, names[1:] != names[:-1]]) if len(names) else np.empty(0, dtype=int)
-    return {str(names[start]): latencies[start:end] for start, end in zip(starts, [*starts[1:], len(names)],
-                                                                           strict=True)}
+    if not len(names):
+        return {}
+    # Sorted by name, so each name's samples are one run of rows, already ascending.
+    starts = np.flatnonzero(np.r_[True, names[1:] != names[:-1]])
+    return {str(names[start]): latencies[start:end]
+            for start, end in zip(starts, [*starts[1:], len(names)], strict=True)}
 
 
 def _per_trial(connection: duckdb.DuckDBPyConnection, table: str, column: str, side: Side) -> list[float]:

@@ -52,6 +52,7 @@ def test_each_trial_is_compared_with_the_previous_one(trials, tmp_path):
     instance.add_dynamic_partitions("trial", ids)
     first = evaluate(instance, store, tmp_path, ids[0])
     assert first.passed and first.metadata["compared_with"].value == "none"
+    assert first.metadata["wake_cdf"].value.startswith("![wake latency CDF](data:image/png;base64,")
     second = evaluate(instance, store, tmp_path, ids[1])
     assert second.passed and second.metadata["compared_with"].value == ids[0]
     assert second.metadata["regressed"].value == "none"
@@ -62,6 +63,8 @@ def test_each_trial_is_compared_with_the_previous_one(trials, tmp_path):
     table = third.metadata["comparison"].value
     assert "| WakeFirstTouch p50 |" in table and "**regressed**" in table
     assert third.metadata["change_pct/WakeFirstTouch_p50"].value > 25
+    assert "previous trial and this one" in third.metadata["wake_cdf"].value
+    assert "load_points" not in third.metadata  # a flat trial is one load point: no ladder to draw
 
 
 def test_the_trial_job_leaves_the_comparison_to_the_run_that_builds_the_marts():

@@ -261,3 +261,5 @@ def test_the_asset_reports_the_change_points(warehouse, path):
     assert cells[2:4] == ["wake_p99_ms", "a-07 (#7)"] and cells[-1] == "regressed"
     assert cells[5].endswith(" ms") and len(cells[5].split()[0].split(".")[1]) == 1  # ms to 0.1
     assert cells[7].startswith("+") and cells[7].endswith(" %") and len(cells[7].split()[0].split(".")[1]) == 1
+    histories = [key for key in metadata if key.startswith("history/")]
+    assert histories and all(metadata[key].value.startswith("![history of suite ") for key in histories)

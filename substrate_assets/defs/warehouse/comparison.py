@@ -5,35 +5,44 @@ thresholds). A regression warns and blocks nothing; the comparison table is the 
 import warnings
 
 import dagster as dg
+import duckdb
+import numpy as np
 
-from substrate_assets.analysis.comparison import Comparison, regressed
+from substrate_assets.analysis.comparison import Comparison, Side, regressed
 from substrate_assets.analysis.comparison_text import as_markdown
-from substrate_assets.analysis.thresholds import Thresholds
 from substrate_assets.defs.partitions import trial_partitions
+from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION
 from substrate_assets.defs.warehouse.resources import WarehouseResource
-from substrate_assets.suites import SuiteError, load_suites
-from substrate_assets.warehouse.comparison import compare, previous_trial, select_side
+from substrate_assets.report.pages import ladder_chart
+from substrate_assets.report.plots import latency_cdf, markdown_image
+from substrate_assets.suites import compare_thresholds
+from substrate_assets.warehouse.comparison import WAKE, compare, latency_samples, previous_trial, select_side
 
 # What the comparison reads: the trial's raw tables and the marts holding its configuration and figures.
 READS = ("request_samples", "locust_stats", "capacity_history", "density_frontiers", "slo_capacity")
 
 
-def suite_thresholds(suite: str | None) -> tuple[Thresholds, str]:
-    """The suite's ``compare:`` thresholds, or the defaults for a suite suites.yaml does not have (imported runs)."""
-    try:
-        suites = load_suites()
-    except SuiteError:
-        suites = {}
-    if suite in suites:
-        return suites[suite].compare, f"thresholds of suite {suite}"
-    return Thresholds(), f"default thresholds (suite {suite} is not in suites.yaml)"
+def trial_pictures(connection: duckdb.DuckDBPyConnection, sides: list[Side]) -> dict[str, dg.MetadataValue]:
+    """The wake-latency CDF of the trial (the last side) over its baseline's, and its load points when it climbed a
+    ladder: images in markdown, as Dagster shows them."""
+    samples = {side.label: latency_samples(connection, side).get(WAKE, np.empty(0)) for side in sides}
+    pictures = {}
+    if any(len(values) for values in samples.values()):
+        title = "wake latency CDF" + (": previous trial and this one" if len(sides) > 1 else "")
+        pictures["wake_cdf"] = dg.MetadataValue.md(markdown_image(latency_cdf(samples, title), title))
+    ladder = ladder_chart(connection, sides[-1].trial_ids[0])
+    if ladder is not None:
+        pictures["load_points"] = dg.MetadataValue.md(markdown_image(ladder, "wake p99 by load point"))
+    return pictures
 
 
-def check_result(comparison: Comparison, source: str) -> dg.AssetCheckResult:
+def check_result(comparison: Comparison, source: str,
+                 pictures: dict[str, dg.MetadataValue]) -> dg.AssetCheckResult:
     worse = regressed(comparison.figures)
     metadata: dict[str, dg.RawMetadataValue] = {
+        **pictures,
         "compared_with": comparison.baseline.trial_ids[0],
         "regressed": ", ".join(row.figure for row in worse) or "none",
         "comparison": dg.MetadataValue.md(as_markdown(comparison, source)),
@@ -46,8 +55,8 @@ def check_result(comparison: Comparison, source: str) -> dg.AssetCheckResult:
                                f"{', '.join(row.figure for row in worse)}" if worse else None)
 
 
-def compare_with_previous_trial(context: dg.AssetCheckExecutionContext,
-                                warehouse: WarehouseResource) -> dg.AssetCheckResult:
+def compare_with_previous_trial(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource,
+                                suites: SuitesResource) -> dg.AssetCheckResult:
     trial_id = context.partition_key
     with warehouse.connect() as connection:
         known = connection.execute("SELECT any_value(suite), count(*) FROM capacity_history WHERE trial_id = ?",
@@ -56,14 +65,15 @@ def compare_with_previous_trial(context: dg.AssetCheckExecutionContext,
             raise dg.Failure(f"trial {trial_id} is not in capacity_history: materialize its raw tables and the marts "
                              "before comparing it")
         baseline = previous_trial(connection, trial_id)
+        sides = [select_side(connection, trial) for trial in (baseline, trial_id) if trial is not None]
+        pictures = trial_pictures(connection, sides)
         if baseline is None:
-            return dg.AssetCheckResult(passed=True, metadata={"compared_with": "none"},
+            return dg.AssetCheckResult(passed=True, metadata={"compared_with": "none", **pictures},
                                        description="The first trial of its suite and configuration: nothing to "
                                        "compare with.")
-        thresholds, source = suite_thresholds(known[0])
-        comparison = compare(connection, select_side(connection, baseline), select_side(connection, trial_id),
-                             thresholds)
-    return check_result(comparison, source)
+        thresholds, source = compare_thresholds(known[0], suites.all())
+        comparison = compare(connection, sides[0], sides[1], thresholds)
+    return check_result(comparison, source, pictures)
 
 
 with warnings.catch_warnings():

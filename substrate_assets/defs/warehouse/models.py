@@ -3,10 +3,13 @@
 trial's raw tables land."""
 
 import dagster as dg
+import duckdb
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
 from substrate_assets.defs.warehouse.metadata import check_result, model_metadata
 from substrate_assets.defs.warehouse.resources import WarehouseResource
+from substrate_assets.report.pages import history_chart
+from substrate_assets.report.plots import markdown_image
 from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, MetricChange, replace_change_points
 from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_test
 from substrate_assets.warehouse.models import Model, ModelError, build, describe_table, discover, models_directory
@@ -68,6 +71,22 @@ def change_points_markdown(changes: list[MetricChange]) -> str:
     return "\n".join(lines)
 
 
+HISTORIES_SHOWN = 3
+
+
+def suite_histories(connection: duckdb.DuckDBPyConnection) -> dict[str, dg.MetadataValue]:
+    """The history charts of the suites whose trials ran last (a few: each is an image in the event log)."""
+    suites = [row[0] for row in connection.execute(
+        "SELECT suite FROM metric_history WHERE suite IS NOT NULL GROUP BY suite "
+        "ORDER BY max(started_at) DESC NULLS LAST, suite LIMIT ?", [HISTORIES_SHOWN]).fetchall()]
+    shown = {}
+    for suite in suites:
+        drawn = history_chart(connection, suite)
+        if drawn is not None:
+            shown[f"history/{suite}"] = dg.MetadataValue.md(markdown_image(drawn, f"history of suite {suite}"))
+    return shown
+
+
 def change_points_asset() -> dg.AssetsDefinition:
     @dg.asset(
         name=CHANGE_POINTS,
@@ -87,8 +106,10 @@ def change_points_asset() -> dg.AssetsDefinition:
         with warehouse.connect() as connection:
             changes = replace_change_points(connection)
             built = describe_table(connection, CHANGE_POINTS)
+            histories = suite_histories(connection)
         return dg.MaterializeResult(metadata={**model_metadata(built),
-                                              "change_points": dg.MetadataValue.md(change_points_markdown(changes))})
+                                              "change_points": dg.MetadataValue.md(change_points_markdown(changes)),
+                                              **histories})
 
     return materialize
 

@@ -80,6 +80,9 @@ def test_a_second_run_adds_a_second_trial(two_runs, project):
     assert all(row["p50_ms"] is not None and row["p50_ms"] <= row["p99_ms"] for row in rows)
     trials = sql(project, "select trial_id, status, backend from trials")
     assert [(t["status"], t["backend"]) for t in trials] == [("completed", "local")] * 2
+    first_id = min(row["trial_id"] for row in rows)
+    assert "no earlier trial of this suite and configuration to compare with" in two_runs[0].stdout
+    assert f"against {first_id}: " in second.stdout and f"substrate-bench compare {first_id} " in second.stdout
 
 
 def test_csv_and_table_output(two_runs, project):
@@ -131,3 +134,6 @@ def test_the_instance_holds_the_lineage_and_the_pipes_metadata(two_runs, project
     checks = instance.event_log_storage.get_asset_check_execution_history(
         dg.AssetCheckKey(dg.AssetKey("trial_run"), "trial_completed"), limit=5)
     assert len(checks) == 2
+    compared = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_previous_trial"), limit=5)
+    assert len(compared) == 2 and {check.partition for check in compared} == trial_ids

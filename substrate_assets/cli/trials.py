@@ -208,6 +208,32 @@ def _show_trial(console: Console, trial_id: str) -> None:
     _show_capacity(console, trial_id)
 
 
+def _show_verdict(console: Console, trial_id: str) -> None:
+    """The trial against the previous one of its suite and configuration, as trial_run's check judged it: the
+    verdict line, and the figures that regressed."""
+    from substrate_assets.analysis.comparison import regressed
+    from substrate_assets.analysis.comparison_text import SHOWN_COLUMNS, shown_row, summary
+    from substrate_assets.cli.compare import thresholds_of
+    from substrate_assets.warehouse.comparison import compare, previous_trial, select_side
+    from substrate_assets.warehouse.connection import connect
+
+    with connect(warehouse_path(), read_only=True) as connection:
+        baseline = previous_trial(connection, trial_id)
+        if baseline is None:
+            console.print("no earlier trial of this suite and configuration to compare with", highlight=False)
+            return
+        suite = connection.execute("SELECT suite FROM trial_manifests WHERE trial_id = ?", [trial_id]).fetchone()[0]
+        thresholds, source = thresholds_of(suite)
+        comparison = compare(connection, select_side(connection, baseline), select_side(connection, trial_id),
+                             thresholds)
+    worse = regressed(comparison.figures)
+    if worse:
+        print_rows(console, f"regressed against {baseline}", SHOWN_COLUMNS, [tuple(shown_row(row)) for row in worse])
+    console.print(f"against {baseline}: {summary(comparison, source)}", highlight=False)
+    console.print(f"every figure: substrate-bench compare {baseline} {trial_id}; a page with plots: substrate-bench "
+                  f"report --compare {baseline} {trial_id}", highlight=False)
+
+
 def _print_one_row(console: Console, title: str, columns: list[str], row: tuple[Any, ...]) -> None:
     """One row as a column/value table: a mart's row is far wider than a terminal."""
     print_rows(console, title, ["column", "value"], list(zip(columns, row, strict=True)))
@@ -279,6 +305,7 @@ def run(suite_name: str) -> None:
             console.print(f"trial {outcome.trial_id} materialized (runs {', '.join(outcome.runs)})",
                           highlight=False)
             _show_trial(console, outcome.trial_id)
+            _show_verdict(console, outcome.trial_id)
         except Stopped as stopped:
             _exit_stopped(stopped)
 

@@ -27,7 +27,7 @@ from substrate_assets.results.readers import REQUESTS_SCHEMA  # noqa: E402
 from substrate_assets.results.server_summary import FLAT_KEYS  # noqa: E402
 from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
 from substrate_assets.warehouse.connection import connect  # noqa: E402
-from substrate_assets.warehouse.models import build_all, discover  # noqa: E402
+from substrate_assets.warehouse.models import build_marts  # noqa: E402
 from substrate_assets.warehouse.raw import load_trials  # noqa: E402
 from substrate_assets.warehouse.rebuild import rebuild  # noqa: E402
 
@@ -101,7 +101,7 @@ def main() -> None:
             started = time.perf_counter()
             with connect(warehouse) as connection:
                 load_trials(connection, [TrialDirectory(extra.trial_dirs()[0])])
-                build_all(connection, discover(ROOT / "dbt_like_sql"))
+                build_marts(connection, ROOT / "dbt_like_sql")
             incremental = time.perf_counter() - started
             print(f"{size:>7} {result.raw_rows['request_samples']:>16} {seconds:>10.2f} "
                   f"{seconds / size * 1e3:>13.1f} {incremental:>14.2f}")

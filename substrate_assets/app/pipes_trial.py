@@ -8,8 +8,8 @@ figures come back as the materialization's metadata and the ``trial_completed`` 
 
 A local trial waits for the machine while another trial (a ``substrate-bench trial`` beside Dagster) runs,
 saying so in the run's logs. SIGTERM (a run terminated) stops the trial as Ctrl-C does: it lands what was
-measured, marked interrupted. A local child also receives SIGTERM when the process that launched it dies (a
-``substrate-bench run`` killed outright), so it never runs on unowned beside the next trial.
+measured, marked interrupted. A local child also receives SIGHUP when the process that launched it dies (a
+``substrate-bench run`` killed outright), and stops the same way, so it never runs on unowned beside the next trial.
 """
 
 from __future__ import annotations

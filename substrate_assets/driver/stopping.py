@@ -17,7 +17,10 @@ from collections.abc import Iterator
 
 PR_SET_PDEATHSIG = 1
 PARENT_PID_ENV = "SUBSTRATE_BENCH_PARENT_PID"
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The kernel tells a process its parent died once per thread of the dying parent, as each exits and the child is
+# handed to the next: the signal it sends stops the trial once, and its repeats are not a second request to stop.
+PARENT_DIED = signal.SIGHUP
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, PARENT_DIED)
 # Sets PR_SET_PDEATHSIG (1) to SIGKILL, then becomes the command: the setting survives exec. A launcher rather
 # than a preexec_fn, which would make the trial fork (not vfork) its gRPC-threaded process between fork and exec.
 _DIE_WITH_PARENT = (
@@ -57,15 +60,18 @@ class StopRequest:
 
 @contextlib.contextmanager
 def signals_stop_the_trial() -> Iterator[StopRequest]:
-    """SIGINT and SIGTERM both raise KeyboardInterrupt in the main thread, so a trial stopped by a service manager
-    or ``kill`` lands what it measured exactly as one stopped with Ctrl-C does. Signals reach only the main thread:
-    elsewhere nothing is installed."""
+    """SIGINT, SIGTERM and SIGHUP all raise KeyboardInterrupt in the main thread, so a trial stopped by a service
+    manager, ``kill``, a closed terminal or its launcher's death lands what it measured exactly as one stopped with
+    Ctrl-C does. A second stop request while it lands gives up the landing; a repeated SIGHUP (:data:`PARENT_DIED`)
+    is no such request and is ignored. Signals reach only the main thread: elsewhere nothing is installed."""
     request = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield request
         return
 
     def stop(signum: int, _frame: object) -> None:
+        if signum == PARENT_DIED and request.signum is not None:
+            return
         if request.signum is None:
             request.signum = signum
         raise KeyboardInterrupt(signal.Signals(signum).name)
@@ -78,10 +84,11 @@ def signals_stop_the_trial() -> Iterator[StopRequest]:
             signal.signal(signum, handler)
 
 
-def stop_when_parent_dies(signum: int = signal.SIGTERM) -> None:
+def stop_when_parent_dies(signum: int = PARENT_DIED) -> None:
     """Have the kernel send ``signum`` to this process when the process that started it dies (Linux; elsewhere
     nothing). A Pipes child of a killed ``run`` then stops its trial, lands what it measured and frees the machine,
-    instead of running on unowned beside the next trial.
+    instead of running on unowned beside the next trial. The kernel sends it once per thread of the dying parent;
+    :func:`signals_stop_the_trial` stops on the first and ignores the rest.
 
     The parent names itself in ``$SUBSTRATE_BENCH_PARENT_PID``: a parent that died while this process was still
     starting is told apart from the one it has been reparented to, and the signal is sent at once.

@@ -208,7 +208,7 @@ def test_a_run_killed_by_sigkill_is_failed_and_its_slot_freed_by_the_next_run(in
     # The fault as it is: nobody is left to end the run, so it stays STARTED with the pool's only slot.
     assert instance.get_run_by_id(dead_run).status == dg.DagsterRunStatus.STARTED
     assert trials_slot_holders(instance) == [dead_run]
-    # Its trial does not run on unowned: told by the kernel that its parent died, it stops as on SIGTERM and lands
+    # Its trial does not run on unowned: told by the kernel that its parent died, it stops as on SIGTERM (once, however many times the kernel says so) and lands
     # what it measured, marked interrupted.
     wait_until(lambda: not orphan.is_running() or orphan.status() == psutil.STATUS_ZOMBIE,
                "the killed run's trial child to stop by itself")

@@ -263,3 +263,13 @@ def test_the_asset_reports_the_change_points(warehouse, path):
     assert cells[7].startswith("+") and cells[7].endswith(" %") and len(cells[7].split()[0].split(".")[1]) == 1
     histories = [key for key in metadata if key.startswith("history/")]
     assert histories and all(metadata[key].value.startswith("![history of suite ") for key in histories)
+
+
+def test_change_points_is_an_asset_only_beside_the_model_it_reads(tmp_path, monkeypatch):
+    from substrate_assets.defs.warehouse.models import model_assets
+
+    monkeypatch.setenv("SUBSTRATE_BENCH_ROOT", str(tmp_path))
+    assert model_assets() == []  # a project without models: nothing to read, no asset to fail
+    (tmp_path / "dbt_like_sql").mkdir()
+    (tmp_path / "dbt_like_sql" / "metric_history.sql").write_text("SELECT 1 AS value")
+    assert {asset.key.to_user_string() for asset in model_assets()} == {"metric_history", "change_points"}

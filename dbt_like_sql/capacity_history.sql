@@ -1,12 +1,14 @@
 -- The capacity history of each configuration: one row per trial of slo_capacity, with the configuration it ran
 -- (script_sha256, the script's content hash; sandbox_class; lifecycle_mode; actor_memory; machine_type) and the
--- question it was asked (the SLO's two thresholds, the think scale that sets each session's pace, and the ladder whose
--- points capacity is one of), so a change in capacity can be told from a change in what was measured or how. The
+-- question it was asked (the SLO's two thresholds, the think scale that sets each session's pace, the ladder whose
+-- points capacity is one of, and the load: node_count, users, actors_per_user, duration_s), so a change in capacity
+-- or density can be told from a change in what was measured or how. The
 -- version of the system under test (sut_version) is a column but not part of the configuration: a configuration's
 -- history runs across versions, which is how a version that changed a figure shows (compare, change_points).
 -- configuration is a short stable id of those values: the first 12 hex digits of the md5 of their JSON object (keys in
 -- that order, a missing value written null, so trials missing the same values group together). trial_number counts
--- the configuration's trials 1, 2, ... by started_at (a trial without one last), then trial_id.
+-- the suite's trials of the configuration 1, 2, ... by started_at (a trial without one last), then trial_id: a suite
+-- and configuration is one series.
 -- previous_capacity_users is the capacity of the configuration's previous trial, and capacity_change_users this
 -- trial's capacity minus it: null when either is null (a trial without capacity is no baseline to compare with, and
 -- its reason is in capacity_null_because).
@@ -25,6 +27,10 @@ WITH configured AS (
         c.slo_failure_ratio,
         m.think_scale,
         m.ladder,
+        f.node_count,
+        m.users,
+        m.actors_per_user,
+        m.duration_s,
         c.capacity_users,
         c.capacity_actors_per_node,
         c.capacity_actors_per_vcpu,
@@ -48,7 +54,11 @@ identified AS (
             'slo_wake_p99_ms': slo_wake_p99_ms,
             'slo_failure_ratio': slo_failure_ratio,
             'think_scale': think_scale,
-            'ladder': ladder
+            'ladder': ladder,
+            'node_count': node_count,
+            'users': users,
+            'actors_per_user': actors_per_user,
+            'duration_s': duration_s
         }) AS VARCHAR)), 12) AS configuration,
         *
     FROM configured
@@ -60,7 +70,7 @@ numbered AS (
         lag(trial_id) OVER configuration_trials AS previous_trial_id,
         lag(capacity_users) OVER configuration_trials AS previous_capacity_users
     FROM identified
-    WINDOW configuration_trials AS (PARTITION BY configuration ORDER BY started_at ASC NULLS LAST, trial_id)
+    WINDOW configuration_trials AS (PARTITION BY suite, configuration ORDER BY started_at ASC NULLS LAST, trial_id)
 )
 SELECT
     configuration,
@@ -74,6 +84,10 @@ SELECT
     slo_failure_ratio,
     think_scale,
     ladder,
+    node_count,
+    users,
+    actors_per_user,
+    duration_s,
     suite,
     trial_id,
     started_at,
@@ -90,4 +104,4 @@ SELECT
     previous_capacity_users,
     capacity_users - previous_capacity_users AS capacity_change_users
 FROM numbered
-ORDER BY configuration, trial_number
+ORDER BY suite, configuration, trial_number

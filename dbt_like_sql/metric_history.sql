@@ -4,7 +4,9 @@
 -- (wake_latency_distribution, ms, lower is better); actors_per_node, actors_per_vcpu and actors_per_gb_ram
 -- (density_frontiers, higher is better); capacity_users (slo_capacity, higher is better); failure_ratio
 -- (density_frontiers' aggregate_failure_ratio, lower is better). A figure that is null (or NaN, ±Inf) was not
--- measured and has no row: a series holds measurements only, never a value carried over from another trial.
+-- measured and has no row: a series holds measurements only, never a value carried over from another trial. A trial
+-- that did not run to its end (trial_manifests.completed false: stopped early) measured part of a run and is left
+-- out; one whose end is unknown is kept.
 WITH metrics (metric, unit, better) AS (
     VALUES
         ('wake_p50_ms', 'ms', 'lower'),
@@ -43,6 +45,7 @@ SELECT
     m.better
 FROM figures AS f
 JOIN capacity_history AS h USING (trial_id)
+JOIN trial_manifests AS t USING (trial_id)
 JOIN metrics AS m USING (metric)
-WHERE f.value IS NOT NULL AND isfinite(f.value)
+WHERE f.value IS NOT NULL AND isfinite(f.value) AND t.completed IS NOT FALSE
 ORDER BY h.suite, h.configuration, f.metric, h.trial_number

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from otava.analysis import TTestStats, compute_change_points
+from otava.analysis import TTestSignificanceTester, TTestStats, compute_change_points, merge
+from otava.change_point_divisive.base import ChangePoint as OtavaChangePoint
 
 
 @dataclass(frozen=True)
@@ -34,14 +35,18 @@ class ChangePointParameters:
       percent with the machine's noise alone, and a long, tight history makes even such a move significant, so
       without the gate every small drift would be a change point. Magnitude is Otava's: the larger of
       ``|after / before - 1|`` and ``|before / after - 1|``.
-    - ``min_trials`` (6): a series of fewer measurements is not analysed. Six is the fewest that can hold three
-      trials on either side of a change, and from fewer than three a level and its spread mean little: with a
-      shorter series one unlucky trial would be enough to call a change.
+    - ``min_segment`` (3): every level — before the first change, between two, after the last — holds at least
+      three trials. Otava has no such bound, so one outlying trial, the last above all, would be a change of its
+      own (Otava PR #150 proposes the same; Orion holds back points near the series' end). A change is reported once
+      three trials at the new level confirm it; a point too close to another or to an end is dropped and the rest
+      merged again by Otava's own rule.
+    - ``min_trials`` (6): a series of fewer measurements is not analysed: two levels of ``min_segment``.
     """
 
     window_len: int = 50
     max_pvalue: float = 0.001
     min_magnitude: float = 0.05
+    min_segment: int = 3
     min_trials: int = 6
 
     def __post_init__(self) -> None:
@@ -51,12 +56,15 @@ class ChangePointParameters:
             raise ValueError(f"max_pvalue must be between 0 and 1, not {self.max_pvalue}")
         if self.min_magnitude < 0:
             raise ValueError(f"min_magnitude must not be negative, not {self.min_magnitude}")
-        if self.min_trials < 2:
-            raise ValueError(f"min_trials must be at least 2, not {self.min_trials}")
+        if self.min_segment < 1:
+            raise ValueError(f"min_segment must be at least 1, not {self.min_segment}")
+        if self.min_trials < 2 * self.min_segment:
+            raise ValueError(f"min_trials must be at least two segments ({2 * self.min_segment}), not "
+                             f"{self.min_trials}")
 
     def describe(self) -> str:
         return (f"window {self.window_len} trials, p < {self.max_pvalue}, magnitude > {self.min_magnitude:.0%}, "
-                f"at least {self.min_trials} trials")
+                f"at least {self.min_segment} trials at each level, at least {self.min_trials} trials")
 
 
 DEFAULT_PARAMETERS = ChangePointParameters()
@@ -85,6 +93,31 @@ def _change_point(index: int, stats: TTestStats) -> ChangePoint:
     return ChangePoint(int(index), before, after, change_pct, float(stats.pvalue))
 
 
+def _shortest_level(points: Sequence[OtavaChangePoint], length: int) -> tuple[int, int]:
+    """(the index in ``points`` of the point next to the shortest level, that level's length)."""
+    bounds = [0, *(point.index for point in points), length]
+    lengths = [min(bounds[i + 1] - bounds[i], bounds[i + 2] - bounds[i + 1]) for i in range(len(points))]
+    shortest = min(range(len(points)), key=lambda i: lengths[i])
+    return shortest, lengths[shortest]
+
+
+def _levels_long_enough(points: list[OtavaChangePoint], series: list[float],
+                        parameters: ChangePointParameters) -> list[OtavaChangePoint]:
+    """Otava's points less those bounding a level of fewer than ``min_segment`` trials, one at a time, each time
+    with its neighbours' statistics recomputed; then Otava's merge again over what is left, since a point's
+    statistics change with its neighbours."""
+    tester = TTestSignificanceTester(parameters.max_pvalue)
+    points = sorted(points, key=lambda point: point.index)
+    while points:
+        shortest, length = _shortest_level(points, len(series))
+        if length >= parameters.min_segment:
+            break
+        del points[shortest]
+        intervals = tester.get_intervals(points)
+        points = [tester.change_point(point.to_candidate(), series, intervals) for point in points]
+    return merge(points, series, parameters.max_pvalue, parameters.min_magnitude)
+
+
 def find_change_points(values: Sequence[float],
                        parameters: ChangePointParameters = DEFAULT_PARAMETERS) -> list[ChangePoint]:
     """The change points of ``values`` (measurements in trial order, every one finite), in order."""
@@ -97,7 +130,9 @@ def find_change_points(values: Sequence[float],
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         # A list, not an array: Otava's detector cuts each window out of a list, but would take an array whole.
-        found, _weak = compute_change_points([float(value) for value in values], window_len=parameters.window_len,
+        series = [float(value) for value in values]
+        found, _weak = compute_change_points(series, window_len=parameters.window_len,
                                              max_pvalue=parameters.max_pvalue,
                                              min_magnitude=parameters.min_magnitude)
+        found = _levels_long_enough(found, series, parameters)
     return [_change_point(point.index, point.stats) for point in found if math.isfinite(point.stats.pvalue)]

@@ -31,6 +31,9 @@ Verdict = Literal["regressed", "improved", "no change"]
 BOOTSTRAP_REPLICATES = 10_000
 BOOTSTRAP_SEED = 20_261_201
 CONFIDENCE_PER_MILLE = 950
+# A percentile is judged only with at least this many samples at or above it on each side (p99: 901 samples per
+# side, p50: 19).
+MIN_TAIL = 10
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,8 @@ class FigureComparison:
     baseline_n: int
     candidate_n: int
     verdict: Verdict | None
+    # Why there is no verdict: a side did not measure the figure, or measured too little of it.
+    why: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,15 +92,32 @@ def bootstrap_percentiles(ordered: np.ndarray, per_mille: int, replicates: int,
     return ordered[np.minimum((uniforms * n).astype(np.int64), n - 1)]
 
 
+def difference_replicates(baseline: np.ndarray, candidate: np.ndarray, per_mille: int,
+                          replicates: int = BOOTSTRAP_REPLICATES, seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+    """Bootstrap replicates of candidate − baseline percentile (both ascending, non-empty), ascending."""
+    rng = np.random.default_rng(seed)
+    return np.sort(bootstrap_percentiles(candidate, per_mille, replicates, rng)
+                   - bootstrap_percentiles(baseline, per_mille, replicates, rng))
+
+
+def percentile_interval(differences: np.ndarray, miss: float) -> Interval:
+    """The interval of ascending replicate ``differences`` that misses ``miss`` of them, half on each side: its ends
+    are the floor-index ranks ``floor(B · miss / 2)`` and ``B − 1`` minus that, like every percentile here."""
+    tail = int(len(differences) * miss / 2)
+    return Interval(float(differences[tail]), float(differences[len(differences) - 1 - tail]))
+
+
 def difference_interval(baseline: np.ndarray, candidate: np.ndarray, per_mille: int,
                         replicates: int = BOOTSTRAP_REPLICATES, seed: int = BOOTSTRAP_SEED) -> Interval:
-    """The 95 % percentile-bootstrap interval of candidate − baseline percentile (both ascending, non-empty);
-    the interval's ends are floor-index ranks of the sorted replicate differences, like every percentile here."""
-    rng = np.random.default_rng(seed)
-    differences = np.sort(bootstrap_percentiles(candidate, per_mille, replicates, rng)
-                          - bootstrap_percentiles(baseline, per_mille, replicates, rng))
-    tail = (1000 - CONFIDENCE_PER_MILLE) // 2
-    return Interval(float(floor_index(differences, tail)), float(floor_index(differences, 1000 - tail)))
+    """The 95 % percentile-bootstrap interval of candidate − baseline percentile."""
+    return percentile_interval(difference_replicates(baseline, candidate, per_mille, replicates, seed),
+                               (1000 - CONFIDENCE_PER_MILLE) / 1000)
+
+
+def tail_count(n: int, per_mille: int) -> int:
+    """How many of ``n`` ascending samples are at or above the floor-index percentile: with few, the percentile is
+    one of the last samples (p99 of 100 is the maximum) and says little about the tail."""
+    return n - min(n * per_mille // 1000, n - 1)
 
 
 def rank_test(baseline: np.ndarray, candidate: np.ndarray) -> float:
@@ -117,28 +139,60 @@ def _verdict(moved: bool, change: float, better: Better) -> Verdict:
     return "regressed" if _worse(change, better) else "improved"
 
 
-def compare_latency(name: str, baseline: np.ndarray, candidate: np.ndarray,
-                    thresholds: Thresholds) -> list[FigureComparison]:
-    """The p50 and p99 rows of one request name, from each side's samples in ascending order."""
+LATENCY_PERCENTILES = (("p50", 500), ("p99", 990))
+
+
+def samples_needed(per_mille: int) -> int:
+    """The fewest samples whose floor-index percentile has :data:`MIN_TAIL` at or above it."""
+    n = MIN_TAIL
+    while tail_count(n, per_mille) < MIN_TAIL:
+        n += 1
+    return n
+
+
+def _moved(before: float, after: float, change: float | None, threshold_pct: float) -> bool:
+    """Moved by at least ``threshold_pct``; from 0, any move at all (no percentage exists)."""
+    return abs(change) >= threshold_pct if change is not None else after != before
+
+
+def compare_latency(name: str, baseline: np.ndarray, candidate: np.ndarray, thresholds: Thresholds,
+                    family: int = len(LATENCY_PERCENTILES)) -> list[FigureComparison]:
+    """The p50 and p99 rows of one request name, from each side's samples in ascending order. ``family`` is how
+    many latency percentiles the whole comparison judges: a verdict's interval misses 5 % / ``family`` of the
+    replicates (Bonferroni), so 40 step percentiles of two equal trials do not make one false regression in
+    every comparison; the 95 % interval is what is shown."""
     measured = len(baseline) > 0 and len(candidate) > 0
     p_value = rank_test(baseline, candidate) if measured else None
     rows = []
-    for label, per_mille in (("p50", 500), ("p99", 990)):
-        before = floor_index(baseline, per_mille)
-        after = floor_index(candidate, per_mille)
+    for label, per_mille in LATENCY_PERCENTILES:
+        before, after = floor_index(baseline, per_mille), floor_index(candidate, per_mille)
         before = None if before is None else float(before)
         after = None if after is None else float(after)
         change = change_pct(before, after)
-        interval = difference_interval(baseline, candidate, per_mille) if measured else None
-        verdict: Verdict | None = None
-        if measured and change is not None and interval is not None:
-            excludes_zero = interval.low > 0 or interval.high < 0
-            significant = label != "p50" or (p_value is not None and p_value < thresholds.p_value)
-            verdict = _verdict(abs(change) >= thresholds.latency_change_pct and excludes_zero and significant,
-                               change, "lower")
+        interval, verdict, why = None, None, None
+        if measured and before is not None and after is not None:
+            differences = difference_replicates(baseline, candidate, per_mille)
+            interval = percentile_interval(differences, (1000 - CONFIDENCE_PER_MILLE) / 1000)
+            judged = percentile_interval(differences, (1000 - CONFIDENCE_PER_MILLE) / 1000 / max(family, 1))
+            if min(tail_count(len(baseline), per_mille), tail_count(len(candidate), per_mille)) < MIN_TAIL:
+                why = f"too few samples (a {label} verdict needs {samples_needed(per_mille)} a side)"
+            else:
+                significant = label != "p50" or (p_value is not None and p_value < thresholds.p_value)
+                moved = _moved(before, after, change, thresholds.latency_change_pct)
+                verdict = _verdict(moved and (judged.low > 0 or judged.high < 0) and significant, after - before,
+                                   "lower")
         rows.append(FigureComparison(f"{name} {label}", "ms", "lower", before, after, change, interval,
-                                     p_value, len(baseline), len(candidate), verdict))
+                                     p_value, len(baseline), len(candidate), verdict,
+                                     why or unmeasured(before, after)))
     return rows
+
+
+def unmeasured(before: float | None, after: float | None) -> str | None:
+    if before is None and after is None:
+        return "measured by neither side"
+    if before is None:
+        return "not measured by the baseline"
+    return "not measured by the candidate" if after is None else None
 
 
 def compare_scalar(figure: str, unit: str, better: Better, baseline: Sequence[float],
@@ -153,10 +207,9 @@ def compare_scalar(figure: str, unit: str, better: Better, baseline: Sequence[fl
         p_value = rank_test(np.sort(np.asarray(baseline, dtype=float)), np.sort(np.asarray(candidate, dtype=float)))
     verdict = None
     if before is not None and after is not None:
-        moved = change is not None and abs(change) >= thresholds.density_change_pct
-        verdict = _verdict(moved, after - before, better)
+        verdict = _verdict(_moved(before, after, change, thresholds.density_change_pct), after - before, better)
     return FigureComparison(figure, unit, better, before, after, change, None, p_value, len(baseline),
-                            len(candidate), verdict)
+                            len(candidate), verdict, unmeasured(before, after))
 
 
 def compare_failure_ratio(baseline: tuple[int, int], candidate: tuple[int, int],
@@ -169,8 +222,13 @@ def compare_failure_ratio(baseline: tuple[int, int], candidate: tuple[int, int],
     if before is not None and after is not None:
         verdict = _verdict(abs(after - before) >= thresholds.failure_ratio_change, after - before, "lower")
     return FigureComparison("failure_ratio", "ratio", "lower", before, after, change_pct(before, after), None,
-                            None, baseline[1], candidate[1], verdict)
+                            None, baseline[1], candidate[1], verdict, unmeasured(before, after))
 
 
 def regressed(rows: Sequence[FigureComparison]) -> list[FigureComparison]:
     return [row for row in rows if row.verdict == "regressed"]
+
+
+def lost(rows: Sequence[FigureComparison]) -> list[FigureComparison]:
+    """Figures the baseline measured and the candidate did not: a trial that stopped measuring them."""
+    return [row for row in rows if row.baseline is not None and row.candidate is None]

@@ -9,10 +9,10 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from substrate_assets.analysis.comparison import Comparison, FigureComparison, Thresholds, regressed
+from substrate_assets.analysis.comparison import Comparison, FigureComparison, Thresholds, lost, regressed
 
 FIELDS = ("figure", "unit", "better", "baseline", "candidate", "change_pct", "difference_low", "difference_high",
-          "p_value", "baseline_n", "candidate_n", "verdict")
+          "p_value", "baseline_n", "candidate_n", "verdict", "why")
 DIGITS_BY_UNIT = {"ms": 1, "ratio": 4, "users": 2}
 
 
@@ -46,7 +46,7 @@ def interval_text(row: FigureComparison) -> str:
 def shown_row(row: FigureComparison) -> list[str]:
     return [row.figure, figure_text(row.baseline, row.unit), figure_text(row.candidate, row.unit),
             percent_text(row.change_pct), interval_text(row), p_value_text(row.p_value),
-            f"{row.baseline_n} / {row.candidate_n}", row.verdict or "not measured"]
+            f"{row.baseline_n} / {row.candidate_n}", row.verdict or row.why or "not measured"]
 
 
 SHOWN_COLUMNS = ["figure", "baseline", "candidate", "change", "95 % CI of Δ", "p (Mann–Whitney U)",
@@ -69,6 +69,7 @@ def as_json(comparison: Comparison) -> str:
         "configuration_differences": comparison.differences,
         "figures": [plain_row(row) for row in comparison.figures],
         "regressed": [row.figure for row in regressed(comparison.figures)],
+        "lost": [row.figure for row in lost(comparison.figures)],
     }, indent=2, allow_nan=False)
 
 
@@ -104,6 +105,13 @@ def summary(comparison: Comparison, source: str) -> str:
     thresholds: Thresholds = comparison.thresholds
     rules = (f"{source}: latency ±{thresholds.latency_change_pct:g} % (p50: p < {thresholds.p_value:g}), densities "
              f"and capacity ±{thresholds.density_change_pct:g} %, failure ratio ±{thresholds.failure_ratio_change:g}")
-    if worse:
-        return f"Regressed: {', '.join(row.figure for row in worse)} ({rules})."
-    return f"No figure regressed ({rules})."
+    gone = lost(comparison.figures)
+    lines = [f"Regressed: {', '.join(row.figure for row in worse)}" if worse else "No figure regressed"]
+    if gone:
+        lines.append(f"not measured by the candidate: {', '.join(row.figure for row in gone)}")
+    return f"{'; '.join(lines)} ({rules})."
+
+
+def gate_fails(comparison: Comparison) -> bool:
+    """What a CI gate stops on: a figure that regressed, or one the baseline measured and the candidate lost."""
+    return bool(regressed(comparison.figures) or lost(comparison.figures))

@@ -1,5 +1,6 @@
 """``substrate-bench compare BASELINE CANDIDATE``: every figure of two trials (or groups of trials) side by side,
-with the change, its bootstrap interval, a rank test and a verdict; exit 3 when any figure regressed."""
+with the change, its bootstrap interval, a rank test and a verdict; exit 3 when any figure regressed or the candidate
+stopped measuring one the baseline measured."""
 
 from __future__ import annotations
 
@@ -61,31 +62,31 @@ def thresholds_of(suite: str | None) -> tuple[Thresholds, str]:
 def compare_command(baseline: str, candidate: str, suite: str | None, last: int | None, output_format: str) -> None:
     """Compare CANDIDATE with BASELINE (trial ids, or groups with --suite): the wake and step latencies (p50 and
     p99 from the exact samples, the 95 % bootstrap interval of the difference, Mann–Whitney U), densities,
-    capacity under the SLO and the failure ratio, each with a verdict. Exit code 3 when any figure regressed."""
-    from substrate_assets.analysis.comparison import regressed
-    from substrate_assets.analysis.comparison_text import as_csv, as_json, as_markdown
+    capacity under the SLO and the failure ratio, each with a verdict. Exit code 3 when any figure regressed, or
+    the baseline measured a figure the candidate did not."""
+    from substrate_assets.analysis.comparison_text import as_csv, as_json, as_markdown, gate_fails
     from substrate_assets.warehouse.comparison import SideNotFound, compare, select_side
-    from substrate_assets.warehouse.connection import connect
+    from substrate_assets.warehouse.connection import WarehouseBusy, connect
 
     if last is not None and suite is None:
         raise click.UsageError("--last selects among a suite's trials: give --suite too")
     path = warehouse_path()
     if not path.exists():
         raise click.ClickException(f"no warehouse at {path}; run a trial (make run) or substrate-bench rebuild")
-    with connect(path, read_only=True) as connection:
-        try:
+    try:
+        with connect(path, read_only=True) as connection:
             sides = [select_side(connection, spec, suite, last) for spec in (baseline, candidate)]
-        except SideNotFound as error:
-            raise click.ClickException(str(error)) from None
-        candidate_suite = connection.execute("SELECT any_value(suite) FROM trial_manifests WHERE trial_id = ?",
-                                             [sides[1].trial_ids[0]]).fetchone()[0]
-        thresholds, source = thresholds_of(candidate_suite)
-        comparison = compare(connection, sides[0], sides[1], thresholds)
+            candidate_suite = connection.execute("SELECT any_value(suite) FROM trial_manifests WHERE trial_id = ?",
+                                                 [sides[1].trial_ids[0]]).fetchone()[0]
+            thresholds, source = thresholds_of(candidate_suite)
+            comparison = compare(connection, sides[0], sides[1], thresholds)
+    except (SideNotFound, WarehouseBusy) as error:
+        raise click.ClickException(str(error)) from None
     if output_format == "table":
         print_table(comparison, source)
     elif output_format == "markdown":
         click.echo(as_markdown(comparison, source), nl=False)
     else:
         click.echo({"json": as_json, "csv": as_csv}[output_format](comparison), nl=False)
-    if regressed(comparison.figures):
+    if gate_fails(comparison):
         sys.exit(REGRESSION_EXIT_CODE)

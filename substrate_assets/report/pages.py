@@ -21,6 +21,7 @@ import duckdb
 import numpy as np
 import polars as pl
 
+from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
 from substrate_assets.analysis.comparison import Comparison, Side
 from substrate_assets.analysis.comparison_text import SHOWN_COLUMNS, shown_row, summary
 from substrate_assets.report import plots
@@ -283,7 +284,10 @@ def history_report(connection: duckdb.DuckDBPyConnection, suite: str, *, generat
     if changes is None:
         sections.append(section("Change points", [_not_built("change_points")]))
     elif not changes:
-        sections.append(section("Change points", [note("No change points in this suite's history.")]))
+        sections.append(section("Change points", [note(
+            "No change points in this suite's history (a series is analysed from "
+            f"{DEFAULT_PARAMETERS.min_trials} trials, and a change is reported once "
+            f"{DEFAULT_PARAMETERS.min_segment} trials at the new level confirm it).")]))
     else:
         sections.append(section("Change points", [table([_only(row, CHANGE_POINT_COLUMNS) for row in changes])]))
     if history:
@@ -314,7 +318,10 @@ def compared_page(connection: duckdb.DuckDBPyConnection, comparison: Comparison,
                   warehouse: str | None = None, generated_at: datetime | None = None) -> str:
     """The page of ``substrate-bench compare``'s comparison: its figures as the command prints them, the verdict
     line, what differs between the sides, and both sides' wake CDFs overlaid."""
-    rows = [dict(zip(SHOWN_COLUMNS, shown_row(row), strict=True)) for row in comparison.figures]
+    # "null" is the terminal's word for not measured; a page shows a dash, as its other tables do.
+    rows = [{column: None if cell == "null" else cell for column, cell in zip(SHOWN_COLUMNS, shown_row(row),
+                                                                               strict=True)}
+            for row in comparison.figures]
     sides = (comparison.baseline, comparison.candidate)
     samples = {side.label: latency_samples(connection, side).get(WAKE_REQUEST, np.empty(0)) for side in sides}
     notes = [summary(comparison, source), *(f"configuration differs: {line}" for line in comparison.differences)]

@@ -225,6 +225,17 @@ def _mean_segments(changes: list[dict[str, Any]], first: dict[str, float], last:
     return segments
 
 
+def _value_scale(values: Sequence[float | None]) -> alt.Scale:
+    """The y scale of a history panel: its values' range, and around a constant series a band of ±5 % (else the
+    renderer makes a one-value domain of a nearby round tick, and 0.17 reads as 0)."""
+    measured = [value for value in values if value is not None and math.isfinite(value)]
+    if measured and min(measured) == max(measured):
+        value = measured[0]
+        half = abs(value) * 0.05 or 1.0
+        return alt.Scale(domain=[value - half, value + half], zero=False, nice=False)
+    return alt.Scale(zero=False)
+
+
 def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
                   title: str = "history") -> alt.VConcatChart | alt.Chart:
     """A suite's history (rows of metric_history: one per trial and metric) as one panel per metric, stacked, each
@@ -250,7 +261,8 @@ def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
         trials = alt.Scale(zero=False, nice=False, padding=12)
         x = alt.X("trial_number:Q", title="trial number" if number == len(metrics) - 1 else None,
                   axis=alt.Axis(format="d", tickMinStep=1), scale=trials)
-        y = alt.Y("value:Q", title=unit or None, scale=alt.Scale(zero=False))
+        y = alt.Y("value:Q", title=unit or None, scale=_value_scale([row["value"] for row in rows]),
+                  axis=alt.Axis(format=",.4~g"))
         colour = alt.Color("configuration:N", scale=alt.Scale(domain=configurations, range=colours),
                            legend=alt.Legend(title="configuration", orient="right") if number == 0 else None)
         series = alt.Chart(_values(rows)).mark_line(point=alt.OverlayMarkDef(filled=True, size=45)).encode(

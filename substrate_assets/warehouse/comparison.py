@@ -17,6 +17,7 @@ import duckdb
 import numpy as np
 
 from substrate_assets.analysis.comparison import (
+    LATENCY_PERCENTILES,
     Comparison,
     FigureComparison,
     Side,
@@ -52,18 +53,29 @@ def select_side(connection: duckdb.DuckDBPyConnection, spec: str, suite: str | N
         raise SideNotFound(f"no trial {spec!r} in the warehouse; to compare groups of trials, give --suite and a "
                            "tag or system-under-test version")
     prefix = spec if len(spec) >= MIN_VERSION_PREFIX else None
+    exact = _values(connection, "SELECT count(*) FROM trial_manifests WHERE suite = ? AND (tag = ? OR sut_version = ?)",
+                    [suite, spec, spec])[0]
+    if not exact and prefix is not None:
+        versions = _values(connection, "SELECT DISTINCT sut_version FROM trial_manifests WHERE suite = ? AND "
+                           "starts_with(sut_version, ?) ORDER BY ALL", [suite, prefix])
+        if len(versions) > 1:
+            raise SideNotFound(f"{spec!r} is the start of {len(versions)} versions of suite {suite!r} "
+                               f"({', '.join(map(str, versions))}): give enough of one to tell it apart")
+    # A group is of trials that ran to their end: one stopped early measured part of a run.
     trial_ids = _values(connection, """
         SELECT trial_id FROM trial_manifests
-        WHERE suite = ? AND (tag = ? OR sut_version = ? OR (? IS NOT NULL AND starts_with(sut_version, ?)))
-        ORDER BY started_at DESC NULLS LAST, trial_id DESC""", [suite, spec, spec, prefix, prefix])
+        WHERE suite = ? AND completed IS NOT FALSE
+          AND (tag = ? OR sut_version = ? OR (? AND starts_with(sut_version, ?)))
+        ORDER BY started_at DESC NULLS LAST, trial_id DESC""", [suite, spec, spec, not exact and prefix is not None,
+                                                                 prefix or ""])
     if not trial_ids:
         known = connection.execute("""
             SELECT count(*), list(DISTINCT tag ORDER BY tag), list(DISTINCT sut_version ORDER BY sut_version)
             FROM trial_manifests WHERE suite = ?""", [suite]).fetchone()
         if not known or not known[0]:
             raise SideNotFound(f"suite {suite!r} has no trials in the warehouse")
-        raise SideNotFound(f"no trial of suite {suite!r} has tag or system-under-test version {spec!r} (tags: "
-                           f"{', '.join(map(str, known[1]))}; versions: {', '.join(map(str, known[2]))})")
+        raise SideNotFound(f"no completed trial of suite {suite!r} has tag or system-under-test version {spec!r} "
+                           f"(tags: {', '.join(map(str, known[1]))}; versions: {', '.join(map(str, known[2]))})")
     chosen = tuple(map(str, trial_ids[:last] if last else trial_ids))
     return Side(f"{suite}@{spec} ({len(chosen)} {'trial' if len(chosen) == 1 else 'trials'})", chosen)
 
@@ -114,7 +126,7 @@ def configuration_differences(connection: duckdb.DuckDBPyConnection, baseline: S
         "WHERE trial_id IN (SELECT unnest(?))", [[*baseline.trial_ids, *candidate.trial_ids]]).fetchall()
     differences = []
     for index, column in enumerate(CONFIGURATION_COLUMNS, start=1):
-        sides = [sorted({str(row[index]) for row in rows if row[0] in side.trial_ids})
+        sides = [sorted({"null" if row[index] is None else str(row[index]) for row in rows if row[0] in side.trial_ids})
                  for side in (baseline, candidate)]
         if sides[0] != sides[1]:
             differences.append(f"{column}: {', '.join(sides[0]) or '?'} → {', '.join(sides[1]) or '?'}")
@@ -123,13 +135,18 @@ def configuration_differences(connection: duckdb.DuckDBPyConnection, baseline: S
 
 def compare(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side,
             thresholds: Thresholds) -> Comparison:
-    """Every figure of both sides: the wake and step latencies, densities, capacity (when both sides have it)
-    and failure ratio."""
+    """Every figure of both sides: the wake and step latencies, densities, capacity (when a side has it) and
+    failure ratio. SideNotFound when the sides share a trial: a comparison of a trial with itself says nothing."""
+    shared = sorted(set(baseline.trial_ids) & set(candidate.trial_ids))
+    if shared:
+        raise SideNotFound(f"both sides hold {', '.join(shared)}: compare two different trials or groups")
     samples = [latency_samples(connection, side) for side in (baseline, candidate)]
     empty = np.empty(0)
+    names = _request_order(set(samples[0]) | set(samples[1]))
     figures: list[FigureComparison] = []
-    for name in _request_order(set(samples[0]) | set(samples[1])):
-        figures += compare_latency(name, samples[0].get(name, empty), samples[1].get(name, empty), thresholds)
+    for name in names:
+        figures += compare_latency(name, samples[0].get(name, empty), samples[1].get(name, empty), thresholds,
+                                   family=len(names) * len(LATENCY_PERCENTILES))
     for column, unit in DENSITIES:
         figures.append(compare_scalar(column, unit, "higher",
                                       _complete(_per_trial(connection, "density_frontiers", column, baseline),
@@ -138,21 +155,31 @@ def compare(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Si
                                                 candidate), thresholds))
     capacities = [_complete(_per_trial(connection, "slo_capacity", "capacity_users", side), side)
                   for side in (baseline, candidate)]
-    if all(capacities):
+    if any(capacities):
         figures.append(compare_scalar("capacity_users", "users", "higher", capacities[0], capacities[1], thresholds))
     figures.append(compare_failure_ratio(_failures(connection, baseline), _failures(connection, candidate),
                                          thresholds))
     return Comparison(baseline, candidate, thresholds, figures,
-                      configuration_differences(connection, baseline, candidate))
+                      [*configuration_differences(connection, baseline, candidate),
+                       *unfinished(connection, baseline, candidate)])
+
+
+def unfinished(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> list[str]:
+    """A line for each trial of either side that did not run to its end (named by id, so only one given by id)."""
+    stopped = _values(connection, "SELECT trial_id FROM trial_manifests WHERE trial_id IN (SELECT unnest(?)) AND "
+                      "completed IS FALSE ORDER BY ALL", [[*baseline.trial_ids, *candidate.trial_ids]])
+    return [f"trial {trial_id} did not run to its end: its figures are of part of a run" for trial_id in stopped]
 
 
 def previous_trial(connection: duckdb.DuckDBPyConnection, trial_id: str) -> str | None:
-    """The latest earlier trial of ``trial_id``'s suite and configuration (capacity_history's order), if any."""
+    """The latest earlier trial of ``trial_id``'s suite and configuration (capacity_history's order) that ran to its
+    end, if any: a trial stopped early is no baseline."""
     values = _values(connection, """
         SELECT previous.trial_id FROM capacity_history AS this
         JOIN capacity_history AS previous
           ON previous.configuration = this.configuration AND previous.suite IS NOT DISTINCT FROM this.suite
              AND previous.trial_number < this.trial_number
+        JOIN trial_manifests AS manifest ON manifest.trial_id = previous.trial_id AND manifest.completed IS NOT FALSE
         WHERE this.trial_id = ?
         ORDER BY previous.trial_number DESC LIMIT 1""", [trial_id])
     return str(values[0]) if values else None

@@ -89,5 +89,25 @@ def test_parameters_are_checked():
         ChangePointParameters(window_len=1)
     with pytest.raises(ValueError, match="max_pvalue"):
         ChangePointParameters(max_pvalue=0)
+    with pytest.raises(ValueError, match="min_trials must be at least two segments"):
+        ChangePointParameters(min_segment=4, min_trials=6)
     assert ChangePointParameters() == ChangePointParameters(window_len=50, max_pvalue=0.001, min_magnitude=0.05,
-                                                            min_trials=6)
+                                                            min_segment=3, min_trials=6)
+
+
+@pytest.mark.parametrize("series", [
+    [100, 101, 99, 100, 101, 150],                       # one outlier, last
+    noisy([100.0] * 20 + [200.0], seed=1),               # a long history and one outlier, last
+    noisy([100.0] * 10 + [130.0] * 2, seed=3),           # a new level only two trials long: not yet confirmed
+])
+def test_a_level_of_fewer_than_three_trials_is_no_change(series):
+    """Otava alone calls each of these a change (checked here with a one-trial level), so each is one that the
+    minimum level length removes."""
+    assert find_change_points(series) == []
+    assert find_change_points(series, ChangePointParameters(min_segment=1)) != []
+
+
+def test_a_new_level_is_reported_once_three_trials_confirm_it():
+    [change] = find_change_points(noisy([100.0] * 10 + [130.0] * 3, seed=3))
+    assert change.index == 10 and change.mean_after == pytest.approx(130.0, rel=0.03)
+

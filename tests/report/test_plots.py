@@ -206,3 +206,14 @@ def test_every_chart_renders():
     for chart in (plots.load_points_chart(POINTS, 250.0, 80.0, 60.0), plots.history_chart(history, changes)):
         assert plots.svg(chart).startswith("<svg")
         assert Image.open(io.BytesIO(plots.png(chart))).width > 500
+
+
+def test_a_constant_history_is_drawn_at_its_value():
+    """A one-value domain would be widened by the renderer around a round tick: 0.17 actors/GiB read as 0."""
+    rows = [{"suite": "s", "configuration": "c", "trial_id": f"t{n}", "started_at": datetime(2026, 1, n, tzinfo=UTC),
+             "trial_number": n, "sut_version": "v", "metric": "actors_per_gb_ram", "value": 0.17,
+             "unit": "actors/GiB", "better": "higher"} for n in range(1, 5)]
+    chart = plots.history_chart(pl.DataFrame(rows), pl.DataFrame())
+    [domain] = [m[1]["y"]["scale"]["domain"] for m in marks(chart.to_dict()) if "y" in m[1] and "scale" in m[1]["y"]]
+    assert domain == pytest.approx([0.1615, 0.1785])
+    assert ">0.17<" in plots.svg(chart)

@@ -28,9 +28,10 @@ PERCENTILES = "20,25,30,33,40,55,80,120,300,400,400"
 
 def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str, np.ndarray], *,
                 tag: str = "local", sut_version: str | None = None, users: int = 4, failures: int = 0,
-                node_count: int = 1) -> str:
-    """A completed trial of ``suite`` whose request log holds ``latencies`` (request name → samples, all
-    successful) and whose Aggregated stats row counts ``failures`` more failed requests; its trial id."""
+                node_count: int = 1, completed: bool = True) -> str:
+    """A trial of ``suite`` (``completed``, or stopped before its end) whose request log holds ``latencies`` (request
+    name → samples, all successful) and whose Aggregated stats row counts ``failures`` more failed requests; its
+    trial id."""
     key = TrialKey(suite, run_ts, tag)
     directory = store.trial_dir(key)
     directory.mkdir(parents=True)
@@ -38,14 +39,15 @@ def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str
     ended = datetime.fromtimestamp(run_ts + 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     (directory / "trial.json").write_text(json.dumps({
         "trial_id": key.trial_id, "suite": suite, "tag": tag, "backend": "local", "run_ts": run_ts,
-        "started_at": started, "ended_at": ended, "completed": True, "sut_version": sut_version,
+        "started_at": started, "ended_at": ended, "completed": completed, "interrupted": not completed, "sut_version": sut_version,
         "script": {"name": "quick-session", "sha256": "0" * 64},
         "knobs": {"users": users, "duration_s": 60, "actors_per_user": 1},
         "cluster_facts": {"machine_type": "cpu", "node_count": node_count, "allocatable_cores": 2.0,
                           "allocatable_ram_gb": 23.5, "worker_pod_count": 8, "gke_version": None,
                           "worker_actor_capacity": "4", "worker_memory_limit_gb": None, "sandbox_class": "process"},
         "run_start": run_ts, "run_end": run_ts + 60}))
-    (directory / "status.json").write_text('{"locust_exit_code": 0, "stats_generated": true}\n')
+    (directory / "status.json").write_text(json.dumps({"locust_exit_code": 0 if completed else -15,
+                                                       "stats_generated": True}))
     total = sum(len(values) for values in latencies.values())
     rows = [f"http,{name},{len(values)},0,20,25.5,3,400,0.0,12.5,0.0,{PERCENTILES}"
             for name, values in latencies.items()]

@@ -39,7 +39,8 @@ SLO_CAPACITY_COLUMNS = [
 ]
 CAPACITY_HISTORY_COLUMNS = [
     "configuration", "script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "sut_version",
-    "machine_type", "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder", "suite", "trial_id",
+    "machine_type", "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder", "node_count", "users",
+    "actors_per_user", "duration_s", "suite", "trial_id",
     "started_at", "trial_number",
     "capacity_users", "capacity_actors_per_node", "capacity_actors_per_vcpu", "capacity_actors_per_gb_ram",
     "capacity_wake_p99_ms", "knee_users", "broken_by", "capacity_null_because",
@@ -90,10 +91,12 @@ def point(trial_id: str, step: int, wake_p99_ms: float | None, failure_ratio: fl
 
 def ladder(connection, trial_id: str, figures: list[tuple[float | None, float | None]],
            wake: float | None = None, failure: float | None = None, planned: int | None = None,
-           cut_short: bool = False) -> list[dict]:
+           cut_short: bool = False, **manifested) -> list[dict]:
     """A trial with an SLO and one load point per (wake_p99_ms, failure_ratio), steps 1, 2, ... of ``planned``
-    (default: as many as the figures); with ``cut_short`` the trial stopped during its last point. Its points."""
-    insert(connection, "trial_manifests", [manifest(trial_id, wake, failure, planned_steps=planned or len(figures))])
+    (default: as many as the figures); with ``cut_short`` the trial stopped during its last point; ``manifested``
+    more fields of its manifest. Its points."""
+    insert(connection, "trial_manifests", [manifest(trial_id, wake, failure, planned_steps=planned or len(figures),
+                                                    **manifested)])
     points = [point(trial_id, step, *pair) for step, pair in enumerate(figures, start=1)]
     if cut_short:
         points[-1]["complete"] = False
@@ -303,7 +306,8 @@ def test_a_point_cut_short_is_not_judged(warehouse):
 
 def configuration_id(**values) -> str:
     keys = ("script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "machine_type",
-            "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder")
+            "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder", "node_count", "users", "actors_per_user",
+            "duration_s")
     text = json.dumps({key: values.get(key) for key in keys}, separators=(",", ":"))
     return hashlib.md5(text.encode()).hexdigest()[:12]
 
@@ -337,17 +341,18 @@ def test_capacity_history_groups_trials_by_configuration(warehouse):
     insert(warehouse, "cluster_facts", [{"trial_id": "b-1"}])
     build_and_check(warehouse)
 
-    a = configuration_id(**config_a, **facts_a, slo_wake_p99_ms=100.0)
-    b = configuration_id(script_sha256="bbb", slo_wake_p99_ms=100.0)
+    load = {"users": 40, "actors_per_user": 2}  # every manifest's (and no node count, duration)
+    a = configuration_id(**config_a, **facts_a, **load, slo_wake_p99_ms=100.0)
+    b = configuration_id(script_sha256="bbb", **load, slo_wake_p99_ms=100.0)
     assert a != b
 
     def row(configuration, trial_id, started_at, number, users, previous_trial, previous, change, knee_users=None,
             broken_by=None, because=None):
-        config = {**config_a, **facts_a, "slo_wake_p99_ms": 100.0} if configuration == a else \
-            {"script_sha256": "bbb", "slo_wake_p99_ms": 100.0}
+        config = {**config_a, **facts_a, **load, "slo_wake_p99_ms": 100.0} if configuration == a else \
+            {"script_sha256": "bbb", **load, "slo_wake_p99_ms": 100.0}
         # Every point's wake_p99_ms here is its users in ms, and its actors per node, vCPU, GiB users / 2, 8, 32.
         return {"configuration": configuration,
-                **{key: config.get(key) for key in CAPACITY_HISTORY_COLUMNS[1:11]},
+                **{key: config.get(key) for key in CAPACITY_HISTORY_COLUMNS[1:15]},
                 "suite": "ladder", "trial_id": trial_id, "started_at": started_at, "trial_number": number,
                 "capacity_users": users,
                 "capacity_actors_per_node": None if users is None else users / 2,
@@ -380,3 +385,19 @@ def test_a_changed_slo_is_another_configuration(warehouse):
     build_and_check(warehouse)
     rows = fetch(warehouse, "SELECT configuration, trial_number FROM capacity_history")
     assert len({row["configuration"] for row in rows}) == 2 and {row["trial_number"] for row in rows} == {1}
+
+
+def test_the_load_is_part_of_the_configuration_and_each_suite_a_series_of_its_own(warehouse):
+    """Twice the users is another question (its densities differ by construction); the same configuration run by two
+    suites is two series."""
+    ladder(warehouse, "eight-1", [(10.0, 0.0)], wake=100.0, users=8)
+    ladder(warehouse, "eight-2", [(10.0, 0.0)], wake=100.0, users=8)
+    ladder(warehouse, "four", [(10.0, 0.0)], wake=100.0, users=4)
+    ladder(warehouse, "other", [(10.0, 0.0)], wake=100.0, users=8, suite="other-suite")
+    build_and_check(warehouse)
+    rows = {row["trial_id"]: row for row in fetch(warehouse, "SELECT * FROM capacity_history")}
+    assert rows["eight-1"]["configuration"] == rows["eight-2"]["configuration"] == rows["other"]["configuration"]
+    assert rows["four"]["configuration"] != rows["eight-1"]["configuration"]
+    assert (rows["eight-2"]["trial_number"], rows["eight-2"]["previous_trial_id"]) == (2, "eight-1")
+    assert (rows["other"]["trial_number"], rows["other"]["previous_trial_id"]) == (1, None)
+

@@ -121,3 +121,52 @@ def test_groups_by_version_tag_and_last(warehouse):
     assert report["baseline"]["trial_ids"] == [ids[2], ids[1], ids[0]]
     wake = report["figures"][0]
     assert wake["baseline_n"] == 9000 and wake["candidate_n"] == 3000
+
+
+def loaded(tmp_path, trials) -> tuple:
+    store = RunStore(tmp_path / "store")
+    ids = [write_trial(store, "s", RUN_TS + 100 * n, latencies, **knobs) for n, (latencies, knobs) in
+           enumerate(trials)]
+    path = tmp_path / "w.duckdb"
+    with connect(path) as connection:
+        load_trials(connection, [TrialDirectory(directory) for directory in store.trial_dirs()])
+        build_marts(connection)
+    return path, ids
+
+
+def test_sides_must_be_told_apart(tmp_path):
+    wakes = {"WakeFirstTouch": lognormal(1, 100, 50.0)}
+    path, ids = loaded(tmp_path, [(wakes, {"sut_version": "abcdef1aaaa"}), (wakes, {"sut_version": "abcdef1bbbb"})])
+    with connect(path, read_only=True) as connection:
+        with pytest.raises(SideNotFound, match=r"'abcdef1' is the start of 2 versions .*abcdef1aaaa, abcdef1bbbb"):
+            select_side(connection, "abcdef1", suite="s")
+        assert select_side(connection, "abcdef1b", suite="s").trial_ids == (ids[1],)
+        side = select_side(connection, ids[0])
+        with pytest.raises(SideNotFound, match="both sides hold"):
+            compare(connection, side, side, Thresholds())
+
+
+def test_a_stopped_trial_is_no_baseline_nor_part_of_a_group(tmp_path):
+    wakes = {"WakeFirstTouch": lognormal(1, 100, 50.0)}
+    path, ids = loaded(tmp_path, [(wakes, {"tag": "v1"}), (wakes, {"tag": "v1", "completed": False}),
+                                  (wakes, {"tag": "v2"})])
+    with connect(path, read_only=True) as connection:
+        assert previous_trial(connection, ids[2]) == ids[0]
+        assert select_side(connection, "v1", suite="s").trial_ids == (ids[0],)
+        in_history = dict(connection.execute("SELECT trial_id, count(*) FROM metric_history GROUP BY ALL").fetchall())
+        assert ids[1] not in in_history and in_history[ids[0]] == in_history[ids[2]] > 0
+        result = compare(connection, select_side(connection, ids[1]), select_side(connection, ids[2]), Thresholds())
+    assert result.differences == [f"trial {ids[1]} did not run to its end: its figures are of part of a run"]
+
+
+def test_a_figure_the_candidate_stopped_measuring_fails_the_gate(tmp_path):
+    path, ids = loaded(tmp_path, [({"WakeFirstTouch": lognormal(1, 500, 50.0), "Step_01_edit": lognormal(2, 50, 9.0)},
+                                   {}),
+                                  ({"Step_01_edit": lognormal(3, 50, 9.0)}, {})])
+    outcome = CliRunner().invoke(main, ["compare", *ids, "--format", "json"],
+                                 env={"SUBSTRATE_BENCH_WAREHOUSE": str(path)})
+    assert outcome.exit_code == 3, outcome.output
+    report = json.loads(outcome.output)
+    assert report["regressed"] == [] and report["lost"] == ["WakeFirstTouch p50", "WakeFirstTouch p99"]
+    wake = report["figures"][0]
+    assert wake["verdict"] is None and wake["why"] == "not measured by the candidate" and wake["candidate"] is None

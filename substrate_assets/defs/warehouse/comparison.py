@@ -8,8 +8,8 @@ import dagster as dg
 import duckdb
 import numpy as np
 
-from substrate_assets.analysis.comparison import Comparison, Side, regressed
-from substrate_assets.analysis.comparison_text import as_markdown
+from substrate_assets.analysis.comparison import Comparison, Side, lost, regressed
+from substrate_assets.analysis.comparison_text import as_markdown, gate_fails, summary
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.trials.assets import trial_run
@@ -40,19 +40,19 @@ def trial_pictures(connection: duckdb.DuckDBPyConnection, sides: list[Side]) -> 
 
 def check_result(comparison: Comparison, source: str,
                  pictures: dict[str, dg.MetadataValue]) -> dg.AssetCheckResult:
-    worse = regressed(comparison.figures)
+    worse, gone = regressed(comparison.figures), lost(comparison.figures)
     metadata: dict[str, dg.RawMetadataValue] = {
         **pictures,
         "compared_with": comparison.baseline.trial_ids[0],
         "regressed": ", ".join(row.figure for row in worse) or "none",
+        "not_measured_by_this_trial": ", ".join(row.figure for row in gone) or "none",
         "comparison": dg.MetadataValue.md(as_markdown(comparison, source)),
     }
     for row in comparison.figures:
         if row.change_pct is not None:
             metadata[f"change_pct/{row.figure.replace(' ', '_')}"] = dg.MetadataValue.float(round(row.change_pct, 1))
-    return dg.AssetCheckResult(passed=not worse, severity=dg.AssetCheckSeverity.WARN, metadata=metadata,
-                               description=f"Regressed against {comparison.baseline.trial_ids[0]}: "
-                               f"{', '.join(row.figure for row in worse)}" if worse else None)
+    return dg.AssetCheckResult(passed=not gate_fails(comparison), severity=dg.AssetCheckSeverity.WARN,
+                               metadata=metadata, description=summary(comparison, source))
 
 
 def compare_with_previous_trial(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource,

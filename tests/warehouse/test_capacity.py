@@ -9,13 +9,13 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from substrate_assets.warehouse.checks import load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import build, discover
-from substrate_assets.warehouse.raw import RAW_TABLES, ensure_schema, replace_rows
+from substrate_assets.warehouse.raw import ensure_schema
+from tests.support.raw_rows import insert
 
 MODELS = Path(__file__).resolve().parents[2] / "dbt_like_sql"
 MINE = ("slo_capacity", "capacity_history")
@@ -61,13 +61,6 @@ def warehouse(tmp_path):
         ensure_schema(connection)
         connection.execute(LOAD_POINTS_DDL)
         yield connection
-
-
-def insert(connection, table: str, rows: list[dict]) -> None:
-    spec = RAW_TABLES[table]
-    frame = pl.DataFrame([{**dict.fromkeys(spec.columns), **row} for row in rows], schema=spec.columns,
-                         orient="row")
-    replace_rows(connection, spec, {row["trial_id"] for row in rows}, frame)
 
 
 def manifest(trial_id: str, wake: float | None = None, failure: float | None = None, **extra) -> dict:

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 import pytest
 
 from substrate_assets.defs.warehouse.models import change_points_asset
@@ -22,7 +21,8 @@ from substrate_assets.warehouse.change_points import COLUMNS, replace_change_poi
 from substrate_assets.warehouse.checks import load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import build, build_all, build_marts, discover
-from substrate_assets.warehouse.raw import RAW_TABLES, ensure_schema, replace_rows
+from substrate_assets.warehouse.raw import ensure_schema
+from tests.support.raw_rows import insert
 
 MODELS = Path(__file__).resolve().parents[2] / "dbt_like_sql"
 MINE = ("capacity_history", "metric_history")
@@ -41,13 +41,6 @@ def warehouse(path):
         ensure_schema(connection)
         build_all(connection, discover(MODELS))
         yield connection
-
-
-def insert(connection, table: str, rows: list[dict]) -> None:
-    spec = RAW_TABLES[table]
-    frame = pl.DataFrame([{**dict.fromkeys(spec.columns), **row} for row in rows], schema=spec.columns,
-                         orient="row")
-    replace_rows(connection, spec, {row["trial_id"] for row in rows}, frame)
 
 
 def insert_model_rows(connection, table: str, rows: list[dict]) -> None:

@@ -4,14 +4,14 @@ assumes actors per user; and an empty Name in stats_history.csv is a total row, 
 import json
 from pathlib import Path
 
-import polars as pl
 import pytest
 
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import build_all, discover
-from substrate_assets.warehouse.raw import RAW_TABLES, ensure_schema, load_trials, replace_rows
+from substrate_assets.warehouse.raw import ensure_schema, load_trials
+from tests.support.raw_rows import insert
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "dbt_like_sql"
@@ -19,13 +19,6 @@ FIGURES = ("actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "actors_pe
            "actors_per_pod_p99", "aggregate_failure_ratio")
 # What the reference's fixture recomputes to: 10 users, 1 node, 3.92 cores, 12.96 GiB, 5 pods, 0 failures.
 FIXTURE = dict(zip(FIGURES, (10.0, 2.55, 0.77, 2.0, 2.0, 2.0, 0.0), strict=True))
-
-
-def insert(connection, table: str, rows: list[dict]) -> None:
-    spec = RAW_TABLES[table]
-    frame = pl.DataFrame([{**dict.fromkeys(spec.columns), **row} for row in rows], schema=spec.columns,
-                         orient="row")
-    replace_rows(connection, spec, {row["trial_id"] for row in rows}, frame)
 
 
 def fetch(connection, sql: str, parameters: list | None = None) -> list[dict]:

@@ -13,15 +13,9 @@ from substrate_assets.warehouse.checks import SchemaError, load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import ModelError, build_all, discover, referenced_tables
 from substrate_assets.warehouse.raw import RAW_TABLES, ensure_schema, replace_rows
+from tests.support.raw_rows import insert
 
 MODELS = Path(__file__).resolve().parents[2] / "dbt_like_sql"
-
-
-def insert(connection, table: str, rows: list[dict]) -> None:
-    spec = RAW_TABLES[table]
-    frame = pl.DataFrame([{**dict.fromkeys(spec.columns), **row} for row in rows], schema=spec.columns,
-                         orient="row")
-    replace_rows(connection, spec, {row["trial_id"] for row in rows}, frame)
 
 
 def manifest(trial_id: str, users: int = 10, **extra) -> dict:

@@ -54,6 +54,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 td.missing { color: #9aa3af; text-align: center; }
 td.time { white-space: nowrap; }
 table.figures th { background: #f3f5f8; font-weight: 500; color: #3b4656; white-space: nowrap; }
+table.figures td:not(.num) { overflow-wrap: anywhere; }
 td.word-regressed, td.word-exceeded { color: #b3261e; font-weight: 600; }
 td.word-improved, td.word-met { color: #1e7a34; font-weight: 600; }
 """

@@ -55,6 +55,14 @@ class Visit:
     scripts: int = 0
     title: str = ""
     body_text: str = ""
+    # Key-value tables wider than their place: their right-aligned figures are scrolled out of sight.
+    overflowing_key_values: int = 0
+
+
+OVERFLOWING_KEY_VALUES = """
+[...document.querySelectorAll('.table-wrap')].filter(wrap => wrap.querySelector('table.figures')
+    && wrap.scrollWidth > wrap.clientWidth + 1).length
+"""
 
 
 def visit(browser, page_file: Path, screenshot: Path | None = None) -> Visit:
@@ -85,7 +93,8 @@ def visit(browser, page_file: Path, screenshot: Path | None = None) -> Visit:
         boxes = [box for box in (svg.bounding_box() for svg in page.locator("figure svg").all()) if box]
         return Visit(screenshot=image, console_errors=console_errors, page_errors=page_errors,
                      blocked=sorted(set(blocked)), failed=failed, svg_boxes=boxes,
-                     scripts=page.locator("script").count(), title=page.title(), body_text=page.inner_text("body"))
+                     scripts=page.locator("script").count(), title=page.title(), body_text=page.inner_text("body"),
+                     overflowing_key_values=page.evaluate(OVERFLOWING_KEY_VALUES))
     finally:
         context.close()
 

@@ -90,6 +90,22 @@ def test_report_opens_offline_in_chromium_without_errors(filled, browser, tmp_pa
     assert seen.scripts == 0
 
 
+def test_long_values_wrap_in_key_value_tables(filled, browser, tmp_path):
+    """A 71-character image digest as the version under test: the trial table wraps it, and the figures beside it
+    stay in sight."""
+    digest = "sha256:" + "0123456789abcdef" * 4
+    with connect(filled) as connection:
+        connection.execute("UPDATE trials SET sut_version = ? WHERE trial_id = ?", [digest, warehouse.LADDER_TRIAL])
+    try:
+        seen = visit(browser, write_with_cli(filled, tmp_path / "long.html", "--trial", warehouse.LADDER_TRIAL))
+    finally:
+        with connect(filled) as connection:
+            connection.execute("UPDATE trials SET sut_version = 'v0.11.2' WHERE trial_id = ?",
+                               [warehouse.LADDER_TRIAL])
+    assert_clean(seen)
+    assert digest in seen.body_text.replace("\n", "") and seen.overflowing_key_values == 0
+
+
 def test_user_text_is_shown_as_text_never_run(filled, browser, tmp_path):
     page_file = write_with_cli(filled, tmp_path / "hostile.html", "--trial", HOSTILE_TRIAL)
     seen = visit(browser, page_file)

@@ -17,6 +17,7 @@ from substrate_assets.definitions import defs
 from substrate_assets.defs.partitions import script_partitions, trial_partitions
 from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_script
 from substrate_assets.defs.trials.assets import trial_run
+from substrate_assets.defs.trials.checks import NO_REGRESSION
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.results.layout import RunStore
@@ -50,13 +51,13 @@ def _why_ended(error: BaseException) -> str:
 
 
 def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterInstance,
-                 partition_key: str, say: Say) -> dg.ExecuteInProcessResult:
+                 partition_key: str, say: Say, checks: Sequence[dg.AssetCheckKey] = ()) -> dg.ExecuteInProcessResult:
     wait_for_pools(instance, pools_of(selection), say)
     try:
-        # The selection takes the checks of its assets with them (trial_run's comparison with the previous trial runs
-        # after the marts it reads).
+        # The selection takes the checks of its assets with them, and ``checks`` of assets it leaves out (trial_run's
+        # comparison with the previous trial runs after the marts it reads).
         result = dg.materialize([*(defs.assets or []), *(defs.asset_checks or [])],
-                                selection=dg.AssetSelection.assets(*selection),
+                                selection=dg.AssetSelection.assets(*selection) | dg.AssetSelection.checks(*checks),
                                 partition_key=partition_key, instance=instance,
                                 resources=dict(defs.resources or {}), run_config=INFO_LOGS, raise_on_error=False,
                                 tags=Owner.this_process().tags())
@@ -107,5 +108,6 @@ def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, s
     """Load an existing trial's files again (raw tables replaced, models rebuilt); no load is generated."""
     store.find(trial_id)
     instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
-    result = _materialize([*raw_assets, *mart_assets], instance, trial_id, say)
+    result = _materialize([*raw_assets, *mart_assets], instance, trial_id, say,
+                          checks=[dg.AssetCheckKey(trial_run.key, NO_REGRESSION)])
     return JobOutcome(trial_id, [_succeeded(result, f"reloading trial {trial_id}").run_id])

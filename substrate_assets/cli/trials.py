@@ -332,5 +332,6 @@ def materialize_trial(trial_id: str) -> None:
                 sys.exit(1)
             console.print(f"trial {trial_id} reloaded (run {outcome.runs[0]})", highlight=False)
             _show_trial(console, trial_id)
+            _show_verdict(console, trial_id)
         except Stopped as stopped:
             _exit_stopped(stopped)

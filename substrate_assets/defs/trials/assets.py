@@ -2,6 +2,7 @@
 
 import os
 import sys
+import warnings
 
 import dagster as dg
 from dagster_k8s import PipesK8sClient
@@ -22,6 +23,11 @@ from substrate_assets.project import project_root
 from substrate_assets.results.layout import TrialExists, TrialKey
 from substrate_assets.suites import SuiteError
 from substrate_assets.workload import ScriptError
+
+# Dagster's own Pipes clients call this preview API on every run (dagster/_core/pipes/context.py); the warning is
+# about Dagster's code, not ours, and would be printed at every trial.
+warnings.filterwarnings("ignore", message=r"Function `PipesMessageReader\.expected_writer_count` is currently in "
+                        "preview", category=dg.PreviewWarning)
 
 
 @dg.asset(

@@ -1,4 +1,4 @@
--- Per trial and step, the time of the step's ops (Step_<name> rows: ops only, no think, no wake):
+-- Per trial and step, the time of the step's ops (`Step_<name>` rows: ops only, no think, no wake):
 -- successful samples, failures, and floor-index p50/p95/p99 of the successful ones. Like the wake
 -- distribution, only rows Locust counted (or whose count is unknown): n + failures is stats.csv's count.
 SELECT

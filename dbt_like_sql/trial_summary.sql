@@ -1,6 +1,6 @@
 -- One row per trial with the reference's trial_summary keys: cluster facts, the run window,
 -- metadata, multi_actor_worker (actors_per_pod_p50 > 1), the density frontier, and per-operation
--- failure ratios (<operation>_failure_ratio keys, from every named stats.csv row; null with no
+-- failure ratios (`<operation>_failure_ratio` keys, from every named stats.csv row; null with no
 -- requests).
 WITH operations AS (
     SELECT

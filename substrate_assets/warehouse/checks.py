@@ -26,6 +26,8 @@ import duckdb
 import yaml
 
 TEST_KINDS = ("not_null", "unique", "accepted_values", "expression")
+# A null key or a duplicate row makes every figure built on the table wrong; the other tests flag a surprising value.
+BLOCKING_KINDS = ("not_null", "unique")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,11 @@ class ColumnTest:
     argument: Any = None
     # The second and later tests of one kind on one column (two expressions) are numbered: a check's name is unique.
     ordinal: int = 1
+
+    @property
+    def blocking(self) -> bool:
+        """Whether a failure of this test stops what is built on its table."""
+        return self.kind in BLOCKING_KINDS
 
     @property
     def name(self) -> str:

@@ -1,5 +1,7 @@
 """The asset graph: lineage from scripts to marts, the DuckDB writers' pool, and checks from schema.yml."""
 
+import re
+
 import dagster as dg
 
 from substrate_assets.definitions import defs
@@ -47,3 +49,25 @@ def test_schema_tests_are_asset_checks():
     assert {("trials", "trial_id_unique"), ("density_frontiers", "actors_per_node_expression"),
             ("trials", "status_accepted_values"), ("workload_script", "script_is_valid"),
             ("trial_run", "trial_completed")} <= checks
+
+
+def test_the_catalog_says_who_owns_what_each_asset_is_and_which_checks_block():
+    assets = graph()
+    for key in assets.materializable_asset_keys:
+        node = assets.get(key)
+        assert node.owners == ["team:substrate-bench"], key
+        # A description is markdown in the UI: a placeholder such as <suite> outside code is eaten as an HTML tag.
+        assert not re.search(r"<[A-Za-z/!]", re.sub(r"`[^`]*`", "", node.description)), (key, node.description)
+    kinds = {name: assets.get(dg.AssetKey(name)).kinds for name in ("trial_run", "server_telemetry", "load_steps",
+                                                                     "change_points", "trials")}
+    assert kinds["trial_run"] >= {"kubernetes", "python", "locust"}
+    assert "prometheus" in kinds["server_telemetry"] and "prometheus" in kinds["load_steps"]
+    assert kinds["change_points"] == {"duckdb", "python"} and kinds["trials"] == {"duckdb", "sql"}
+    blocking = {(key.asset_key.to_user_string(), key.name): assets.get_check_spec(key).blocking
+                for key in assets.asset_check_keys}
+    # The checks that guard correctness block what is built on a table; the others warn.
+    assert blocking[("trials", "trial_id_not_null")] and blocking[("trials", "trial_id_unique")]
+    assert not blocking[("trials", "status_accepted_values")]
+    assert blocking[("workload_script", "script_is_valid")]
+    assert not blocking[("trial_run", "trial_completed")]
+    assert not blocking[("trial_run", "no_regression_against_previous_trial")]

@@ -4,6 +4,7 @@ import hashlib
 
 import dagster as dg
 
+from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.partitions import script_partitions
 from substrate_assets.defs.resources import ScriptLibraryResource
 from substrate_assets.workload import ScriptError, step_table_markdown, summarize
@@ -15,11 +16,12 @@ SCRIPT_IS_VALID = "script_is_valid"
 @dg.asset(
     partitions_def=script_partitions,
     group_name="workloads",
+    owners=OWNERS,
     kinds={"yaml"},
     check_specs=[dg.AssetCheckSpec(SCRIPT_IS_VALID, asset="workload_script", blocking=True,
                                    description="The script decodes strictly and passes every script rule; "
                                    "runs of trials that use it stop here when it does not.")],
-    description="One agent-session workload script (scripts/<name>.yaml): its step table, declared "
+    description="One agent-session workload script (`scripts/<name>.yaml`): its step table, declared "
     "memory and content hash. An invalid script still materializes, with its problems, and fails "
     "the blocking check.",
 )

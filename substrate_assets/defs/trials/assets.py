@@ -7,6 +7,7 @@ import warnings
 import dagster as dg
 from dagster_k8s import PipesK8sClient
 
+from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import (
     DeploymentResource,
@@ -34,16 +35,18 @@ warnings.filterwarnings("ignore", message=r"Function `PipesMessageReader\.expect
     partitions_def=trial_partitions,
     deps=[workload_script],
     group_name="trials",
-    kinds={"locust"},
+    owners=OWNERS,
+    # A local trial is a Pipes subprocess; a cluster trial a driver pod.
+    kinds={"locust", "python", "kubernetes"},
     pool="trials",  # two trials at once on one runtime or cluster would measure each other
     check_specs=[dg.AssetCheckSpec(TRIAL_COMPLETED, asset="trial_run", description="The trial ran to its end: "
                                    "Locust ran its whole duration, exited by itself and wrote stats, and a session "
                                    "started. Failed requests do not fail it (they are the failures metadata); a "
                                    "trial that did not complete still keeps everything it measured.")],
-    description="One trial: the suite named by the partition key (<suite>-<yyyymmddthhmmssz>), run on its backend "
+    description="One trial: the suite named by the partition key (`<suite>-<yyyymmddthhmmssz>`), run on its backend "
     "— local (embedded runtime, Locust as a Pipes subprocess) or kubernetes (a driver pod through PipesK8sClient, "
     "optional Locust worker pods, an object-store run store) — and written once, atomically, into the run store "
-    "as runs/<suite>/run_date=…/run_ts=…/run_tag=…/.",
+    "as `runs/<suite>/run_date=…/run_ts=…/run_tag=…/`.",
 )
 def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.PipesSubprocessClient,
               pipes_k8s_client: PipesK8sClient, run_store: RunStoreResource, script_library: ScriptLibraryResource,

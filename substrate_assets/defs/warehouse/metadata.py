@@ -46,7 +46,8 @@ def raw_load_metadata(loaded: LoadedTable, trial: TrialDirectory) -> dict[str, A
 
 def check_result(outcome: TestOutcome) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
-        check_name=outcome.test.name, passed=outcome.passed, severity=dg.AssetCheckSeverity.ERROR,
+        check_name=outcome.test.name, passed=outcome.passed,
+        severity=dg.AssetCheckSeverity.ERROR if outcome.test.blocking else dg.AssetCheckSeverity.WARN,
         metadata={"violations": outcome.violations,
                   "sample": dg.MetadataValue.json([{k: str(v) for k, v in row.items()} for row in outcome.sample])})
 

@@ -6,6 +6,7 @@ import dagster as dg
 import duckdb
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
+from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.warehouse.metadata import check_result, model_metadata
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.report.pages import history_chart
@@ -26,11 +27,12 @@ def _model_asset(model: Model, tests: list[ColumnTest], known: set[str]) -> dg.A
         name=model.name,
         deps=[dg.AssetKey(name) for name in model.upstream],
         group_name="marts",
+        owners=OWNERS,
         kinds={"duckdb", "sql"},
         pool="duckdb",
         automation_condition=dg.AutomationCondition.eager(),
-        check_specs=[dg.AssetCheckSpec(test.name, asset=model.name, description=test.description())
-                     for test in tests],
+        check_specs=[dg.AssetCheckSpec(test.name, asset=model.name, description=test.description(),
+                                       blocking=test.blocking) for test in tests],
         description=model.description or f"Model {model.name} ({model.path.name}).",
         metadata={"sql_file": dg.MetadataValue.path(str(model.path)), "sql": dg.MetadataValue.md(
             f"```sql\n{model.sql}\n```")},
@@ -95,6 +97,7 @@ def change_points_asset() -> dg.AssetsDefinition:
         name=CHANGE_POINTS,
         deps=[dg.AssetKey(METRIC_HISTORY)],
         group_name="marts",
+        owners=OWNERS,
         kinds={"duckdb", "python"},
         pool="duckdb",
         automation_condition=dg.AutomationCondition.eager(),

@@ -2,6 +2,7 @@
 
 import dagster as dg
 
+from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import RunStoreResource
 from substrate_assets.defs.trials.assets import trial_run
@@ -10,6 +11,9 @@ from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.raw import RAW_TABLES, RawTable, UnreadableTrial, load_trials
 
+# Tables whose figures may come from a Prometheus server the suite names (the harvest) rather than the trial's files.
+SOURCE_KINDS = {"server_telemetry": ("prometheus",), "load_steps": ("prometheus",)}
+
 
 def _raw_asset(table: RawTable) -> dg.AssetsDefinition:
     @dg.asset(
@@ -17,7 +21,8 @@ def _raw_asset(table: RawTable) -> dg.AssetsDefinition:
         partitions_def=trial_partitions,
         deps=[trial_run],
         group_name="raw",
-        kinds={"duckdb"},
+        owners=OWNERS,
+        kinds={"duckdb", *SOURCE_KINDS.get(table.name, ())},
         pool="duckdb",
         description=f"{table.description} Table `{table.name}`, keyed by trial_id; loading a trial again replaces "
         "its rows in one transaction.",

@@ -43,6 +43,19 @@ def small_disk(tmp_path: Path) -> Iterator[callable]:
         subprocess.run(["umount", "-l", str(point)], check=False)
 
 
+# Before its own line, a trial may say it waited for the machine (an earlier test's trial still ending) and what
+# killed trials left that it swept, one line each.
+NOTICES = ("removed leftovers of a dead ", "another trial is running on this machine",
+           "the machine is free: this trial starts")
+
+
+def own_lines(stderr: str) -> list[str]:
+    """The trial's own lines of ``stderr``; the whole of it when there is not exactly one."""
+    lines = [line for line in stderr.strip().splitlines() if not line.startswith(NOTICES)]
+    assert len(lines) == 1, stderr
+    return lines
+
+
 def _files(root: Path) -> list[Path]:
     return [path for path in root.rglob("*") if path.is_file()]
 
@@ -54,7 +67,7 @@ def test_a_store_without_room_for_the_trial_is_refused_before_any_load(small_dis
     done = subprocess.run([CLI, "trial", "quick-smoke", "--store", str(store), "--duration", "60s", "--wait"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 2, done.stderr
-    [line] = done.stderr.strip().splitlines()
+    [line] = own_lines(done.stderr)
     assert line.startswith(f"trial refused, nothing was run: not enough free space on {store}: "), line
     assert "the trial needs about" in line and "the run store" in line
     assert RunStore(store).trial_dirs() == []
@@ -93,13 +106,7 @@ def test_a_store_that_fills_mid_run_stops_the_trial_at_once_in_one_line(small_di
     assert stopped_after < duration_s / 2, stopped_after
     assert time.monotonic() - started < duration_s, "the trial ran to its duration after it had started"
     assert "Traceback" not in stderr_text
-    # Before its own one line, a trial may say it waited for the machine (an earlier test's killed run still
-    # landing its trial) and swept what killed trials left, one line each.
-    notices = ("removed leftovers of a dead ", "another trial is running on this machine",
-               "the machine is free: this trial starts")
-    lines = [line for line in stderr_text.strip().splitlines() if not line.startswith(notices)]
-    assert len(lines) == 1, stderr_text
-    [line] = lines
+    [line] = own_lines(stderr_text)
     assert line.startswith("trial stopped: no space left on device writing "), line
     assert "nothing landed (the store's filesystem is full)" in line
     # Nothing half-written and no staging left: the only file on the disk is the test's own filler.

@@ -37,9 +37,9 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # what `command &` in a non-interactive shell leaves a job with
 
 
-# SIGINT to a job a script started in the background (where it is ignored) is the hard case; SIGTERM from a service
-# manager the common one. A terminal's Ctrl-C is the same SIGINT to the command, with its default disposition.
-@pytest.mark.parametrize(("signum", "background"), [(signal.SIGTERM, True), (signal.SIGINT, True)])
+# SIGINT to a job a script started in the background (where it is ignored) is the hard case, with a real dagster dev;
+# SIGTERM, and a child that ignores the polite request, are driven below with a process tree of the test's own.
+@pytest.mark.parametrize(("signum", "background"), [(signal.SIGINT, True)])
 def test_the_ui_stops_with_all_its_processes(tmp_path, signum, background):
     port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home"),
@@ -65,3 +65,41 @@ def test_the_ui_stops_with_all_its_processes(tmp_path, signum, background):
         for process in [*tree, psutil.Process(ui.pid)] if ui.poll() is None else tree:
             with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
+
+
+# A stand-in for dagster dev: two children and a grandchild, all ignoring SIGTERM unless told otherwise, so the
+# grace period and the kill are exercised; it writes its tree's pids, then waits.
+TREE = """
+import os, signal, subprocess, sys, time
+if sys.argv[1] == "stubborn":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+children = [subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                              "signal.SIG_IGN); time.sleep(600)"]) for _ in range(2)]
+open(sys.argv[2], "w").write(" ".join(str(child.pid) for child in children))
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("parent", ["polite", "stubborn"])
+def test_a_stop_request_ends_the_whole_tree(tmp_path, parent):
+    script = tmp_path / "pids.txt"
+    helper = subprocess.Popen([sys.executable, "-c", f"""
+import os, signal, sys, threading
+from substrate_assets.app import dagster_ui
+dagster_ui.SHUTDOWN_GRACE_S = 1.0
+code = dagster_ui.run_ui([sys.executable, "-c", {TREE!r}, {parent!r}, {str(script)!r}], {str(tmp_path)!r},
+                         dict(os.environ), print)
+sys.exit(code)
+"""], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (script.exists() and script.read_text()):
+        assert helper.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    children = [psutil.Process(int(pid)) for pid in script.read_text().split()]
+    tree = [*psutil.Process(helper.pid).children(recursive=True)]
+    helper.send_signal(signal.SIGTERM)
+    assert helper.wait(timeout=30) == 128 + signal.SIGTERM
+    assert "stopping the Dagster UI (SIGTERM)" in helper.stdout.read()
+    _gone, alive = psutil.wait_procs([*tree, *children], timeout=10)
+    assert not alive
+

@@ -15,7 +15,9 @@ from substrate_assets.cli.output import wide_console
 from substrate_assets.project import warehouse_path
 
 if TYPE_CHECKING:
-    from substrate_assets.analysis.comparison import Comparison
+    import duckdb
+
+    from substrate_assets.analysis.comparison import Comparison, Side
 
 REGRESSION_EXIT_CODE = 3
 VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no change": "dim"}
@@ -50,6 +52,14 @@ def thresholds_of(suite: str | None) -> tuple[Thresholds, str]:
             from None
 
 
+def judged(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> tuple[Comparison, str]:
+    """The comparison of the two sides by the thresholds of the candidate's suite, and where those come from."""
+    from substrate_assets.warehouse.comparison import compare, suite_of
+
+    thresholds, source = thresholds_of(suite_of(connection, candidate))
+    return compare(connection, baseline, candidate, thresholds), source
+
+
 @click.command("compare")
 @click.argument("baseline")
 @click.argument("candidate")
@@ -65,7 +75,7 @@ def compare_command(baseline: str, candidate: str, suite: str | None, last: int 
     capacity under the SLO and the failure ratio, each with a verdict. Exit code 3 when any figure regressed, or
     the baseline measured a figure the candidate did not."""
     from substrate_assets.analysis.comparison_text import as_csv, as_json, as_markdown, gate_fails
-    from substrate_assets.warehouse.comparison import SideNotFound, compare, select_side
+    from substrate_assets.warehouse.comparison import SideNotFound, select_side
     from substrate_assets.warehouse.connection import WarehouseBusy, connect
 
     if last is not None and suite is None:
@@ -76,10 +86,7 @@ def compare_command(baseline: str, candidate: str, suite: str | None, last: int 
     try:
         with connect(path, read_only=True) as connection:
             sides = [select_side(connection, spec, suite, last) for spec in (baseline, candidate)]
-            candidate_suite = connection.execute("SELECT any_value(suite) FROM trial_manifests WHERE trial_id = ?",
-                                                 [sides[1].trial_ids[0]]).fetchone()[0]
-            thresholds, source = thresholds_of(candidate_suite)
-            comparison = compare(connection, sides[0], sides[1], thresholds)
+            comparison, source = judged(connection, *sides)
     except (SideNotFound, WarehouseBusy) as error:
         raise click.ClickException(str(error)) from None
     if output_format == "table":

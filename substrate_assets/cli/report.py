@@ -31,16 +31,12 @@ def _history_page(connection: duckdb.DuckDBPyConnection, suite: str) -> str:
 
 
 def _comparison_page(connection: duckdb.DuckDBPyConnection, trial_ids: tuple[str, str]) -> str:
-    from substrate_assets.cli.compare import thresholds_of
+    from substrate_assets.cli.compare import judged
     from substrate_assets.report.pages import compared_page
-    from substrate_assets.warehouse.comparison import compare, select_side
+    from substrate_assets.warehouse.comparison import select_side
 
-    baseline, candidate = (select_side(connection, trial_id) for trial_id in trial_ids)
-    suite = connection.execute("SELECT any_value(suite) FROM trial_manifests WHERE trial_id = ?",
-                               [candidate.trial_ids[0]]).fetchone()[0]
-    thresholds, source = thresholds_of(suite)
-    return compared_page(connection, compare(connection, baseline, candidate, thresholds), source,
-                         warehouse=str(warehouse_path()))
+    comparison, source = judged(connection, *(select_side(connection, trial_id) for trial_id in trial_ids))
+    return compared_page(connection, comparison, source, warehouse=str(warehouse_path()))
 
 
 # Each kind of report: the option that asks for it, (its name in the default file name, how its page is built from

@@ -213,8 +213,8 @@ def _show_verdict(console: Console, trial_id: str) -> None:
     verdict line, and the figures that regressed."""
     from substrate_assets.analysis.comparison import regressed
     from substrate_assets.analysis.comparison_text import SHOWN_COLUMNS, shown_row, summary
-    from substrate_assets.cli.compare import thresholds_of
-    from substrate_assets.warehouse.comparison import compare, previous_trial, select_side
+    from substrate_assets.cli.compare import judged
+    from substrate_assets.warehouse.comparison import previous_trial, select_side
     from substrate_assets.warehouse.connection import connect
 
     with connect(warehouse_path(), read_only=True) as connection:
@@ -222,10 +222,7 @@ def _show_verdict(console: Console, trial_id: str) -> None:
         if baseline is None:
             console.print("no earlier trial of this suite and configuration to compare with", highlight=False)
             return
-        suite = connection.execute("SELECT suite FROM trial_manifests WHERE trial_id = ?", [trial_id]).fetchone()[0]
-        thresholds, source = thresholds_of(suite)
-        comparison = compare(connection, select_side(connection, baseline), select_side(connection, trial_id),
-                             thresholds)
+        comparison, source = judged(connection, select_side(connection, baseline), select_side(connection, trial_id))
     worse = regressed(comparison.figures)
     if worse:
         print_rows(console, f"regressed against {baseline}", SHOWN_COLUMNS, [tuple(shown_row(row)) for row in worse])

@@ -38,7 +38,7 @@ from substrate_assets.report.html import (
     table,
 )
 from substrate_assets.warehouse.comparison import WAKE as WAKE_REQUEST
-from substrate_assets.warehouse.comparison import latency_samples
+from substrate_assets.warehouse.comparison import wake_samples as side_wake_samples
 
 TRIAL_COLUMNS = ("trial_id", "suite", "script", "backend", "tag", "sut_version", "started_at", "ended_at", "status",
                  "failure", "failed_requests", "users", "duration_s", "think_scale", "lifecycle_mode")
@@ -105,7 +105,7 @@ def _not_built(model: str) -> Html:
 def wake_samples(connection: duckdb.DuckDBPyConnection, trial_id: str) -> np.ndarray:
     """The trial's exact wake latencies, of the requests wake_latency_distribution's main figures count: every
     WakeFirstTouch Locust counted (or whose count is unknown), failed or not."""
-    return latency_samples(connection, Side(trial_id, (trial_id,))).get(WAKE_REQUEST, np.empty(0))
+    return side_wake_samples(connection, Side(trial_id, (trial_id,)))
 
 
 def _trial_row(connection: duckdb.DuckDBPyConnection, trial_id: str) -> dict[str, Any]:
@@ -323,7 +323,7 @@ def compared_page(connection: duckdb.DuckDBPyConnection, comparison: Comparison,
                                                                                strict=True)}
             for row in comparison.figures]
     sides = (comparison.baseline, comparison.candidate)
-    samples = {side.label: latency_samples(connection, side).get(WAKE_REQUEST, np.empty(0)) for side in sides}
+    samples = {side.label: side_wake_samples(connection, side) for side in sides}
     notes = [summary(comparison, source), *(f"configuration differs: {line}" for line in comparison.differences)]
     return comparison_report(f"{comparison.candidate.label} against {comparison.baseline.label}",
                              comparison.baseline.label, comparison.candidate.label, rows, samples,

@@ -32,7 +32,8 @@ MIN_VERSION_PREFIX = 7
 DENSITIES = (("actors_per_node", "actors"), ("actors_per_vcpu", "actors/vCPU"), ("actors_per_gb_ram", "actors/GiB"))
 # What a side ran, from capacity_history: a difference is printed beside the figures, as it may explain them.
 CONFIGURATION_COLUMNS = ("suite", "script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "sut_version",
-                         "machine_type", "think_scale", "ladder")
+                         "machine_type", "think_scale", "ladder", "node_count", "users", "actors_per_user",
+                         "duration_s")
 
 
 class SideNotFound(LookupError):
@@ -80,13 +81,13 @@ def select_side(connection: duckdb.DuckDBPyConnection, spec: str, suite: str | N
     return Side(f"{suite}@{spec} ({len(chosen)} {'trial' if len(chosen) == 1 else 'trials'})", chosen)
 
 
-def latency_samples(connection: duckdb.DuckDBPyConnection, side: Side) -> dict[str, np.ndarray]:
-    """Each compared request name's samples on ``side``, ascending."""
+def latency_samples(connection: duckdb.DuckDBPyConnection, side: Side, steps: bool = True) -> dict[str, np.ndarray]:
+    """Each compared request name's samples on ``side``, ascending (with ``steps`` False, the wakes only)."""
     columns = connection.execute("""
         SELECT name, latency_ms FROM request_samples
         WHERE trial_id IN (SELECT unnest(?)) AND locust_counted IS NOT FALSE AND latency_ms IS NOT NULL
-          AND (name = ? OR (starts_with(name, 'Step_') AND success))
-        ORDER BY name, latency_ms""", [list(side.trial_ids), WAKE]).fetchnumpy()
+          AND (name = ? OR (? AND starts_with(name, 'Step_') AND success))
+        ORDER BY name, latency_ms""", [list(side.trial_ids), WAKE, steps]).fetchnumpy()
     names, latencies = np.asarray(columns["name"], dtype=object), np.asarray(columns["latency_ms"], dtype=float)
     if not len(names):
         return {}
@@ -96,15 +97,23 @@ def latency_samples(connection: duckdb.DuckDBPyConnection, side: Side) -> dict[s
             for start, end in zip(starts, [*starts[1:], len(names)], strict=True)}
 
 
+def wake_samples(connection: duckdb.DuckDBPyConnection, side: Side) -> np.ndarray:
+    """The side's wake latencies, ascending: every WakeFirstTouch the marts count, failed or not."""
+    return latency_samples(connection, side, steps=False).get(WAKE, np.empty(0))
+
+
+def suite_of(connection: duckdb.DuckDBPyConnection, side: Side) -> str | None:
+    """The suite a side's (first) trial ran: whose thresholds judge it as a candidate."""
+    return _values(connection, "SELECT any_value(suite) FROM trial_manifests WHERE trial_id = ?",
+                   [side.trial_ids[0]])[0]
+
+
 def _per_trial(connection: duckdb.DuckDBPyConnection, table: str, column: str, side: Side) -> list[float]:
-    return [float(value) for value in _values(
+    """The side's values of a per-trial figure, only when every trial of it measured the figure: an average over
+    some of its trials would pass for the side's."""
+    values = [float(value) for value in _values(
         connection, f"SELECT {column} FROM {table} WHERE trial_id IN (SELECT unnest(?)) AND {column} IS NOT NULL",
         [list(side.trial_ids)])]
-
-
-def _complete(values: list[float], side: Side) -> list[float]:
-    """A side's values only when every trial of it measured the figure: an average over some trials would pass
-    for the side's."""
     return values if len(values) == len(side.trial_ids) else []
 
 
@@ -148,13 +157,10 @@ def compare(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Si
         figures += compare_latency(name, samples[0].get(name, empty), samples[1].get(name, empty), thresholds,
                                    family=len(names) * len(LATENCY_PERCENTILES))
     for column, unit in DENSITIES:
-        figures.append(compare_scalar(column, unit, "higher",
-                                      _complete(_per_trial(connection, "density_frontiers", column, baseline),
-                                                baseline),
-                                      _complete(_per_trial(connection, "density_frontiers", column, candidate),
-                                                candidate), thresholds))
-    capacities = [_complete(_per_trial(connection, "slo_capacity", "capacity_users", side), side)
-                  for side in (baseline, candidate)]
+        figures.append(compare_scalar(column, unit, "higher", _per_trial(connection, "density_frontiers", column,
+                                                                         baseline),
+                                      _per_trial(connection, "density_frontiers", column, candidate), thresholds))
+    capacities = [_per_trial(connection, "slo_capacity", "capacity_users", side) for side in (baseline, candidate)]
     if any(capacities):
         figures.append(compare_scalar("capacity_users", "users", "higher", capacities[0], capacities[1], thresholds))
     figures.append(compare_failure_ratio(_failures(connection, baseline), _failures(connection, candidate),

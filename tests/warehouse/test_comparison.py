@@ -77,7 +77,7 @@ def test_the_p50_change_and_its_interval_match_request_samples(warehouse):
     assert by_figure["actors_per_node"].verdict == "regressed"  # the same actors on twice the nodes
     assert by_figure["failure_ratio"].candidate == pytest.approx(200 / 4200)
     assert "capacity_users" not in by_figure  # no SLO: no capacity on either side
-    assert result.differences == ["sut_version: v1aaaaaaaa → v2bbbbbbbb"]
+    assert result.differences == ["sut_version: v1aaaaaaaa → v2bbbbbbbb", "node_count: 1 → 2"]
 
 
 def test_identical_trials_compare_as_no_change_with_p_one(warehouse):

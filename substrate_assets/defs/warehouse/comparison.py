@@ -6,7 +6,6 @@ import warnings
 
 import dagster as dg
 import duckdb
-import numpy as np
 
 from substrate_assets.analysis.comparison import Comparison, Side, lost, regressed
 from substrate_assets.analysis.comparison_text import as_markdown, gate_fails, summary
@@ -18,7 +17,7 @@ from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.report.pages import ladder_chart
 from substrate_assets.report.plots import latency_cdf, markdown_image
 from substrate_assets.suites import compare_thresholds
-from substrate_assets.warehouse.comparison import WAKE, compare, latency_samples, previous_trial, select_side
+from substrate_assets.warehouse.comparison import compare, previous_trial, select_side, wake_samples
 
 # What the comparison reads: the trial's raw tables and the marts holding its configuration and figures.
 READS = ("request_samples", "locust_stats", "capacity_history", "density_frontiers", "slo_capacity")
@@ -27,7 +26,7 @@ READS = ("request_samples", "locust_stats", "capacity_history", "density_frontie
 def trial_pictures(connection: duckdb.DuckDBPyConnection, sides: list[Side]) -> dict[str, dg.MetadataValue]:
     """The wake-latency CDF of the trial (the last side) over its baseline's, and its load points when it climbed a
     ladder: images in markdown, as Dagster shows them."""
-    samples = {side.label: latency_samples(connection, side).get(WAKE, np.empty(0)) for side in sides}
+    samples = {side.label: wake_samples(connection, side) for side in sides}
     pictures = {}
     if any(len(values) for values in samples.values()):
         title = "wake latency CDF" + (": previous trial and this one" if len(sides) > 1 else "")

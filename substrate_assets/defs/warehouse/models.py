@@ -6,6 +6,7 @@ import dagster as dg
 import duckdb
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
+from substrate_assets.analysis.comparison_text import figure_text, p_value_text, percent_text
 from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.warehouse.metadata import check_result, model_metadata
 from substrate_assets.defs.warehouse.resources import WarehouseResource
@@ -57,22 +58,19 @@ def model_assets() -> list[dg.AssetsDefinition]:
     return [*assets, change_points_asset()] if METRIC_HISTORY in models else assets
 
 
-def _figure(value: float, unit: str) -> str:
-    return f"{value:.1f}" if unit == "ms" else f"{value:.4g}"
-
-
 def change_points_markdown(changes: list[MetricChange]) -> str:
-    """The change points as a table: ms to 0.1, percentages to 1 dp, p-values to 2 significant digits."""
+    """The change points as a table, rounded as compare rounds: ms to 0.1, percentages to 1 dp, p-values to 2
+    significant digits."""
     if not changes:
         return "No series has a change point."
     lines = ["| suite | configuration | metric | trial | previous trial | before | after | change | p-value | "
              "direction |", "|---|---|---|---|---|---|---|---|---|---|"]
     for change in changes:
-        relative = "n/a" if change.change_pct is None else f"{change.change_pct:+.1f} %"
-        before, after = _figure(change.mean_before, change.unit), _figure(change.mean_after, change.unit)
+        before, after = figure_text(change.mean_before, change.unit), figure_text(change.mean_after, change.unit)
         lines.append(f"| {change.suite} | {change.configuration} | {change.metric} | {change.trial_id} "
                      f"(#{change.trial_number}) | {change.previous_trial_id} | {before} {change.unit} | "
-                     f"{after} {change.unit} | {relative} | {change.p_value:.2g} | {change.direction} |")
+                     f"{after} {change.unit} | {percent_text(change.change_pct)} | {p_value_text(change.p_value)} | "
+                     f"{change.direction} |")
     return "\n".join(lines)
 
 

@@ -73,7 +73,7 @@ SELECT
     r.failed_requests,
     CASE WHEN r.requests > 0 THEN r.failed_requests / r.requests END AS failure_ratio,
     p.* EXCLUDE (trial_id, step, target_users, hold_s, started_at, ended_at, window_start_ts, window_end_ts,
-                 whole_step_because, recorded, actors_per_user)
+                 whole_step_because, recorded, actors_per_user, complete)
 FROM points AS p
 LEFT JOIN observed AS o USING (trial_id, step)
 LEFT JOIN requests AS r USING (trial_id, step)

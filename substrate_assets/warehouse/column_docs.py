@@ -1,0 +1,59 @@
+"""What each warehouse column holds, in the words of ``dbt_like_sql/schema.yml`` (the models) and
+``dbt_like_sql/sources.yml`` (the raw tables)."""
+
+from pathlib import Path
+
+import duckdb
+import yaml
+
+from substrate_assets.warehouse.connection import prepare
+from substrate_assets.warehouse.models import build_marts, models_directory
+from substrate_assets.warehouse.raw import ensure_schema
+
+SOURCES_FILE = "sources.yml"
+SCHEMA_FILE = "schema.yml"
+
+
+class ColumnDocsError(ValueError):
+    """A description file does not read; the message names the file and the entry."""
+
+
+def _columns(path: Path, table: dict, where: str) -> dict[str, str]:
+    described = {}
+    for column in table.get("columns") or []:
+        if not isinstance(column, dict) or not isinstance(column.get("name"), str):
+            raise ColumnDocsError(f"{path}: {where}: a column entry without a name: {column!r}")
+        description = column.get("description")
+        if description is not None:
+            described[column["name"]] = str(description).strip()
+    return described
+
+
+def column_descriptions(directory: Path | None = None) -> dict[str, dict[str, str]]:
+    """Column descriptions by table, then column; a column without one is absent."""
+    directory = directory or models_directory()
+    tables: dict[str, dict[str, str]] = {}
+    schema, sources = directory / SCHEMA_FILE, directory / SOURCES_FILE
+    if schema.is_file():
+        for model in (yaml.safe_load(schema.read_text()) or {}).get("models") or []:
+            tables[model["name"]] = _columns(schema, model, f"model {model['name']}")
+    if sources.is_file():
+        for source in (yaml.safe_load(sources.read_text()) or {}).get("sources") or []:
+            for table in source.get("tables") or []:
+                tables[table["name"]] = _columns(sources, table, f"table {table['name']}")
+    return tables
+
+
+def table_columns() -> dict[str, list[tuple[str, str]]]:
+    """Every warehouse table's columns and their DuckDB types, as an empty warehouse in memory has them once built
+    (the raw tables, the models, change_points): what the catalog shows before anything is loaded."""
+    with duckdb.connect() as connection:
+        prepare(connection)
+        ensure_schema(connection)
+        build_marts(connection)
+        rows = connection.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
+                                  "ORDER BY table_name, ordinal_position").fetchall()
+    tables: dict[str, list[tuple[str, str]]] = {}
+    for table, column, kind in rows:
+        tables.setdefault(table, []).append((column, kind))
+    return tables

@@ -11,12 +11,19 @@ from rich.console import Console
 from rich.table import Table
 
 from substrate_assets.driver.progress import Progress, log_lines
+from substrate_assets.report.figures import figure
 
 
 def wide_console() -> Console:
     """Rich's 80 columns when output is not a terminal would fold every table; logs and pipes are wide."""
     console = Console()
     return console if console.is_terminal else Console(width=200)
+
+
+def shown(value: Any, column: str) -> str:
+    """A value as the tables show it: a float rounded by what its column holds (ms to 0.1, ratios to 4 dp, densities
+    to 2 dp), null as null."""
+    return "null" if value is None else figure(value, column) if isinstance(value, float) else str(value)
 
 
 def print_rows(console: Console, title: str, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
@@ -26,8 +33,7 @@ def print_rows(console: Console, title: str, columns: list[str], rows: list[tupl
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*("null" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value)
-                        for value in row))
+        table.add_row(*(shown(value, column) for value, column in zip(row, columns, strict=True)))
     console.print(table)
 
 

@@ -12,7 +12,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from substrate_assets.cli.output import print_rows, progress_display, wide_console
+from substrate_assets.cli.output import print_rows, progress_display, shown, wide_console
 from substrate_assets.project import scripts_directory, store_directory, warehouse_path
 from substrate_assets.suites import KUBERNETES_SECTION_MISSING, Suite, SuiteError, get_suite, hold_problem
 from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound
@@ -233,7 +233,8 @@ def _show_verdict(console: Console, trial_id: str) -> None:
 
 def _print_one_row(console: Console, title: str, columns: list[str], row: tuple[Any, ...]) -> None:
     """One row as a column/value table: a mart's row is far wider than a terminal."""
-    print_rows(console, title, ["column", "value"], list(zip(columns, row, strict=True)))
+    print_rows(console, title, ["column", "value"], [(column, shown(value, column))
+                                                     for column, value in zip(columns, row, strict=True)])
 
 
 LOAD_POINT_COLUMNS = ("step", "target_users", "users", "actors_per_node", "actors_per_vcpu", "actors_per_gb_ram",

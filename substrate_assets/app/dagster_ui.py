@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 import psutil
 
+from substrate_assets.app.code_location import ui_workspace
 from substrate_assets.app.stop_signals import Stopped, stopping_on_signals
 
 # dagster dev stops its webserver, daemon and code server in a few seconds; a machine busy with other work gets more.
@@ -24,7 +25,7 @@ SHUTDOWN_GRACE_S = 30.0
 
 
 def ui_command(dagster: str, port: int) -> list[str]:
-    return [dagster, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)]
+    return [dagster, "dev", *ui_workspace(), "-h", "127.0.0.1", "-p", str(port)]
 
 
 def run_ui(command: list[str], cwd: str, env: dict[str, str], say: Callable[[str], None]) -> int:

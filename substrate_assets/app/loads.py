@@ -8,7 +8,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from substrate_assets.defs.warehouse.metadata import PREVIEW_ROWS, report_loads
+from substrate_assets.defs.warehouse.metadata import PREVIEW_ROWS, report_loads, trial_figures
 from substrate_assets.results.importer import ImportedRun, RunRefused, import_all
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
@@ -49,9 +49,11 @@ def import_upstream(root: str, store: RunStore, warehouse: Path, instance: dg.Da
         return ImportOutcome([], {}, [], [], refused)
     with connect(warehouse, on_wait=on_wait) as connection:
         raw = write_trials(connection, read, preview_rows=PREVIEW_ROWS)
+        figures = {run.trial_id: trial_figures(connection, run.trial_id) for run in runs}
         built, outcomes = build_marts(connection)
     report_loads(instance, [part.trial for part in read], raw, built, outcomes,
-                 extra={run.trial_id: {"imported_from": run.source} for run in runs})
+                 extra={run.trial_id: {"imported_from": run.source} for run in runs},
+                 figures=figures)
     return ImportOutcome(runs, {name: table.total for name, table in raw.items()}, [table.name for table in built],
                          outcomes, refused)
 

@@ -8,9 +8,11 @@ error stopped it, is marked canceled and its slots freed on the way out."""
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import dagster as dg
 
+from substrate_assets.app.code_location import run_job
 from substrate_assets.app.pool_slots import Owner, Say, end_own_runs, wait_for_pools
 from substrate_assets.app.stop_signals import Stopped, raise_if_stopped
 from substrate_assets.definitions import defs
@@ -18,11 +20,14 @@ from substrate_assets.defs.partitions import script_partitions, trial_partitions
 from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_script
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION
+from substrate_assets.defs.trials.jobs import TRIAL_TAG, TrialConfig, run_config, run_trial_job
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.results.layout import RunStore
 from substrate_assets.suites import Suite
 
+Result = TypeVar("Result", dg.ExecuteInProcessResult, dg.JobExecutionResult)
+TRIALS_POOL = "trials"
 INFO_LOGS = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 
 
@@ -71,7 +76,7 @@ def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterI
     return result
 
 
-def _succeeded(result: dg.ExecuteInProcessResult, what: str) -> dg.ExecuteInProcessResult:
+def _succeeded(result: Result, what: str) -> Result:
     if not result.success:
         failures = [event.step_key + ": " + str(event.event_specific_data.error.message).strip()
                     for event in result.all_events if event.event_type_value == "STEP_FAILURE"]
@@ -91,17 +96,35 @@ def materialize_script(suite: Suite, instance: dg.DagsterInstance, say: Say = _q
     return _succeeded(result, f"validating script {suite.script}").run_id
 
 
+def _run_trial_job(config: TrialConfig, instance: dg.DagsterInstance, say: Say) -> tuple[str, str]:
+    """A run of the run_trial job, as the UI launches it (so the UI can re-execute it): the trial it named and the
+    run's id; MainJobError when it failed."""
+    wait_for_pools(instance, [TRIALS_POOL], say)
+    try:
+        result = run_job(run_trial_job.name, instance, {**run_config(config), **INFO_LOGS},
+                         tags=Owner.this_process().tags())
+    except BaseException as error:
+        end_own_runs(instance, _why_ended(error))
+        raise
+    end_own_runs(instance, "substrate-bench ended this run's execution without finishing it")
+    raise_if_stopped()
+    run = instance.get_run_by_id(result.run_id)
+    trial_id = run.tags.get(TRIAL_TAG) if run else None
+    _succeeded(result, f"trial {trial_id}" if trial_id else f"run_trial for suite {config.suite}")
+    if trial_id is None:
+        raise MainJobError(f"run {result.run_id} of run_trial succeeded without naming a trial")
+    return trial_id, result.run_id
+
+
 def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:
-    """Register a new trial partition, then materialize the whole graph for it. ``say`` hears about dead runs
-    freed and about pools waited for; the wait comes first, so a trial stopped while waiting leaves no partition
-    and its key is minted when it can run."""
-    graph = [trial_run, *raw_assets, *mart_assets]
-    wait_for_pools(instance, pools_of(graph), say)
+    """The main job: validate the suite's script, run a trial of the suite as a run of the run_trial job (which
+    names the trial's partition), then load it into the raw tables, rebuild the models and compare it with the
+    previous trial, in one more run. ``say`` hears about dead runs freed and about pools waited for."""
+    wait_for_pools(instance, pools_of([trial_run, *raw_assets, *mart_assets]), say)
     runs = [materialize_script(suite, instance, say)]
-    key = store.propose_key(suite.name, suite.tag, set(instance.get_dynamic_partitions(trial_partitions.name)))
-    instance.add_dynamic_partitions(trial_partitions.name, [key.trial_id])
-    result = _materialize(graph, instance, key.trial_id, say)
-    return JobOutcome(key.trial_id, [*runs, _succeeded(result, f"trial {key.trial_id}").run_id])
+    trial_id, trial_run_id = _run_trial_job(TrialConfig(suite=suite.name), instance, say)
+    loaded = reload_trial(trial_id, store, instance, say)
+    return JobOutcome(trial_id, [*runs, trial_run_id, *loaded.runs])
 
 
 def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:

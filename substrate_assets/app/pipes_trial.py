@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dagster_pipes import open_dagster_pipes
 
-from substrate_assets.defs.trials.checks import TRIAL_COMPLETED
+from substrate_assets.defs.trials.checks import TRIAL_COMPLETED, TRIAL_RUN
 from substrate_assets.driver.cluster_trial import run_cluster_trial
 from substrate_assets.driver.kubernetes_pods import SCRIPT_FILE
 from substrate_assets.driver.preflight import TrialRefused
@@ -28,6 +28,10 @@ from substrate_assets.driver.trial import run_local_trial
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.suites import Suite
 from substrate_assets.workload import ScriptLibrary
+
+
+def _to_tenth(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def main() -> None:
@@ -55,7 +59,9 @@ def main() -> None:
         summary = result.summary
         pipes.log.info(f"trial {trial_id} written to {result.trial_dir}: WakeFirstTouch {summary.wake_figures()}; "
                        f"{summary.steps_completed} steps, {summary.failures} failures")
+        # Named, as a run_trial job's op (which mints the partition) has no asset of its own to default to.
         pipes.report_asset_materialization(
+            asset_key=TRIAL_RUN,
             metadata={
                 "trial_dir": {"raw_value": str(result.trial_dir), "type": "path"},
                 "backend": suite.backend,
@@ -67,14 +73,16 @@ def main() -> None:
                 "steps_completed": summary.steps_completed,
                 "sessions": summary.sessions,
                 "wake_n": summary.wake_n, "wake_failed": summary.wake_failed,
-                "wake_p50_ms": {"raw_value": summary.wake_p50_ms, "type": "float"},
-                "wake_p95_ms": {"raw_value": summary.wake_p95_ms, "type": "float"},
-                "wake_p99_ms": {"raw_value": summary.wake_p99_ms, "type": "float"},
+                # Floats, so the asset's Plots chart them across trials; to 0.1 ms, as every figure is shown.
+                **{name: {"raw_value": _to_tenth(value), "type": "float"}
+                   for name, value in (("wake_p50_ms", summary.wake_p50_ms), ("wake_p95_ms", summary.wake_p95_ms),
+                                       ("wake_p99_ms", summary.wake_p99_ms))},
+                "failure_ratio": {"raw_value": summary.failure_ratio, "type": "float"},
             },
             data_version=trial_id,
         )
         pipes.report_asset_check(
-            check_name=TRIAL_COMPLETED, passed=result.completed, severity="WARN",
+            check_name=TRIAL_COMPLETED, asset_key=TRIAL_RUN, passed=result.completed, severity="WARN",
             metadata={"locust_exit_code": result.locust_exit_code, "failures": summary.failures,
                       **({"failure": result.failure} if result.failure else {})},
         )

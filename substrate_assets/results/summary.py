@@ -39,6 +39,11 @@ class RequestSummary:
             sessions=requests.filter((pl.col("name") == "CreateActor") & pl.col("success")).height,
         )
 
+    @property
+    def failure_ratio(self) -> float | None:
+        """Failed requests over requests, to 4 dp; null without requests."""
+        return round(self.failures / self.requests, 4) if self.requests else None
+
     def wake_figures(self) -> str:
         """``n=… failed … p50 … ms p95 … ms p99 … ms``, to 0.1 ms; null where there were no wakes."""
 

@@ -37,6 +37,10 @@ def tick(tmp_path: Path, cursor: str | None):
     return script_change_sensor(context)
 
 
+def suite_of(request: dg.RunRequest) -> str:
+    return request.run_config["ops"]["trial"]["config"]["suite"]
+
+
 def setup(tmp_path: Path) -> None:
     shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
     (tmp_path / "suites.yaml").write_text(SUITES)
@@ -45,7 +49,7 @@ def setup(tmp_path: Path) -> None:
 def test_the_sensor_runs_by_default_and_targets_the_two_jobs():
     assert script_change_sensor.default_status == dg.DefaultSensorStatus.RUNNING
     assert {job.name for job in script_change_sensor.jobs} == {validate_script_job.name, run_trial_job.name}
-    assert defs.get_sensor_def("warehouse_refresh").default_status == dg.DefaultSensorStatus.RUNNING
+    assert defs.resolve_sensor_def("warehouse_refresh").default_status == dg.DefaultSensorStatus.RUNNING
 
 
 def test_first_tick_records_a_baseline_and_starts_nothing(tmp_path):
@@ -66,13 +70,14 @@ def test_an_edited_think_time_starts_one_trial_per_suite_using_the_script(tmp_pa
     result = tick(tmp_path, baseline)
     trials = [r for r in result.run_requests if r.job_name == run_trial_job.name]
     scripts = [r for r in result.run_requests if r.job_name == validate_script_job.name]
-    assert sorted(r.partition_key.rsplit("-", 1)[0] for r in trials) == ["smoke-a", "smoke-b"]  # not "coding"
+    assert sorted(suite_of(r) for r in trials) == ["smoke-a", "smoke-b"]  # not "coding"
     sha = json.loads(result.cursor)["quick-session"]
     assert sha != json.loads(baseline)["quick-session"]
-    assert all(r.run_key == f"{r.partition_key}:{sha}" for r in trials)
+    # Each run names its trial's partition when it starts; the request carries the suite as run config.
+    assert all(r.partition_key is None and r.run_key == f"{suite_of(r)}:quick-session:{sha}" for r in trials)
     assert [r.partition_key for r in scripts] == ["quick-session"]
     added = {request.partitions_def_name: request.partition_keys for request in result.dynamic_partitions_requests}
-    assert sorted(added["trial"]) == sorted(r.partition_key for r in trials) and added["script"] == ["quick-session"]
+    assert added == {"script": ["quick-session"]}
     # The next tick, from the new cursor, starts nothing more.
     assert tick(tmp_path, result.cursor).skip_reason.skip_message == "no script changed"
 
@@ -110,7 +115,7 @@ def test_a_cluster_deployment_starts_only_kubernetes_suites(tmp_path, monkeypatc
     path.write_text(path.read_text().replace("think: 700ms", "think: 900ms"))
     monkeypatch.setenv("SUBSTRATE_BENCH_DEPLOYMENT", "cluster")
     trials = [r for r in tick(tmp_path, baseline).run_requests if r.job_name == run_trial_job.name]
-    assert [r.partition_key.rsplit("-", 1)[0] for r in trials] == ["smoke-pods"]
+    assert [suite_of(r) for r in trials] == ["smoke-pods"]
     monkeypatch.setenv("SUBSTRATE_BENCH_DEPLOYMENT", "workstation")
     trials = [r for r in tick(tmp_path, baseline).run_requests if r.job_name == run_trial_job.name]
-    assert sorted(r.partition_key.rsplit("-", 1)[0] for r in trials) == ["smoke-a", "smoke-b", "smoke-pods"]
+    assert sorted(suite_of(r) for r in trials) == ["smoke-a", "smoke-b", "smoke-pods"]

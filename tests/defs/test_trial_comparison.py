@@ -67,7 +67,9 @@ def test_each_trial_is_compared_with_the_previous_one(trials, tmp_path):
     assert "load_points" not in third.metadata  # a flat trial is one load point: no ladder to draw
 
 
-def test_the_trial_job_leaves_the_comparison_to_the_run_that_builds_the_marts():
-    checks = defs.resolve_job_def(run_trial_job.name).asset_layer.asset_graph.asset_check_keys
-    assert CHECK not in checks and dg.AssetCheckKey(trial_run.key, "trial_completed") in checks
+def test_the_comparison_follows_the_marts_on_its_own():
+    """run_trial runs only the trial; the comparison, which reads the marts, is started by warehouse_refresh."""
+    assert not defs.resolve_job_def(run_trial_job.name).asset_layer.asset_graph.asset_check_keys
     assert CHECK in defs.resolve_asset_graph().asset_check_keys
+    assert CHECK in defs.resolve_sensor_def("warehouse_refresh").asset_selection.resolve_checks(defs.resolve_asset_graph())
+    assert defs.resolve_asset_graph().get(CHECK).automation_condition is not None

@@ -16,13 +16,13 @@ from substrate_assets.defs.resources import (
     SuitesResource,
 )
 from substrate_assets.defs.scripts.assets import workload_script
-from substrate_assets.defs.trials.checks import TRIAL_COMPLETED
+from substrate_assets.defs.trials.checks import TRIAL_COMPLETED, TRIAL_RUN
 from substrate_assets.defs.trials.kubernetes import run_on_kubernetes
 from substrate_assets.driver.kubernetes_pods import PIPES_CHILD
 from substrate_assets.driver.stopping import PARENT_PID_ENV
 from substrate_assets.project import project_root
 from substrate_assets.results.layout import TrialExists, TrialKey
-from substrate_assets.suites import SuiteError
+from substrate_assets.suites import Suite, SuiteError
 from substrate_assets.workload import ScriptError
 
 # Dagster's own Pipes clients call this preview API on every run (dagster/_core/pipes/context.py); the warning is
@@ -31,31 +31,11 @@ warnings.filterwarnings("ignore", message=r"Function `PipesMessageReader\.expect
                         "preview", category=dg.PreviewWarning)
 
 
-@dg.asset(
-    partitions_def=trial_partitions,
-    deps=[workload_script],
-    group_name="trials",
-    owners=OWNERS,
-    # A local trial is a Pipes subprocess; a cluster trial a driver pod.
-    kinds={"locust", "python", "kubernetes"},
-    pool="trials",  # two trials at once on one runtime or cluster would measure each other
-    check_specs=[dg.AssetCheckSpec(TRIAL_COMPLETED, asset="trial_run", description="The trial ran to its end: "
-                                   "Locust ran its whole duration, exited by itself and wrote stats, and a session "
-                                   "started. Failed requests do not fail it (they are the failures metadata); a "
-                                   "trial that did not complete still keeps everything it measured.")],
-    description="One trial: the suite named by the partition key (`<suite>-<yyyymmddthhmmssz>`), run on its backend "
-    "— local (embedded runtime, Locust as a Pipes subprocess) or kubernetes (a driver pod through PipesK8sClient, "
-    "optional Locust worker pods, an object-store run store) — and written once, atomically, into the run store "
-    "as `runs/<suite>/run_date=…/run_ts=…/run_tag=…/`.",
-)
-def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.PipesSubprocessClient,
-              pipes_k8s_client: PipesK8sClient, run_store: RunStoreResource, script_library: ScriptLibraryResource,
-              suites: SuitesResource, deployment: DeploymentResource) -> dg.MaterializeResult:
-    trial_id = context.partition_key
-    try:
-        suite = suites.suite(TrialKey.suite_of(trial_id))
-    except (ValueError, SuiteError) as error:
-        raise dg.Failure(f"trial partition {trial_id!r}: {error}") from None
+def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
+                 pipes_subprocess_client: dg.PipesSubprocessClient, pipes_k8s_client: PipesK8sClient,
+                 run_store: RunStoreResource, script_library: ScriptLibraryResource,
+                 deployment: DeploymentResource) -> dg.PipesClientCompletedInvocation:
+    """Run one trial of ``suite`` as ``trial_id`` on its backend, through Dagster Pipes; what the trial reported."""
     store = run_store.store()
     key = TrialKey.from_trial_id(trial_id, suite.tag)
     here = deployment.deployment()
@@ -82,4 +62,36 @@ def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.Pip
         extras=extras,
         env={PARENT_PID_ENV: str(os.getpid())},
         cwd=str(project_root()),
-    ).get_materialize_result()
+    )
+
+
+@dg.asset(
+    name=TRIAL_RUN,
+    partitions_def=trial_partitions,
+    deps=[workload_script],
+    group_name="trials",
+    owners=OWNERS,
+    # A local trial is a Pipes subprocess; a cluster trial a driver pod.
+    kinds={"locust", "python", "kubernetes"},
+    pool="trials",  # two trials at once on one runtime or cluster would measure each other
+    check_specs=[dg.AssetCheckSpec(TRIAL_COMPLETED, asset=TRIAL_RUN, description="The trial ran to its end: "
+                                   "Locust ran its whole duration, exited by itself and wrote stats, and a session "
+                                   "started. Failed requests do not fail it (they are the failures metadata); a "
+                                   "trial that did not complete still keeps everything it measured.")],
+    description="One trial: a suite of suites.yaml run on its backend — local (embedded runtime, Locust as a Pipes "
+    "subprocess) or kubernetes (a driver pod through PipesK8sClient, optional Locust worker pods, an object-store "
+    "run store) — and written once, atomically, into the run store as `runs/<suite>/run_date=…/run_ts=…/run_tag=…/`."
+    "\n\nStart one from the **run_trial** job (Launchpad: the suite, and optionally users, duration and think "
+    "scale): it names the trial's partition itself, `<suite>-<yyyymmddthhmmssz>`. Materializing a partition here "
+    "runs the suite its key names, as suites.yaml has it, and only when that trial never landed.",
+)
+def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.PipesSubprocessClient,
+              pipes_k8s_client: PipesK8sClient, run_store: RunStoreResource, script_library: ScriptLibraryResource,
+              suites: SuitesResource, deployment: DeploymentResource) -> dg.MaterializeResult:
+    trial_id = context.partition_key
+    try:
+        suite = suites.suite(TrialKey.suite_of(trial_id))
+    except (ValueError, SuiteError) as error:
+        raise dg.Failure(f"trial partition {trial_id!r}: {error}") from None
+    return launch_trial(context.op_execution_context, suite, trial_id, pipes_subprocess_client, pipes_k8s_client,
+                        run_store, script_library, deployment).get_materialize_result()

@@ -1,13 +1,95 @@
-"""The ``run_trial`` job: one trial, and — where the warehouse lives — the raw tables that load it."""
+"""The ``run_trial`` job: a form (run config) naming a suite and, optionally, the load to change; it names the new
+trial's partition itself, runs the trial and records it as that partition of ``trial_run``. The raw tables and the
+models follow on their own (``warehouse_refresh``)."""
 
 import dagster as dg
+from dagster_k8s import PipesK8sClient
+from pydantic import Field
 
-from substrate_assets.defs.trials.assets import trial_run
-from substrate_assets.defs.trials.checks import NO_REGRESSION
+from substrate_assets.defs.partitions import trial_partitions
+from substrate_assets.defs.resources import (
+    DeploymentResource,
+    RunStoreResource,
+    ScriptLibraryResource,
+    SuitesResource,
+)
+from substrate_assets.defs.trials.assets import launch_trial, trial_run
+from substrate_assets.suites import Suite, SuiteError
 
-# What depends directly on trial_run is what loads it: the raw tables on a workstation, nothing in a cluster. The
-# comparison with the previous trial reads the marts, which follow this job; it runs where they do.
-run_trial_job = dg.define_asset_job("run_trial", selection=dg.AssetSelection.assets(trial_run).downstream(depth=1)
-                                    - dg.AssetSelection.checks(dg.AssetCheckKey(trial_run.key, NO_REGRESSION)),
-                                    description="Run one trial and, on a workstation, load its files into the "
-                                    "warehouse.")
+TRIAL_TAG = "substrate/trial"
+SUITE_TAG = "substrate/suite"
+SCRIPT_TAG = "substrate/script"
+# Dagster keeps a materialization's data version under this tag (MaterializeResult.data_version as an event).
+DATA_VERSION_TAG = "dagster/data_version"
+
+
+class TrialConfig(dg.Config):
+    """One trial: a suite of suites.yaml, with its load optionally changed for this trial only."""
+
+    suite: str = Field(description="A suite of suites.yaml, e.g. quick-smoke.")
+    users: int | None = Field(default=None, description="Concurrent sessions (Locust users) instead of the "
+                              "suite's; leave null to keep the suite's.")
+    duration: str | None = Field(default=None, description="Run time instead of the suite's, Locust -t form (60s, "
+                                 "2m, 1h30m); null keeps the suite's.")
+    think_scale: float | None = Field(default=None, description="Multiplies every think time instead of the "
+                                      "suite's factor; null keeps the suite's.")
+
+    def chosen_suite(self, suites: SuitesResource) -> Suite:
+        """The suite with this config's changes, validated as suites.yaml is; dg.Failure names what is wrong."""
+        try:
+            return suites.suite(self.suite).with_overrides(users=self.users, duration=self.duration,
+                                                           think_scale=self.think_scale)
+        except SuiteError as error:
+            raise dg.Failure(f"run config: {error}") from None
+
+
+def run_config(config: TrialConfig) -> dict[str, object]:
+    """The run config of a run_trial run for ``config``."""
+    return {"ops": {"trial": {"config": config.model_dump(exclude_none=True)}}}
+
+
+@dg.op(pool="trials")  # two trials at once on one runtime or cluster would measure each other
+def trial(context: dg.OpExecutionContext, config: TrialConfig, pipes_subprocess_client: dg.PipesSubprocessClient,
+          pipes_k8s_client: PipesK8sClient, run_store: RunStoreResource, script_library: ScriptLibraryResource,
+          suites: SuitesResource, deployment: DeploymentResource) -> None:
+    """Name the trial (`<suite>-<yyyymmddthhmmssz>`, the first free second from now), add it as a trial_run
+    partition, run it, and record trial_run and its trial_completed check for that partition."""
+    suite = config.chosen_suite(suites)
+    taken = set(context.instance.get_dynamic_partitions(trial_partitions.name))
+    trial_id = run_store.store().propose_key(suite.name, suite.tag, taken).trial_id
+    context.instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
+    context.instance.add_run_tags(context.run_id, {TRIAL_TAG: trial_id, SUITE_TAG: suite.name,
+                                                   SCRIPT_TAG: suite.script})
+    context.log.info(f"trial {trial_id}: suite {suite.name} ({suite.load_description()}, think scale "
+                     f"{suite.think_scale:g})")
+    invocation = launch_trial(context, suite, trial_id, pipes_subprocess_client, pipes_k8s_client, run_store,
+                              script_library, deployment)
+    for result in invocation.get_results(implicit_materializations=False):
+        if isinstance(result, dg.MaterializeResult):
+            version = {DATA_VERSION_TAG: result.data_version.value} if result.data_version else {}
+            context.log_event(dg.AssetMaterialization(
+                asset_key=trial_run.key, partition=trial_id, tags=version,
+                metadata={**(result.metadata or {}), "suite": suite.name, "script": suite.script}))
+        elif isinstance(result, dg.AssetCheckResult):
+            context.log_event(dg.AssetCheckEvaluation(
+                asset_key=trial_run.key, check_name=result.check_name or "", passed=result.passed,
+                severity=result.severity, metadata=result.metadata or {}, partition=trial_id))
+
+
+# What the launchpad opens with: the README's first suite, to edit.
+LAUNCHPAD_DEFAULT = "quick-smoke"
+
+
+@dg.job(
+    name="run_trial",
+    executor_def=dg.in_process_executor,
+    config={"ops": {"trial": {"config": {"suite": LAUNCHPAD_DEFAULT}}}},
+    tags={"substrate/kind": "trial"},
+    description="Run one trial. Launchpad config: `ops: {trial: {config: {suite: quick-smoke}}}`, optionally "
+    "`users`, `duration` (60s, 2m) and `think_scale`. The job names the trial's partition of trial_run itself "
+    "(`<suite>-<yyyymmddthhmmssz>`, tagged `substrate/trial` on the run); re-executing a run starts a new trial with "
+    "the same config. On a workstation the raw tables, the models and the comparison with the previous trial follow "
+    "on their own (sensor `warehouse_refresh`).",
+)
+def run_trial_job() -> None:
+    trial()

@@ -14,8 +14,9 @@ from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
 from substrate_assets.suites import Suite
 
 
-def run_on_kubernetes(context: dg.AssetExecutionContext, client: PipesK8sClient, suite: Suite, key: TrialKey,
-                      script_text: str, extras: dict[str, str], mirror_into: RunStore | None) -> dg.MaterializeResult:
+def run_on_kubernetes(context: dg.OpExecutionContext, client: PipesK8sClient, suite: Suite, key: TrialKey,
+                      script_text: str, extras: dict[str, str],
+                      mirror_into: RunStore | None) -> dg.PipesClientCompletedInvocation:
     namespace = settings_of(suite).namespace
 
     def run_driver_pod(pod_meta: dict[str, Any], pod_spec: dict[str, Any], timeout_s: int) -> Any:
@@ -27,7 +28,7 @@ def run_on_kubernetes(context: dg.AssetExecutionContext, client: PipesK8sClient,
                                           mirror_into=mirror_into)
     except TrialExists as error:
         raise dg.Failure(str(error)) from None
-    return invocation.get_materialize_result()
+    return invocation
 
 
 def driver_pod(suite: Suite, trial_id: str, pipes_env: dict[str, str] | None = None,

@@ -5,15 +5,14 @@ import json
 
 import dagster as dg
 
-from substrate_assets.defs.partitions import script_partitions, trial_partitions
+from substrate_assets.defs.partitions import script_partitions
 from substrate_assets.defs.resources import (
     DeploymentResource,
-    RunStoreResource,
     ScriptLibraryResource,
     SuitesResource,
 )
 from substrate_assets.defs.scripts.jobs import validate_script_job
-from substrate_assets.defs.trials.jobs import run_trial_job
+from substrate_assets.defs.trials.jobs import SCRIPT_TAG, SUITE_TAG, TrialConfig, run_config, run_trial_job
 from substrate_assets.suites import Suite, SuiteError
 from substrate_assets.workload import ScriptError
 
@@ -27,14 +26,13 @@ def _hashes(script_library: ScriptLibraryResource) -> dict[str, str]:
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     jobs=[validate_script_job, run_trial_job],
-    description="Hashes scripts/*.yaml. For each script that is new or changed (and valid), adds a trial partition "
-    "for every suite that uses it (in a cluster deployment, every kubernetes suite) and requests its run "
-    "(run_key = trial + script sha). The first tick records the current scripts as the baseline. An invalid script "
-    "starts nothing: the skip reason says why when nothing else started, else a warning in the tick's log.",
+    description="Hashes scripts/*.yaml. For each script that is new or changed (and valid), requests a run_trial run "
+    "of every suite that uses it (in a cluster deployment, every kubernetes suite; run_key = suite + script + sha), "
+    "which names its trial when it starts. The first tick records the current scripts as the baseline. An invalid "
+    "script starts nothing: the skip reason says why when nothing else started, else a warning in the tick's log.",
 )
 def script_change_sensor(context: dg.SensorEvaluationContext, script_library: ScriptLibraryResource,
-                         suites: SuitesResource, run_store: RunStoreResource,
-                         deployment: DeploymentResource) -> dg.SensorResult | dg.SkipReason:
+                         suites: SuitesResource, deployment: DeploymentResource) -> dg.SensorResult | dg.SkipReason:
     current = _hashes(script_library)
     if context.cursor is None:
         return dg.SensorResult(cursor=json.dumps(current, sort_keys=True), skip_reason=dg.SkipReason(
@@ -53,9 +51,6 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
     problems: list[str] = []
     runs: list[dg.RunRequest] = []
     scripts_added: list[str] = []
-    trials_added: list[str] = []
-    store = run_store.store()
-    taken = set(context.instance.get_dynamic_partitions(trial_partitions.name))
     for name, sha in sorted(current.items()):
         if known.get(name) == sha:
             continue
@@ -69,11 +64,10 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
         runs.append(dg.RunRequest(partition_key=name, job_name=validate_script_job.name, run_key=f"{name}:{sha}",
                                   tags={"substrate/script_sha256": sha}))
         for suite in sorted(by_script.get(name, []), key=lambda suite: suite.name):
-            trial_id = store.propose_key(suite.name, suite.tag, taken).trial_id
-            taken.add(trial_id)
-            trials_added.append(trial_id)
-            runs.append(dg.RunRequest(partition_key=trial_id, job_name=run_trial_job.name, run_key=f"{trial_id}:{sha}",
-                                      tags={"substrate/script": name, "substrate/script_sha256": sha}))
+            # The run names its trial when it starts: trials queued behind one another each get their own second.
+            runs.append(dg.RunRequest(job_name=run_trial_job.name, run_key=f"{suite.name}:{name}:{sha}",
+                                      run_config=run_config(TrialConfig(suite=suite.name)),
+                                      tags={SUITE_TAG: suite.name, SCRIPT_TAG: name, "substrate/script_sha256": sha}))
     if not runs:
         reason = "no script changed"
         if problems:
@@ -83,7 +77,6 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
         context.log.warning("invalid script(s) skipped:\n%s", "\n".join(problems))
     return dg.SensorResult(
         run_requests=runs,
-        dynamic_partitions_requests=[script_partitions.build_add_request(scripts_added),
-                                     trial_partitions.build_add_request(trials_added)],
+        dynamic_partitions_requests=[script_partitions.build_add_request(scripts_added)],
         cursor=json.dumps(cursor, sort_keys=True),
     )

@@ -12,7 +12,7 @@ from substrate_assets.analysis.comparison_text import as_markdown, gate_fails, s
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.trials.assets import trial_run
-from substrate_assets.defs.trials.checks import NO_REGRESSION
+from substrate_assets.defs.trials.checks import NO_REGRESSION, TRIAL_RUN
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.report.pages import ladder_chart
 from substrate_assets.report.plots import latency_cdf, markdown_image
@@ -75,6 +75,20 @@ def compare_with_previous_trial(context: dg.AssetCheckExecutionContext, warehous
     return check_result(comparison, source, pictures)
 
 
+def _after_the_marts_follow_a_trial() -> dg.AutomationCondition:
+    """True for a trial's partition that was never compared, when the marts have just been rebuilt with nothing
+    upstream still running, and the trial both landed (trial_run; an imported or rebuilt trial has no such event and
+    is compared only on request) and loaded."""
+    def dep(asset: str, condition: dg.AutomationCondition) -> dg.AutomationCondition:
+        return dg.AutomationCondition.any_deps_match(condition).allow(dg.AssetSelection.assets(asset))
+
+    missing = dg.AutomationCondition.missing()
+    return (missing & dep("capacity_history", dg.AutomationCondition.newly_updated())
+            & ~dep(TRIAL_RUN, missing) & ~dep("request_samples", missing)
+            & ~dg.AutomationCondition.any_deps_in_progress() & ~dg.AutomationCondition.in_progress()
+            ).with_label("a landed trial, once the marts were rebuilt")
+
+
 with warnings.catch_warnings():
     # A check per trial partition is a preview feature of Dagster 1.13, and the only way to check each trial.
     warnings.simplefilter("ignore", dg.PreviewWarning)
@@ -85,6 +99,7 @@ with warnings.catch_warnings():
         blocking=False,
         additional_deps=list(READS),
         pool="duckdb",
+        automation_condition=_after_the_marts_follow_a_trial(),
         description="The trial compared with the latest earlier trial of its suite and configuration, as "
         "`substrate-bench compare` does: wake and step latency p50/p99 (95 % bootstrap interval, Mann–Whitney U), "
         "densities, capacity, failure ratio. Warns on a regression, blocks nothing; passes with nothing to compare "

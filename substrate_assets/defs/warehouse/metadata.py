@@ -5,21 +5,54 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
+import duckdb
 
 from substrate_assets.defs.partitions import trial_partitions
+from substrate_assets.report.figures import figure, rounded
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
+from substrate_assets.warehouse.column_docs import column_descriptions, table_columns
 from substrate_assets.warehouse.models import BuiltTable
 from substrate_assets.warehouse.raw import LoadedTable
+from substrate_assets.warehouse.trial_figures import trial_densities
 
 PREVIEW_ROWS = 10
+COLUMN_DESCRIPTIONS = column_descriptions()
+# Built once per process, on an empty warehouse in memory (about 0.4 s): the catalog shows each table's columns
+# before any trial has loaded.
+TABLE_COLUMNS = table_columns()
 
 
-def _markdown(columns: list[str], rows: list[dict[str, Any]]) -> str:
+def _cell(value: Any, column: str) -> str:
+    # null, not a dash: in the warehouse a null is a figure that was not measured.
+    # Whole numbers as they are: a run_ts or a count of bytes reads better without separators here.
+    text = "null" if value is None else str(value) if isinstance(value, int) else figure(value, column)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def preview_markdown(columns: list[str], rows: list[dict[str, Any]]) -> str:
+    """The first rows of a table as markdown, each figure rounded as a person reads it. A single row is shown as
+    column | value lines, as a row of a wide table is far wider than the page."""
+    if len(rows) == 1:
+        lines = ["| column | value |", "|---|---|"]
+        lines += [f"| {column} | {_cell(rows[0].get(column), column)} |" for column in columns]
+        return "\n".join(lines)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for row in rows:
-        lines.append("| " + " | ".join("null" if row.get(c) is None else str(row.get(c)) for c in columns) + " |")
+    lines += ["| " + " | ".join(_cell(row.get(column), column) for column in columns) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def column_schema(name: str, columns: list[tuple[str, str]]) -> dg.TableSchema:
+    """The table's columns with their types and, from schema.yml or sources.yml, what each holds."""
+    described = COLUMN_DESCRIPTIONS.get(name, {})
+    return dg.TableSchema(columns=[dg.TableColumn(column, kind, description=described.get(column))
+                                   for column, kind in columns])
+
+
+def declared_table(name: str) -> dict[str, Any]:
+    """What the catalog shows of a table before it is built: its columns, their types and descriptions."""
+    return {"dagster/column_schema": column_schema(name, TABLE_COLUMNS[name]),
+            "dagster/table_name": f"warehouse.main.{name}"}
 
 
 def table_metadata(name: str, columns: list[tuple[str, str]], rows: int,
@@ -27,9 +60,9 @@ def table_metadata(name: str, columns: list[tuple[str, str]], rows: int,
     """Row count, column schema, table name and a markdown preview."""
     return {
         "dagster/row_count": rows,
-        "dagster/column_schema": dg.TableSchema(columns=[dg.TableColumn(column, kind) for column, kind in columns]),
+        "dagster/column_schema": column_schema(name, columns),
         "dagster/table_name": f"warehouse.main.{name}",
-        "preview": dg.MetadataValue.md(_markdown([column for column, _ in columns], preview)),
+        "preview": dg.MetadataValue.md(preview_markdown([column for column, _ in columns], preview)),
     }
 
 
@@ -44,6 +77,17 @@ def raw_load_metadata(loaded: LoadedTable, trial: TrialDirectory) -> dict[str, A
             "trial_dir": dg.MetadataValue.path(str(trial.path))}
 
 
+# The one row per trial also carries the trial's densities, so the asset's Plots chart them across trials.
+FIGURES_ON = "trial_manifests"
+
+
+def trial_figures(connection: duckdb.DuckDBPyConnection, trial_id: str) -> dict[str, dg.MetadataValue]:
+    """The trial's densities and failure ratio as float metadata, rounded as shown; a figure not measured is left
+    out (a Plots gap, not a zero)."""
+    return {figure_name: dg.MetadataValue.float(rounded(value, figure_name))
+            for figure_name, value in trial_densities(connection, trial_id).items() if value is not None}
+
+
 def check_result(outcome: TestOutcome) -> dg.AssetCheckResult:
     return dg.AssetCheckResult(
         check_name=outcome.test.name, passed=outcome.passed,
@@ -54,11 +98,13 @@ def check_result(outcome: TestOutcome) -> dg.AssetCheckResult:
 
 def report_loads(instance: dg.DagsterInstance, trials: list[TrialDirectory], raw: Mapping[str, LoadedTable],
                  models: Sequence[BuiltTable], tests: Sequence[TestOutcome] = (), *, new_partitions_only: bool = False,
-                 extra: Mapping[str, Mapping[str, Any]] | None = None) -> int:
+                 extra: Mapping[str, Mapping[str, Any]] | None = None,
+                 figures: Mapping[str, Mapping[str, Any]] | None = None) -> int:
     """Record on ``instance`` what a load outside a run did (an import, a rebuild), as the assets record it in a
     run: each trial's partition of each raw table, each model, each column test. With ``new_partitions_only``,
     partitions the instance has seen materialized are left alone (a rebuild reloads them unchanged; a
-    materialization event costs ~10 ms). The number of events reported."""
+    materialization event costs ~10 ms). ``extra`` is metadata for every table of a trial, ``figures`` (from
+    :func:`trial_figures`) for its trial_manifests row, as the raw asset records it. The number of events reported."""
     registered = set(instance.get_dynamic_partitions(trial_partitions.name))
     instance.add_dynamic_partitions(trial_partitions.name,
                                     [trial.trial_id for trial in trials if trial.trial_id not in registered])
@@ -68,7 +114,8 @@ def report_loads(instance: dg.DagsterInstance, trials: list[TrialDirectory], raw
         for trial in trials:
             if trial.trial_id in known:
                 continue
-            metadata = {**raw_load_metadata(loaded, trial), **(extra or {}).get(trial.trial_id, {})}
+            metadata = {**raw_load_metadata(loaded, trial), **(extra or {}).get(trial.trial_id, {}),
+                        **((figures or {}).get(trial.trial_id, {}) if name == FIGURES_ON else {})}
             instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=name, partition=trial.trial_id,
                                                                         metadata=metadata))
             reported += 1

@@ -2,13 +2,15 @@
 ``change_points`` over ``metric_history`` in Python; all refreshed declaratively (``warehouse_refresh``) whenever a
 trial's raw tables land."""
 
+from datetime import timedelta
+
 import dagster as dg
 import duckdb
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
 from substrate_assets.analysis.comparison_text import figure_text, p_value_text, percent_text
 from substrate_assets.defs.catalog import OWNERS
-from substrate_assets.defs.warehouse.metadata import check_result, model_metadata
+from substrate_assets.defs.warehouse.metadata import check_result, declared_table, model_metadata
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.report.pages import history_chart
 from substrate_assets.report.plots import markdown_image
@@ -16,6 +18,10 @@ from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTO
 from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_test
 from substrate_assets.warehouse.models import Model, ModelError, build, describe_table, discover, models_directory
 from substrate_assets.warehouse.raw import RAW_TABLES
+
+# The marts are refreshed when a trial lands, so their age is the age of the newest trial: a day without one warns,
+# a week fails (the history that regressions are judged against has gone stale).
+MART_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(days=7), warn_window=timedelta(days=1))
 
 
 def _model_asset(model: Model, tests: list[ColumnTest], known: set[str]) -> dg.AssetsDefinition:
@@ -35,8 +41,9 @@ def _model_asset(model: Model, tests: list[ColumnTest], known: set[str]) -> dg.A
         check_specs=[dg.AssetCheckSpec(test.name, asset=model.name, description=test.description(),
                                        blocking=test.blocking) for test in tests],
         description=model.description or f"Model {model.name} ({model.path.name}).",
+        freshness_policy=MART_FRESHNESS,
         metadata={"sql_file": dg.MetadataValue.path(str(model.path)), "sql": dg.MetadataValue.md(
-            f"```sql\n{model.sql}\n```")},
+            f"```sql\n{model.sql}\n```"), **declared_table(model.name)},
     )
     def materialize(warehouse: WarehouseResource) -> dg.MaterializeResult:
         with warehouse.connect() as connection:
@@ -99,6 +106,8 @@ def change_points_asset() -> dg.AssetsDefinition:
         kinds={"duckdb", "python"},
         pool="duckdb",
         automation_condition=dg.AutomationCondition.eager(),
+        freshness_policy=MART_FRESHNESS,
+        metadata=declared_table(CHANGE_POINTS),
         description=(
             "Where each headline metric of a configuration moved to another level: one row per change point of "
             "each metric_history series (suite, configuration, metric, measured values in trial order), with the "

@@ -1,4 +1,8 @@
-"""Per-trial raw tables: each loads one kind of trial file into DuckDB (pool ``duckdb``), replacing the trial's rows."""
+"""The per-trial raw tables: one multi-asset (pool ``duckdb``) loads a trial's files into every raw table in one
+step and one transaction, replacing the trial's rows. Each table follows a landed trial on its own (eager), however
+the trial was launched."""
+
+from collections.abc import Iterator
 
 import dagster as dg
 
@@ -6,42 +10,58 @@ from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import RunStoreResource
 from substrate_assets.defs.trials.assets import trial_run
-from substrate_assets.defs.warehouse.metadata import PREVIEW_ROWS, raw_load_metadata
+from substrate_assets.defs.warehouse.metadata import (
+    FIGURES_ON,
+    PREVIEW_ROWS,
+    declared_table,
+    raw_load_metadata,
+    trial_figures,
+)
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.results.trial_directory import TrialDirectory
-from substrate_assets.warehouse.raw import RAW_TABLES, RawTable, UnreadableTrial, load_trials
+from substrate_assets.warehouse.raw import RAW_TABLES, UnreadableTrial, load_trials
 
 # Tables whose figures may come from a Prometheus server the suite names (the harvest) rather than the trial's files.
 SOURCE_KINDS = {"server_telemetry": ("prometheus",), "load_steps": ("prometheus",)}
 
-
-def _raw_asset(table: RawTable) -> dg.AssetsDefinition:
-    @dg.asset(
-        name=table.name,
-        partitions_def=trial_partitions,
+raw_specs = [
+    dg.AssetSpec(
+        table.name,
         deps=[trial_run],
         group_name="raw",
         owners=OWNERS,
         kinds={"duckdb", *SOURCE_KINDS.get(table.name, ())},
-        pool="duckdb",
+        partitions_def=trial_partitions,
+        automation_condition=dg.AutomationCondition.eager(),
         description=f"{table.description} Table `{table.name}`, keyed by trial_id; loading a trial again replaces "
         "its rows in one transaction.",
+        metadata=declared_table(table.name),
     )
-    def load(context: dg.AssetExecutionContext, run_store: RunStoreResource,
-             warehouse: WarehouseResource) -> dg.MaterializeResult:
-        try:
-            trial = TrialDirectory(run_store.store().find(context.partition_key))
-        except FileNotFoundError as error:
-            raise dg.Failure(str(error)) from None
-        try:
-            with warehouse.connect() as connection:
-                loaded = load_trials(connection, [trial], tables=[table.name], preview_rows=PREVIEW_ROWS)
-        except UnreadableTrial as error:  # nothing was written: one line naming the file, not a traceback
-            raise dg.Failure(f"trial {context.partition_key} does not load: {error}",
-                             metadata={"trial_dir": dg.MetadataValue.path(str(error.trial_dir))}) from None
-        return dg.MaterializeResult(metadata=raw_load_metadata(loaded[table.name], trial))
-
-    return load
+    for table in RAW_TABLES.values()
+]
 
 
-raw_assets = [_raw_asset(table) for table in RAW_TABLES.values()]
+@dg.multi_asset(name="load_trial", specs=raw_specs, partitions_def=trial_partitions, can_subset=True, pool="duckdb",
+                description="Loads one trial's files from the run store into the raw tables selected, in one "
+                "transaction.")
+def load_trial(context: dg.AssetExecutionContext, run_store: RunStoreResource,
+               warehouse: WarehouseResource) -> Iterator[dg.MaterializeResult]:
+    trial_id = context.partition_key
+    try:
+        trial = TrialDirectory(run_store.store().find(trial_id))
+    except FileNotFoundError as error:
+        raise dg.Failure(str(error)) from None
+    tables = [key.path[-1] for key in context.selected_asset_keys]
+    try:
+        with warehouse.connect() as connection:
+            loaded = load_trials(connection, [trial], tables=tables, preview_rows=PREVIEW_ROWS)
+            figures = trial_figures(connection, trial_id) if FIGURES_ON in tables else {}
+    except UnreadableTrial as error:  # nothing was written: one line naming the file, not a traceback
+        raise dg.Failure(f"trial {trial_id} does not load: {error}",
+                         metadata={"trial_dir": dg.MetadataValue.path(str(error.trial_dir))}) from None
+    for name in tables:
+        yield dg.MaterializeResult(asset_key=name, metadata={**raw_load_metadata(loaded[name], trial),
+                                                             **(figures if name == FIGURES_ON else {})})
+
+
+raw_assets = [load_trial]

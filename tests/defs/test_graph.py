@@ -71,3 +71,32 @@ def test_the_catalog_says_who_owns_what_each_asset_is_and_which_checks_block():
     assert blocking[("workload_script", "script_is_valid")]
     assert not blocking[("trial_run", "trial_completed")]
     assert not blocking[("trial_run", "no_regression_against_previous_trial")]
+
+
+def test_every_table_declares_its_columns_described_before_anything_is_built():
+    assets = graph()
+    for name in (*RAW, *MARTS, "metric_history", "change_points"):
+        node = assets.get(dg.AssetKey(name))
+        schema = node.metadata["dagster/column_schema"]
+        assert schema.columns and all(column.description for column in schema.columns), name
+        assert node.metadata["dagster/table_name"] == f"warehouse.main.{name}"
+    p50 = {column.name: column for column in assets.get(dg.AssetKey("wake_latency_distribution")).metadata[
+        "dagster/column_schema"].columns}["p50_ms"]
+    assert p50.type == "DOUBLE" and "p50" in p50.description.lower()
+    for name in MARTS:
+        assert assets.get(dg.AssetKey(name)).freshness_policy is not None, name
+
+
+def test_run_trial_is_a_form_that_names_its_trial():
+    job = defs.resolve_job_def("run_trial")
+    trial = job.run_config_schema.config_type.fields["ops"].config_type.fields["trial"].config_type.fields["config"]
+    fields = trial.config_type.fields
+    assert set(fields) == {"suite", "users", "duration", "think_scale"}
+    assert fields["suite"].is_required and not any(fields[name].is_required for name in ("users", "duration",
+                                                                                          "think_scale"))
+    assert all(field.description for field in fields.values())
+    # The launchpad opens with a suite to edit; the job's description says what it does.
+    assert job.run_config_schema.config_type.fields["ops"].default_value == {
+        "trial": {"config": {"suite": "quick-smoke"}}}
+    assert "names the trial's partition" in job.description
+    assert not job.partitions_def  # no partition key to guess at launch

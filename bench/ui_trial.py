@@ -49,6 +49,24 @@ def answers(port: int) -> bool:
         return False
 
 
+def run_timeline(instance, first_run_id: str) -> list[str]:
+    """Each run from the launched one on: when it was created, started and ended, in seconds after its creation."""
+    runs = sorted(instance.get_run_records(), key=lambda record: record.create_timestamp.timestamp())
+    first = next(record for record in runs if record.dagster_run.run_id == first_run_id)
+    zero = first.create_timestamp.timestamp()
+    lines = []
+    for record in runs:
+        if record.create_timestamp.timestamp() < zero:
+            continue
+        run = record.dagster_run
+        what = run.job_name if run.job_name == "run_trial" else ", ".join(sorted(
+            [key.to_user_string() for key in run.asset_selection or []][:2] +
+            [key.name for key in run.asset_check_selection or []][:1])) + ", …"
+        lines.append(f"{what:<60} created {record.create_timestamp.timestamp() - zero:6.1f}  started "
+                     f"{(record.start_time or zero) - zero:6.1f}  ended {(record.end_time or zero) - zero:6.1f}")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--suite", default="quick-smoke")
@@ -110,6 +128,7 @@ def main() -> None:
                        for evaluation in evaluations):
                     compared_s = time.monotonic() - started
                     break
+            timeline = run_timeline(instance, run_id)
         finally:
             os.killpg(ui.pid, signal.SIGTERM)
             ui.wait(timeout=60)
@@ -117,6 +136,9 @@ def main() -> None:
     print(f"substrate-bench run (validate, trial, load, marts, comparison): {cli_s:.1f} s")
     print(f"UI launch → trial landed {landed_s:.1f} s, in the marts {marts_s:.1f} s, compared {compared_s:.1f} s")
     print(f"ratio UI (compared) / CLI: {compared_s / cli_s:.2f}")
+    print("runs from the UI launch on (s after the launch: created, started, ended):")
+    for line in timeline:
+        print(f"  {line}")
 
 
 if __name__ == "__main__":

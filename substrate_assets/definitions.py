@@ -13,4 +13,7 @@ if deployment.holds_warehouse:  # a cluster deployment runs trials only: its cod
     from substrate_assets.defs.warehouse import definitions as warehouse
 
     domains.append(warehouse.defs)
-defs = dg.Definitions.merge(*domains, dg.Definitions(resources=shared_resources(deployment)))
+# Every run executes its steps in its own process, one after another: the pools admit one trial and one DuckDB
+# writer at a time anyway, and a process per step (the default) costs seconds each, minutes for the marts.
+defs = dg.Definitions.merge(*domains, dg.Definitions(resources=shared_resources(deployment),
+                                                     executor=dg.in_process_executor))

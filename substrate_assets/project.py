@@ -40,6 +40,13 @@ run_monitoring:
   free_slots_after_run_end_seconds: 60
 telemetry:
   enabled: false
+# The UI's runs start within a second of being queued (Dagster's default looks every 5 s): a trial launched from the
+# UI is followed by three runs (its raw tables, the models, its comparison), each queued by warehouse_refresh.
+run_coordinator:
+  module: dagster.core.run_coordinator
+  class: QueuedRunCoordinator
+  config:
+    dequeue_interval_seconds: 1
 """
 
 

@@ -1,19 +1,26 @@
-"""`substrate-bench ui` stops with everything it started: a real `dagster dev` on 127.0.0.1, started the way a script
-starts a background job (SIGINT ignored) or from a terminal, then asked to stop."""
+"""`substrate-bench ui` over a project with a real trial: a real `dagster dev` on 127.0.0.1, started the way a script
+starts a background job (SIGINT ignored). Headless Chromium reads its pages as a person would; then it is asked to
+stop, and stops with everything it started."""
 
 import contextlib
+import io
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent / "substrate-bench")
 STARTUP_S = 180.0
 STOP_S = 60.0
@@ -37,34 +44,133 @@ def ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # what `command &` in a non-interactive shell leaves a job with
 
 
-# SIGINT to a job a script started in the background (where it is ignored) is the hard case, with a real dagster dev;
-# SIGTERM, and a child that ignores the polite request, are driven below with a process tree of the test's own.
-@pytest.mark.parametrize(("signum", "background"), [(signal.SIGINT, True)])
-def test_the_ui_stops_with_all_its_processes(tmp_path, signum, background):
-    port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dagster_home"),
-           "SUBSTRATE_BENCH_WAREHOUSE": str(tmp_path / "w.duckdb"), "SUBSTRATE_BENCH_STORE": str(tmp_path / "store")}
+SUITES = """\
+suites:
+  - {name: smoke, script: quick-session, users: 2, spawn_rate: 2, duration: 4s, think_scale: 0.2, workers: 4}
+"""
+
+
+# Tables (a metadata preview among them) reaching past the right edge of the page: their last columns are out of sight.
+TABLES_PAST_THE_PAGE = """
+[...document.querySelectorAll('table')].filter(table => table.getBoundingClientRect().right > window.innerWidth + 1)
+    .length
+"""
+
+
+@dataclass
+class RunningUI:
+    port: int
+    process: subprocess.Popen
+    project: Path
+    trial_id: str
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+
+@pytest.fixture(scope="module")
+def running_ui(tmp_path_factory) -> Iterator[RunningUI]:
+    """A project with one real trial (`substrate-bench run`), and `substrate-bench ui` over it, started as a script
+    starts a background job: SIGINT ignored. The module's last test stops it; this only makes sure it is gone."""
+    project = tmp_path_factory.mktemp("ui_project")
+    shutil.copytree(ROOT / "scripts", project / "scripts")
+    shutil.copytree(ROOT / "dbt_like_sql", project / "dbt_like_sql")
+    (project / "suites.yaml").write_text(SUITES)
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("DAGSTER_HOME", "SUBSTRATE_BENCH_STORE", "SUBSTRATE_BENCH_WAREHOUSE")}
+    env["SUBSTRATE_BENCH_ROOT"] = str(project)
+    ran = subprocess.run([CLI, "run", "smoke"], env=env, capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    [trial_id] = {word for line in ran.stdout.splitlines() for word in line.split() if word.startswith("smoke-")}
+    port, err = free_port(), project / "ui.err"
     ui = subprocess.Popen([CLI, "ui", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
-                          stderr=(tmp_path / "ui.err").open("wb"), start_new_session=True,
-                          preexec_fn=ignore_sigint if background else None)
-    tree: list[psutil.Process] = []
+                          stderr=err.open("wb"), start_new_session=True, preexec_fn=ignore_sigint)
     try:
         deadline = time.monotonic() + STARTUP_S
         while not answers(port):
-            assert ui.poll() is None, (tmp_path / "ui.err").read_text()[-3000:]
+            assert ui.poll() is None, err.read_text()[-3000:]
             assert time.monotonic() < deadline, "the UI did not answer"
             time.sleep(0.5)
-        tree = psutil.Process(ui.pid).children(recursive=True)
-        assert len(tree) >= 3  # dagster dev, its webserver, its daemon (and code servers)
-        ui.send_signal(signum)
-        assert ui.wait(timeout=STOP_S) == 128 + signum
-        _gone, alive = psutil.wait_procs(tree, timeout=10)
-        assert not alive, [process.cmdline() for process in alive]
-        assert not answers(port)
+        yield RunningUI(port, ui, project, trial_id)
     finally:
-        for process in [*tree, psutil.Process(ui.pid)] if ui.poll() is None else tree:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                process.kill()
+        if ui.poll() is None:
+            for process in [*psutil.Process(ui.pid).children(recursive=True), psutil.Process(ui.pid)]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    process.kill()
+            ui.wait(timeout=30)
+
+
+def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
+    """In headless Chromium: the asset graph, the trial's trial_run partition (its wake p50 to 0.1 ms, as the
+    warehouse has it), its raw manifest row (its densities and column schema), the run_trial launchpad (a form opened
+    with a suite) and the trial's run (which can be re-executed) load with no console or page error, request nothing
+    beyond the UI and fit a 1600 px page. SUBSTRATE_BENCH_UI_SCREENSHOTS=<dir> keeps the screenshots."""
+    import dagster as dg
+    import duckdb
+    from PIL import Image
+
+    from tests.report.browser import assert_not_blank, chromium
+
+    with duckdb.connect(str(running_ui.project / "warehouse.duckdb"), read_only=True) as connection:
+        [(p50,)] = connection.execute("SELECT p50_ms FROM wake_latency_distribution WHERE trial_id = ?",
+                                      [running_ui.trial_id]).fetchall()
+    instance = dg.DagsterInstance.from_config(str(running_ui.project / ".dagster_home"))
+    [trial_run] = instance.get_runs(dg.RunsFilter(job_name="run_trial"))
+    trial = running_ui.trial_id
+    # By the name of its screenshot, docs/ui-<name>.png.
+    pages = {"asset-graph": "/asset-groups",
+             "trial-run": f"/assets/trial_run?view=partitions&partition={trial}",
+             "trial-manifests": f"/assets/trial_manifests?view=partitions&partition={trial}",
+             "load-points": "/assets/load_points?view=events",
+             "run-trial-launchpad": "/locations/substrate_assets/jobs/run_trial/playground",
+             "run-trial-run": f"/runs/{trial_run.run_id}"}
+    keep = os.environ.get("SUBSTRATE_BENCH_UI_SCREENSHOTS")
+    seen: dict[str, str] = {}
+    errors: list[str] = []
+    beyond: list[str] = []
+    ours = (running_ui.url("/"), f"blob:{running_ui.url('/')}", "data:")
+    with chromium() as browser:
+        context = browser.new_context(viewport={"width": 1600, "height": 1000}, device_scale_factor=1)
+        page = context.new_page()
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.on("request", lambda request: None if request.url.startswith(ours) else beyond.append(request.url))
+        for name, path in pages.items():
+            page.goto(running_ui.url(path), wait_until="networkidle")
+            skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit community dialog
+            if skip.count():
+                skip.first.click()
+            page.wait_for_timeout(1500)
+            shot = page.screenshot(path=str(Path(keep) / f"ui-{name}.png") if keep else None)
+            assert_not_blank(shot, colours=50, ink=0.02)
+            assert Image.open(io.BytesIO(shot)).size == (1600, 1000)
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1600, name
+            assert page.evaluate(TABLES_PAST_THE_PAGE) == 0, name
+            seen[name] = page.inner_text("body")
+            if name == "run-trial-run":
+                again = page.get_by_role("button", name=re.compile("Re-execute"))
+                assert again.count() and again.first.is_enabled()
+        context.close()
+    assert errors == [] and beyond == [], (errors, beyond)
+    assert all(group in seen["asset-graph"] for group in ("trials", "raw", "marts"))
+    # A Dagster metadata entry reads as its key, then its value on a line of its own.
+    lines = [line.strip() for line in seen["trial-run"].splitlines() if line.strip()]
+    assert lines[lines.index("wake_p50_ms") + 1] == f"{p50:.1f}"
+    assert not re.search(r"\d\.\d{5,}", seen["trial-run"]), "an unrounded figure on the trial's page"
+    assert "actors_per_node" in seen["trial-manifests"] and "Show Table Schema" in seen["trial-manifests"]
+    assert "suite: quick-smoke" in seen["run-trial-launchpad"]
+
+
+# SIGINT to a job a script started in the background (where it is ignored) is the hard case, with a real dagster dev;
+# SIGTERM, and a child that ignores the polite request, are driven below with a process tree of the test's own.
+def test_the_ui_stops_with_all_its_processes(running_ui):
+    tree = psutil.Process(running_ui.process.pid).children(recursive=True)
+    assert len(tree) >= 3  # dagster dev, its webserver, its daemon (and code servers)
+    running_ui.process.send_signal(signal.SIGINT)
+    assert running_ui.process.wait(timeout=STOP_S) == 128 + signal.SIGINT
+    _gone, alive = psutil.wait_procs(tree, timeout=10)
+    assert not alive, [process.cmdline() for process in alive]
+    assert not answers(running_ui.port)
 
 
 # A stand-in for dagster dev: two children and a grandchild, all ignoring SIGTERM unless told otherwise, so the

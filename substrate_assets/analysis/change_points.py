@@ -17,10 +17,13 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-from otava.analysis import TTestSignificanceTester, TTestStats, compute_change_points, merge
-from otava.change_point_divisive.base import ChangePoint as OtavaChangePoint
+
+if TYPE_CHECKING:
+    from otava.analysis import TTestStats
+    from otava.change_point_divisive.base import ChangePoint as OtavaChangePoint
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,8 @@ def _levels_long_enough(points: list[OtavaChangePoint], series: list[float],
     """Otava's points less those bounding a level of fewer than ``min_segment`` trials, one at a time, each time
     with its neighbours' statistics recomputed; then Otava's merge again over what is left, since a point's
     statistics change with its neighbours."""
+    from otava.analysis import TTestSignificanceTester, merge
+
     tester = TTestSignificanceTester(parameters.max_pvalue)
     points = sorted(points, key=lambda point: point.index)
     while points:
@@ -125,6 +130,10 @@ def find_change_points(values: Sequence[float],
         raise ValueError("a series holds measured (finite) values only")
     if len(values) < parameters.min_trials or _is_constant(values):
         return []
+    # Imported here: Otava (and scipy under it) costs ~0.7 s to import, paid by every process that loads the
+    # Dagster definitions (each run's worker) while only a change_points build uses it.
+    from otava.analysis import compute_change_points
+
     # A segment without spread (the same value repeated) has a t statistic of ±inf or 0/0; Otava's tester and
     # scipy then warn, and the p-value they give is used as it is (a NaN one is never below max_pvalue).
     with warnings.catch_warnings(), np.errstate(all="ignore"):

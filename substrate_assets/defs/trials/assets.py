@@ -5,7 +5,6 @@ import sys
 import warnings
 
 import dagster as dg
-from dagster_k8s import PipesK8sClient
 
 from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.partitions import trial_partitions
@@ -17,7 +16,7 @@ from substrate_assets.defs.resources import (
 )
 from substrate_assets.defs.scripts.assets import workload_script
 from substrate_assets.defs.trials.checks import TRIAL_COMPLETED, TRIAL_RUN
-from substrate_assets.defs.trials.kubernetes import run_on_kubernetes
+from substrate_assets.defs.trials.kubernetes_client import KubernetesPipesClient
 from substrate_assets.driver.kubernetes_pods import PIPES_CHILD
 from substrate_assets.driver.stopping import PARENT_PID_ENV
 from substrate_assets.project import project_root
@@ -32,7 +31,7 @@ warnings.filterwarnings("ignore", message=r"Function `PipesMessageReader\.expect
 
 
 def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
-                 pipes_subprocess_client: dg.PipesSubprocessClient, pipes_k8s_client: PipesK8sClient,
+                 pipes_subprocess_client: dg.PipesSubprocessClient, pipes_k8s_client: KubernetesPipesClient,
                  run_store: RunStoreResource, script_library: ScriptLibraryResource,
                  deployment: DeploymentResource) -> dg.PipesClientCompletedInvocation:
     """Run one trial of ``suite`` as ``trial_id`` on its backend, through Dagster Pipes; what the trial reported."""
@@ -53,8 +52,10 @@ def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
     extras = {"trial_id": trial_id, "suite": suite.model_dump_json(), "store": str(store.root),
               "scripts": script_library.directory}
     if suite.backend == "kubernetes":
+        from substrate_assets.defs.trials.kubernetes import run_on_kubernetes  # the Kubernetes client: ~2 s
+
         # On a workstation the raw assets load the trial next, from the local store.
-        return run_on_kubernetes(context, pipes_k8s_client, suite, key, script.text, extras,
+        return run_on_kubernetes(context, pipes_k8s_client.client(), suite, key, script.text, extras,
                                  mirror_into=store if here.holds_warehouse else None)
     return pipes_subprocess_client.run(
         context=context,
@@ -86,8 +87,9 @@ def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
     "runs the suite its key names, as suites.yaml has it, and only when that trial never landed.",
 )
 def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.PipesSubprocessClient,
-              pipes_k8s_client: PipesK8sClient, run_store: RunStoreResource, script_library: ScriptLibraryResource,
-              suites: SuitesResource, deployment: DeploymentResource) -> dg.MaterializeResult:
+              pipes_k8s_client: KubernetesPipesClient, run_store: RunStoreResource,
+              script_library: ScriptLibraryResource, suites: SuitesResource,
+              deployment: DeploymentResource) -> dg.MaterializeResult:
     trial_id = context.partition_key
     try:
         suite = suites.suite(TrialKey.suite_of(trial_id))

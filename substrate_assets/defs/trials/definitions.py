@@ -3,10 +3,10 @@
 import warnings
 
 import dagster as dg
-from dagster_k8s import PipesK8sClient
 
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.jobs import run_trial_job
+from substrate_assets.defs.trials.kubernetes_client import KubernetesPipesClient
 from substrate_assets.defs.trials.sensors import script_change_sensor
 from substrate_assets.project import project_root
 
@@ -21,5 +21,5 @@ defs = dg.Definitions(
     jobs=[run_trial_job],
     sensors=[script_change_sensor],
     resources={"pipes_subprocess_client": dg.PipesSubprocessClient(cwd=str(project_root())),
-               "pipes_k8s_client": PipesK8sClient()},
+               "pipes_k8s_client": KubernetesPipesClient()},
 )

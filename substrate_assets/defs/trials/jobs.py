@@ -3,7 +3,6 @@ trial's partition itself, runs the trial and records it as that partition of ``t
 models follow on their own (``warehouse_refresh``)."""
 
 import dagster as dg
-from dagster_k8s import PipesK8sClient
 from pydantic import Field
 
 from substrate_assets.defs.partitions import trial_partitions
@@ -14,6 +13,7 @@ from substrate_assets.defs.resources import (
     SuitesResource,
 )
 from substrate_assets.defs.trials.assets import launch_trial, trial_run
+from substrate_assets.defs.trials.kubernetes_client import KubernetesPipesClient
 from substrate_assets.suites import Suite, SuiteError
 
 TRIAL_TAG = "substrate/trial"
@@ -50,7 +50,7 @@ def run_config(config: TrialConfig) -> dict[str, object]:
 
 @dg.op(pool="trials")  # two trials at once on one runtime or cluster would measure each other
 def trial(context: dg.OpExecutionContext, config: TrialConfig, pipes_subprocess_client: dg.PipesSubprocessClient,
-          pipes_k8s_client: PipesK8sClient, run_store: RunStoreResource, script_library: ScriptLibraryResource,
+          pipes_k8s_client: KubernetesPipesClient, run_store: RunStoreResource, script_library: ScriptLibraryResource,
           suites: SuitesResource, deployment: DeploymentResource) -> None:
     """Name the trial (`<suite>-<yyyymmddthhmmssz>`, the first free second from now), add it as a trial_run
     partition, run it, and record trial_run and its trial_completed check for that partition."""

@@ -14,8 +14,6 @@ from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION, TRIAL_RUN
 from substrate_assets.defs.warehouse.resources import WarehouseResource
-from substrate_assets.report.pages import ladder_chart
-from substrate_assets.report.plots import latency_cdf, markdown_image
 from substrate_assets.suites import compare_thresholds
 from substrate_assets.warehouse.comparison import compare, previous_trial, select_side, wake_samples
 
@@ -26,6 +24,10 @@ READS = ("request_samples", "locust_stats", "capacity_history", "density_frontie
 def trial_pictures(connection: duckdb.DuckDBPyConnection, sides: list[Side]) -> dict[str, dg.MetadataValue]:
     """The wake-latency CDF of the trial (the last side) over its baseline's, and its load points when it climbed a
     ladder: images in markdown, as Dagster shows them."""
+    # Imported here: the chart libraries cost ~0.6 s to import, paid by every process that loads the definitions.
+    from substrate_assets.report.pages import ladder_chart
+    from substrate_assets.report.plots import latency_cdf, markdown_image
+
     samples = {side.label: wake_samples(connection, side) for side in sides}
     pictures = {}
     if any(len(values) for values in samples.values()):

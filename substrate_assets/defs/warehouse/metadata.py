@@ -30,12 +30,22 @@ def _cell(value: Any, column: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+# A preview wider than this many columns is turned on its side, so that it fits the page.
+WIDE_PREVIEW_COLUMNS = 8
+# ...and shows this many rows: each is a column of the page.
+WIDE_PREVIEW_ROWS = 3
+
+
 def preview_markdown(columns: list[str], rows: list[dict[str, Any]]) -> str:
-    """The first rows of a table as markdown, each figure rounded as a person reads it. A single row is shown as
-    column | value lines, as a row of a wide table is far wider than the page."""
-    if len(rows) == 1:
-        lines = ["| column | value |", "|---|---|"]
-        lines += [f"| {column} | {_cell(rows[0].get(column), column)} |" for column in columns]
+    """The first rows of a table as markdown, each figure rounded as a person reads it. A table wider than
+    WIDE_PREVIEW_COLUMNS columns (or a single row) is shown on its side, one line per column and its first
+    WIDE_PREVIEW_ROWS rows side by side: a row of a mart is far wider than the page."""
+    if len(rows) == 1 or (rows and len(columns) > WIDE_PREVIEW_COLUMNS):
+        shown = rows[:WIDE_PREVIEW_ROWS]
+        header = ["column", "value"] if len(shown) == 1 else ["column", *(f"row {n}" for n in range(1, len(shown) + 1))]
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join([column, *(_cell(row.get(column), column) for row in shown)]) + " |"
+                  for column in columns]
         return "\n".join(lines)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(_cell(row.get(column), column) for column in columns) + " |" for row in rows]

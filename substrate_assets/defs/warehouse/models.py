@@ -12,8 +12,6 @@ from substrate_assets.analysis.comparison_text import figure_text, p_value_text,
 from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.warehouse.metadata import check_result, declared_table, model_metadata
 from substrate_assets.defs.warehouse.resources import WarehouseResource
-from substrate_assets.report.pages import history_chart
-from substrate_assets.report.plots import markdown_image
 from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, MetricChange, replace_change_points
 from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_test
 from substrate_assets.warehouse.models import Model, ModelError, build, describe_table, discover, models_directory
@@ -86,6 +84,10 @@ HISTORIES_SHOWN = 3
 
 def suite_histories(connection: duckdb.DuckDBPyConnection) -> dict[str, dg.MetadataValue]:
     """The history charts of the suites whose trials ran last (a few: each is an image in the event log)."""
+    # Imported here: the chart libraries cost ~0.6 s to import, paid by every process that loads the definitions.
+    from substrate_assets.report.pages import history_chart
+    from substrate_assets.report.plots import markdown_image
+
     suites = [row[0] for row in connection.execute(
         "SELECT suite FROM metric_history WHERE suite IS NOT NULL GROUP BY suite "
         "ORDER BY max(started_at) DESC NULLS LAST, suite LIMIT ?", [HISTORIES_SHOWN]).fetchall()]

@@ -1,0 +1,30 @@
+"""What Dagster shows of a table's first rows: figures rounded by column, null as null, and a table too wide for the
+page turned on its side."""
+
+from substrate_assets.defs.warehouse.metadata import WIDE_PREVIEW_ROWS, preview_markdown
+
+
+def test_a_narrow_preview_is_a_table_with_rounded_figures():
+    text = preview_markdown(["trial_id", "p50_ms", "failure_ratio", "run_ts"],
+                            [{"trial_id": "a", "p50_ms": 748.7297280000007, "failure_ratio": 0.012345678,
+                              "run_ts": 1796098653},
+                             {"trial_id": "b", "p50_ms": None, "failure_ratio": 0.0, "run_ts": 1}])
+    assert text.splitlines() == ["| trial_id | p50_ms | failure_ratio | run_ts |", "|---|---|---|---|",
+                                 "| a | 748.7 | 0.0123 | 1796098653 |", "| b | null | 0.0000 | 1 |"]
+
+
+def test_one_row_reads_as_column_value_lines():
+    lines = preview_markdown(["trial_id", "note"], [{"trial_id": "a", "note": "x|y\nz"}]).splitlines()
+    assert lines == ["| column | value |", "|---|---|", "| trial_id | a |", "| note | x\\|y z |"]
+
+
+def test_a_wide_preview_is_turned_on_its_side_with_its_first_rows():
+    columns = [f"c{n}_ms" for n in range(20)]
+    rows = [{column: float(n) for column in columns} for n in range(10)]
+    lines = preview_markdown(columns, rows).splitlines()
+    assert lines[0] == "| column | " + " | ".join(f"row {n}" for n in range(1, WIDE_PREVIEW_ROWS + 1)) + " |"
+    assert len(lines) == 2 + len(columns) and lines[2] == "| c0_ms | 0.0 | 1.0 | 2.0 |"
+
+
+def test_no_rows_is_a_header():
+    assert preview_markdown(["a"], []).splitlines() == ["| a |", "|---|"]

@@ -21,7 +21,7 @@ suites:
     script: quick-session
     users: 2
     spawn_rate: 2
-    duration: 8s
+    duration: 4s
     think_scale: 0.2
     workers: 4
 """

@@ -1,9 +1,10 @@
-"""`substrate-bench ui` over a project with a real trial: a real `dagster dev` on 127.0.0.1, started the way a script
-starts a background job (SIGINT ignored). Headless Chromium reads its pages as a person would; then it is asked to
-stop, and stops with everything it started."""
+"""Trials launched as the UI launches them, followed by the automation, then `substrate-bench ui` over them: a real
+`dagster dev` on 127.0.0.1, started the way a script starts a background job (SIGINT ignored). Headless Chromium
+reads its pages as a person would; then it is asked to stop, and stops with everything it started."""
 
 import contextlib
 import io
+import json
 import os
 import re
 import shutil
@@ -62,7 +63,9 @@ class RunningUI:
     port: int
     process: subprocess.Popen
     project: Path
-    trial_id: str
+    trials: list[str]  # in the order they ran
+    runs: list[str]  # their run_trial runs
+    ticks: list[list[list[str | None]]]  # what each tick of the automation requested
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
@@ -70,8 +73,9 @@ class RunningUI:
 
 @pytest.fixture(scope="module")
 def running_ui(tmp_path_factory) -> Iterator[RunningUI]:
-    """A project with one real trial (`substrate-bench run`), and `substrate-bench ui` over it, started as a script
-    starts a background job: SIGINT ignored. The module's last test stops it; this only makes sure it is gone."""
+    """A project with two real trials, launched as run_trial runs with run config and followed by the automation
+    conditions (tests/support/follow_trials.py), and `substrate-bench ui` over it, started as a script starts a
+    background job: SIGINT ignored. The module's last test stops it; this only makes sure it is gone."""
     project = tmp_path_factory.mktemp("ui_project")
     shutil.copytree(ROOT / "scripts", project / "scripts")
     shutil.copytree(ROOT / "dbt_like_sql", project / "dbt_like_sql")
@@ -79,9 +83,10 @@ def running_ui(tmp_path_factory) -> Iterator[RunningUI]:
     env = {key: value for key, value in os.environ.items()
            if key not in ("DAGSTER_HOME", "SUBSTRATE_BENCH_STORE", "SUBSTRATE_BENCH_WAREHOUSE")}
     env["SUBSTRATE_BENCH_ROOT"] = str(project)
-    ran = subprocess.run([CLI, "run", "smoke"], env=env, capture_output=True, text=True, timeout=300)
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    [trial_id] = {word for line in ran.stdout.splitlines() for word in line.split() if word.startswith("smoke-")}
+    followed = subprocess.run([sys.executable, "-m", "tests.support.follow_trials"], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=400)
+    assert followed.returncode == 0, followed.stderr[-3000:]
+    outcome = json.loads(followed.stdout.strip().splitlines()[-1])
     port, err = free_port(), project / "ui.err"
     ui = subprocess.Popen([CLI, "ui", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
                           stderr=err.open("wb"), start_new_session=True, preexec_fn=ignore_sigint)
@@ -91,7 +96,7 @@ def running_ui(tmp_path_factory) -> Iterator[RunningUI]:
             assert ui.poll() is None, err.read_text()[-3000:]
             assert time.monotonic() < deadline, "the UI did not answer"
             time.sleep(0.5)
-        yield RunningUI(port, ui, project, trial_id)
+        yield RunningUI(port, ui, project, outcome["trials"], outcome["runs"], outcome["ticks"])
     finally:
         if ui.poll() is None:
             for process in [*psutil.Process(ui.pid).children(recursive=True), psutil.Process(ui.pid)]:
@@ -100,30 +105,54 @@ def running_ui(tmp_path_factory) -> Iterator[RunningUI]:
             ui.wait(timeout=30)
 
 
+RAW = sorted(["cluster_facts", "load_steps", "locust_stats", "request_samples", "server_telemetry", "stats_history",
+              "trial_manifests"])
+
+
+def test_a_trial_launched_with_run_config_is_followed_by_its_raw_tables_the_marts_and_its_comparison(running_ui):
+    """Each run_trial run named its own trial; tick by tick after it, the automation loaded its raw tables (one
+    step), then rebuilt the marts, then compared it, once, and then requested nothing more."""
+    import dagster as dg
+
+    first, second = running_ui.trials
+    assert first.startswith("smoke-") and second.startswith("smoke-") and first != second
+    after_each = [running_ui.ticks[1:5], running_ui.ticks[5:9]]
+    for trial, ticks in zip(running_ui.trials, after_each, strict=True):
+        assert [[run[0] for run in runs] for runs in ticks] == [[trial], [None], [trial], []]
+        assert ticks[0][0][1:] == RAW and "capacity_history" in ticks[1][0]
+        assert ticks[2][0][1:] == ["no_regression_against_previous_trial"]
+    instance = dg.DagsterInstance.from_config(str(running_ui.project / ".dagster_home"))
+    assert set(instance.get_dynamic_partitions("trial")) == {first, second}
+    for run_id, trial in zip(running_ui.runs, running_ui.trials, strict=True):
+        run = instance.get_run_by_id(run_id)
+        assert run.job_name == "run_trial" and run.tags["substrate/trial"] == trial
+        assert run.remote_job_origin.location_name == "substrate_assets"  # the UI's own code location
+    compared = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_previous_trial"), limit=5)
+    assert sorted(check.partition for check in compared) == sorted([first, second])
+
+
 def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
     """In headless Chromium: the asset graph, the trial's trial_run partition (its wake p50 to 0.1 ms, as the
     warehouse has it), its raw manifest row (its densities and column schema), the run_trial launchpad (a form opened
     with a suite) and the trial's run (which can be re-executed) load with no console or page error, request nothing
     beyond the UI and fit a 1600 px page. SUBSTRATE_BENCH_UI_SCREENSHOTS=<dir> keeps the screenshots."""
-    import dagster as dg
     import duckdb
     from PIL import Image
 
     from tests.report.browser import assert_not_blank, chromium
 
+    trial = running_ui.trials[-1]
     with duckdb.connect(str(running_ui.project / "warehouse.duckdb"), read_only=True) as connection:
         [(p50,)] = connection.execute("SELECT p50_ms FROM wake_latency_distribution WHERE trial_id = ?",
-                                      [running_ui.trial_id]).fetchall()
-    instance = dg.DagsterInstance.from_config(str(running_ui.project / ".dagster_home"))
-    [trial_run] = instance.get_runs(dg.RunsFilter(job_name="run_trial"))
-    trial = running_ui.trial_id
+                                      [trial]).fetchall()
     # By the name of its screenshot, docs/ui-<name>.png.
     pages = {"asset-graph": "/asset-groups",
              "trial-run": f"/assets/trial_run?view=partitions&partition={trial}",
              "trial-manifests": f"/assets/trial_manifests?view=partitions&partition={trial}",
              "load-points": "/assets/load_points?view=events",
              "run-trial-launchpad": "/locations/substrate_assets/jobs/run_trial/playground",
-             "run-trial-run": f"/runs/{trial_run.run_id}"}
+             "run-trial-run": f"/runs/{running_ui.runs[-1]}"}
     keep = os.environ.get("SUBSTRATE_BENCH_UI_SCREENSHOTS")
     seen: dict[str, str] = {}
     errors: list[str] = []
@@ -140,7 +169,11 @@ def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
             skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit community dialog
             if skip.count():
                 skip.first.click()
-            page.wait_for_timeout(1500)
+            page.wait_for_timeout(800)
+            if name == "load-points":  # the events view keeps a mart's preview behind a link: open it
+                page.get_by_text("[Show Markdown]").first.click()
+                page.wait_for_timeout(800)
+                assert "row 1" in page.inner_text("body")  # 70-odd columns, shown on their side
             shot = page.screenshot(path=str(Path(keep) / f"ui-{name}.png") if keep else None)
             assert_not_blank(shot, colours=50, ink=0.02)
             assert Image.open(io.BytesIO(shot)).size == (1600, 1000)
@@ -155,7 +188,8 @@ def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
     assert all(group in seen["asset-graph"] for group in ("trials", "raw", "marts"))
     # A Dagster metadata entry reads as its key, then its value on a line of its own.
     lines = [line.strip() for line in seen["trial-run"].splitlines() if line.strip()]
-    assert lines[lines.index("wake_p50_ms") + 1] == f"{p50:.1f}"
+    shown = lines[lines.index("wake_p50_ms") + 1]  # Dagster drops a float's trailing .0
+    assert re.fullmatch(r"\d+(\.\d)?", shown) and float(shown) == round(p50, 1), (shown, p50)
     assert not re.search(r"\d\.\d{5,}", seen["trial-run"]), "an unrounded figure on the trial's page"
     assert "actors_per_node" in seen["trial-manifests"] and "Show Table Schema" in seen["trial-manifests"]
     assert "suite: quick-smoke" in seen["run-trial-launchpad"]

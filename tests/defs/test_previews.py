@@ -28,3 +28,8 @@ def test_a_wide_preview_is_turned_on_its_side_with_its_first_rows():
 
 def test_no_rows_is_a_header():
     assert preview_markdown(["a"], []).splitlines() == ["| a |", "|---|"]
+
+
+def test_times_in_epoch_seconds_read_without_separators():
+    lines = preview_markdown(["started_at", "window_s"], [{"started_at": 1796103342.0, "window_s": 12345.0}])
+    assert "| started_at | 1796103342 |" in lines.splitlines() and "| window_s | 12,345 |" in lines.splitlines()

@@ -212,7 +212,7 @@ def test_a_run_killed_by_sigkill_is_failed_and_its_slot_freed_by_the_next_run(in
     # what it measured, marked interrupted.
     wait_until(lambda: not orphan.is_running() or orphan.status() == psutil.STATUS_ZOMBIE,
                "the killed run's trial child to stop by itself")
-    trial_id = instance.get_run_by_id(dead_run).tags["dagster/partition"]
+    trial_id = instance.get_run_by_id(dead_run).tags["substrate/trial"]  # run_trial names its trial on the run
     landed = [json.loads(path.read_text()) for path in (project / "store" / "runs").glob("**/trial.json")]
     assert [(trial["trial_id"], trial["interrupted"]) for trial in landed] == [(trial_id, True)]
 

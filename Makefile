@@ -9,6 +9,8 @@ VENV := .venv
 SYNCED := $(VENV)/.synced-from-lock
 
 export UV_PYTHON_DOWNLOADS := never
+# Byte-compile the environment once at set-up, not in the first commands and tests that import each package.
+export UV_COMPILE_BYTECODE := 1
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
 .PHONY: setup run ui test lint validate clean prometheus chromium

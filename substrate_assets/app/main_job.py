@@ -6,7 +6,7 @@ held by a live run is waited for (``pool_slots``); a run this process leaves unf
 error stopped it, is marked canceled and its slots freed on the way out."""
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -55,17 +55,11 @@ def _why_ended(error: BaseException) -> str:
     return f"substrate-bench (pid {os.getpid()}) {cause} before this run finished"
 
 
-def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterInstance,
-                 partition_key: str, say: Say, checks: Sequence[dg.AssetCheckKey] = ()) -> dg.ExecuteInProcessResult:
-    wait_for_pools(instance, pools_of(selection), say)
+def _owned(instance: dg.DagsterInstance, pools: Sequence[str], say: Say, execute: Callable[[], Result]) -> Result:
+    """``execute`` a run of this process once ``pools`` are free, and end what it leaves unfinished."""
+    wait_for_pools(instance, pools, say)
     try:
-        # The selection takes the checks of its assets with them, and ``checks`` of assets it leaves out (trial_run's
-        # comparison with the previous trial runs after the marts it reads).
-        result = dg.materialize([*(defs.assets or []), *(defs.asset_checks or [])],
-                                selection=dg.AssetSelection.assets(*selection) | dg.AssetSelection.checks(*checks),
-                                partition_key=partition_key, instance=instance,
-                                resources=dict(defs.resources or {}), run_config=INFO_LOGS, raise_on_error=False,
-                                tags=Owner.this_process().tags())
+        result = execute()
     except BaseException as error:
         end_own_runs(instance, _why_ended(error))
         raise
@@ -74,6 +68,17 @@ def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterI
     # Dagster turns a signal that arrives while it executes into a failed run and returns; stop here too.
     raise_if_stopped()
     return result
+
+
+def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterInstance,
+                 partition_key: str, say: Say, checks: Sequence[dg.AssetCheckKey] = ()) -> dg.ExecuteInProcessResult:
+    # The selection takes the checks of its assets with them, and ``checks`` of assets it leaves out (trial_run's
+    # comparison with the previous trial runs after the marts it reads).
+    return _owned(instance, pools_of(selection), say, lambda: dg.materialize(
+        [*(defs.assets or []), *(defs.asset_checks or [])],
+        selection=dg.AssetSelection.assets(*selection) | dg.AssetSelection.checks(*checks),
+        partition_key=partition_key, instance=instance, resources=dict(defs.resources or {}), run_config=INFO_LOGS,
+        raise_on_error=False, tags=Owner.this_process().tags()))
 
 
 def _succeeded(result: Result, what: str) -> Result:
@@ -99,15 +104,8 @@ def materialize_script(suite: Suite, instance: dg.DagsterInstance, say: Say = _q
 def _run_trial_job(config: TrialConfig, instance: dg.DagsterInstance, say: Say) -> tuple[str, str]:
     """A run of the run_trial job, as the UI launches it (so the UI can re-execute it): the trial it named and the
     run's id; MainJobError when it failed."""
-    wait_for_pools(instance, [TRIALS_POOL], say)
-    try:
-        result = run_job(run_trial_job.name, instance, {**run_config(config), **INFO_LOGS},
-                         tags=Owner.this_process().tags())
-    except BaseException as error:
-        end_own_runs(instance, _why_ended(error))
-        raise
-    end_own_runs(instance, "substrate-bench ended this run's execution without finishing it")
-    raise_if_stopped()
+    result = _owned(instance, [TRIALS_POOL], say, lambda: run_job(
+        run_trial_job.name, instance, {**run_config(config), **INFO_LOGS}, tags=Owner.this_process().tags()))
     run = instance.get_run_by_id(result.run_id)
     trial_id = run.tags.get(TRIAL_TAG) if run else None
     _succeeded(result, f"trial {trial_id}" if trial_id else f"run_trial for suite {config.suite}")

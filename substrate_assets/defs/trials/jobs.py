@@ -60,8 +60,6 @@ def trial(context: dg.OpExecutionContext, config: TrialConfig, pipes_subprocess_
     context.instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
     context.instance.add_run_tags(context.run_id, {TRIAL_TAG: trial_id, SUITE_TAG: suite.name,
                                                    SCRIPT_TAG: suite.script})
-    context.log.info(f"trial {trial_id}: suite {suite.name} ({suite.load_description()}, think scale "
-                     f"{suite.think_scale:g})")
     invocation = launch_trial(context, suite, trial_id, pipes_subprocess_client, pipes_k8s_client, run_store,
                               script_library, deployment)
     for result in invocation.get_results(implicit_materializations=False):

@@ -32,7 +32,7 @@ def test_ateapi_lifecycle_subset():
     service = ateapi_pb2.DESCRIPTOR.services_by_name["Control"]
     assert {m.name for m in service.methods} == {
         "CreateAtespace", "CreateActor", "GetActor", "ResumeActor", "SuspendActor", "PauseActor", "DeleteActor",
-        "GetActorTemplate"}
+        "RevertActor", "GetActorTemplate"}
     assert ateapi_pb2.ActorState.Name(4) == "ACTOR_STATE_SUSPENDED"
     assert ateapi_pb2.ActorState.Value("ACTOR_STATE_CRASHED") == 7
     assert ateapi_pb2.ActorState.Value("ACTOR_STATE_REVERTING") == 9

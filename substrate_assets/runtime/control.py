@@ -89,6 +89,13 @@ class ControlService(ateapi_pb2_grpc.ControlServicer):
 
         return await self._call(context, work)
 
+    async def RevertActor(self, request: pb.RevertActorRequest, context: Context) -> pb.RevertActorResponse:
+        async def work() -> pb.RevertActorResponse:
+            record = self.lifecycle.actor(request.actor.atespace, request.actor.name)
+            return pb.RevertActorResponse(actor=(await self.lifecycle.revert(record)).message())
+
+        return await self._call(context, work)
+
     async def DeleteActor(self, request: pb.DeleteActorRequest, context: Context) -> pb.Actor:
         async def work() -> pb.Actor:
             record = self.lifecycle.actor(request.actor.atespace, request.actor.name)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import polars as pl
 
-EVENT_KINDS = ("checkpoint", "restore", "pause", "unpause", "crash", "host_start_failed")
+EVENT_KINDS = ("checkpoint", "restore", "pause", "unpause", "crash", "host_start_failed", "revert")
 
 EVENT_SCHEMA = {
     "kind": pl.Utf8,

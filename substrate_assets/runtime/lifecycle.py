@@ -252,6 +252,31 @@ class Lifecycle:
                 record.set_state(State.ACTOR_STATE_RUNNING)
         self._live_host(record)
 
+    # -- revert -----------------------------------------------------------
+
+    async def revert(self, record: ActorRecord) -> ActorRecord:
+        """RevertActor: a RUNNING, PAUSED or CRASHED actor back to SUSPENDED at its last snapshot (its template's
+        boot state when it was never suspended). Its host is killed, its live data dropped and its crash forgotten;
+        the next resume restores the snapshot."""
+        async with record.lock:
+            self._require_present(record)
+            if record.state not in (State.ACTOR_STATE_RUNNING, State.ACTOR_STATE_PAUSED, State.ACTOR_STATE_CRASHED):
+                raise LifecycleError(grpc.StatusCode.FAILED_PRECONDITION,
+                                     f"cannot revert actor {record.key} in state {STATE_NAMES[record.state]}; only "
+                                     "RUNNING, PAUSED or CRASHED actors can be reverted")
+            started, clock = time.time(), time.perf_counter()
+            worker = record.worker
+            record.set_state(State.ACTOR_STATE_REVERTING)
+            if record.host is not None:
+                await record.host.kill()  # SIGKILL ends a stopped (paused) host too; its exit is expected
+            await self._release(record)
+            shutil.rmtree(self.live_root / record.atespace / record.name, ignore_errors=True)
+            record.crash_reason = None
+            record.set_state(State.ACTOR_STATE_SUSPENDED)
+            self.events.append(RuntimeEvent("revert", record.atespace, record.name, started,
+                                            time.perf_counter() - clock, worker=worker))
+            return record
+
     # -- delete -----------------------------------------------------------
 
     async def delete(self, record: ActorRecord, any_state: bool) -> ActorRecord:

@@ -49,7 +49,7 @@ def import_upstream(root: str, store: RunStore, warehouse: Path, instance: dg.Da
         return ImportOutcome([], {}, [], [], refused)
     with connect(warehouse, on_wait=on_wait) as connection:
         raw = write_trials(connection, read, preview_rows=PREVIEW_ROWS)
-        figures = {run.trial_id: trial_figures(connection, run.trial_id) for run in runs}
+        figures = trial_figures(connection, [run.trial_id for run in runs])
         built, outcomes = build_marts(connection)
     report_loads(instance, [part.trial for part in read], raw, built, outcomes,
                  extra={run.trial_id: {"imported_from": run.source} for run in runs},

@@ -1,5 +1,7 @@
-"""One trial's headline density figures, straight after its raw tables load and before any model is rebuilt: the
-``density_frontiers`` model's own SQL, asked for that trial alone."""
+"""Trials' headline density figures, straight after their raw tables load and before any model is rebuilt: the
+``density_frontiers`` model's own SQL, asked for those trials alone."""
+
+from collections.abc import Sequence
 
 import duckdb
 
@@ -9,10 +11,12 @@ DENSITY_MODEL = "density_frontiers"
 DENSITY_FIGURES = ("actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "aggregate_failure_ratio")
 
 
-def trial_densities(connection: duckdb.DuckDBPyConnection, trial_id: str) -> dict[str, float | None]:
-    """The trial's actors per node, vCPU and GiB and its failure ratio as density_frontiers computes them; every
-    figure null when the trial has no frontier (no session started)."""
+def trial_densities(connection: duckdb.DuckDBPyConnection,
+                    trial_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
+    """Each trial's actors per node, vCPU and GiB and its failure ratio as density_frontiers computes them, in one
+    query; every figure null for a trial without a frontier (no session started)."""
     sql = discover()[DENSITY_MODEL].sql.rstrip().rstrip(";")
-    row = connection.execute(f"SELECT {', '.join(DENSITY_FIGURES)} FROM ({sql}) WHERE trial_id = ?",
-                             [trial_id]).fetchone()
-    return dict(zip(DENSITY_FIGURES, row if row else (None,) * len(DENSITY_FIGURES), strict=True))
+    rows = connection.execute(f"SELECT trial_id, {', '.join(DENSITY_FIGURES)} FROM ({sql}) "
+                              "WHERE list_contains(?, trial_id)", [list(trial_ids)]).fetchall()
+    found = {row[0]: dict(zip(DENSITY_FIGURES, row[1:], strict=True)) for row in rows}
+    return {trial_id: found.get(trial_id, dict.fromkeys(DENSITY_FIGURES)) for trial_id in trial_ids}

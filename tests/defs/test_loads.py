@@ -45,7 +45,7 @@ def test_a_raw_asset_and_an_outside_load_record_the_same_metadata(store, tmp_pat
     trial = TrialDirectory(store.find(NEWEST))
     with connect(tmp_path / "outside.duckdb") as connection:
         raw = load_trials(connection, [trial], preview_rows=PREVIEW_ROWS)
-        figures = {NEWEST: trial_figures(connection, NEWEST)}
+        figures = trial_figures(connection, [NEWEST])
     assert report_loads(outside, [trial], raw, [], figures=figures) == len(RAW_TABLES)
     for table in raw:
         recorded, reported = metadata_of(in_run, table, NEWEST), metadata_of(outside, table, NEWEST)

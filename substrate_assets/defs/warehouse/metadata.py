@@ -94,11 +94,13 @@ def raw_load_metadata(loaded: LoadedTable, trial: TrialDirectory) -> dict[str, A
 FIGURES_ON = "trial_manifests"
 
 
-def trial_figures(connection: duckdb.DuckDBPyConnection, trial_id: str) -> dict[str, dg.MetadataValue]:
-    """The trial's densities and failure ratio as float metadata, rounded as shown; a figure not measured is left
+def trial_figures(connection: duckdb.DuckDBPyConnection,
+                  trial_ids: Sequence[str]) -> dict[str, dict[str, dg.MetadataValue]]:
+    """Each trial's densities and failure ratio as float metadata, rounded as shown; a figure not measured is left
     out (a Plots gap, not a zero)."""
-    return {figure_name: dg.MetadataValue.float(rounded(value, figure_name))
-            for figure_name, value in trial_densities(connection, trial_id).items() if value is not None}
+    return {trial_id: {name: dg.MetadataValue.float(rounded(value, name)) for name, value in figures.items()
+                       if value is not None}
+            for trial_id, figures in trial_densities(connection, trial_ids).items()}
 
 
 def check_result(outcome: TestOutcome) -> dg.AssetCheckResult:

@@ -55,7 +55,7 @@ def load_trial(context: dg.AssetExecutionContext, run_store: RunStoreResource,
     try:
         with warehouse.connect() as connection:
             loaded = load_trials(connection, [trial], tables=tables, preview_rows=PREVIEW_ROWS)
-            figures = trial_figures(connection, trial_id) if FIGURES_ON in tables else {}
+            figures = trial_figures(connection, [trial_id])[trial_id] if FIGURES_ON in tables else {}
     except UnreadableTrial as error:  # nothing was written: one line naming the file, not a traceback
         raise dg.Failure(f"trial {trial_id} does not load: {error}",
                          metadata={"trial_dir": dg.MetadataValue.path(str(error.trial_dir))}) from None

@@ -25,13 +25,10 @@ from substrate_assets.driver.preflight import TrialRefused
 from substrate_assets.driver.progress import log_lines
 from substrate_assets.driver.stopping import signals_stop_the_trial, stop_when_parent_dies
 from substrate_assets.driver.trial import run_local_trial
+from substrate_assets.report.figures import rounded
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.suites import Suite
 from substrate_assets.workload import ScriptLibrary
-
-
-def _to_tenth(value: float | None) -> float | None:
-    return None if value is None else round(value, 1)
 
 
 def main() -> None:
@@ -73,8 +70,8 @@ def main() -> None:
                 "steps_completed": summary.steps_completed,
                 "sessions": summary.sessions,
                 "wake_n": summary.wake_n, "wake_failed": summary.wake_failed,
-                # Floats, so the asset's Plots chart them across trials; to 0.1 ms, as every figure is shown.
-                **{name: {"raw_value": _to_tenth(value), "type": "float"}
+                # Floats, so the asset's Plots chart them across trials; rounded as every figure is shown.
+                **{name: {"raw_value": rounded(value, name), "type": "float"}
                    for name, value in (("wake_p50_ms", summary.wake_p50_ms), ("wake_p95_ms", summary.wake_p95_ms),
                                        ("wake_p99_ms", summary.wake_p99_ms))},
                 "failure_ratio": {"raw_value": summary.failure_ratio, "type": "float"},

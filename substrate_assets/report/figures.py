@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import Any
 
 MISSING = "—"
+EPOCH_SUFFIXES = ("_at", "_ts")
 
 
 def _digits_for(column: str, unit: str | None) -> str:
@@ -39,7 +40,8 @@ def _digits_for(column: str, unit: str | None) -> str:
 def figure(value: Any, column: str = "", unit: str | None = None) -> str:
     """A figure as a person reads it, by what it is (its column's name, else its unit): milliseconds to 0.1, failure
     ratios to 4 dp and densities (actors per node, vCPU, GiB) to 2 dp, p-values to 2 significant digits, percent
-    changes signed to 0.1; whole numbers whole; times in UTC to the second; null as a dash."""
+    changes signed to 0.1; whole numbers whole; times in UTC to the second, and in epoch seconds (a column named
+    ``*_at`` or ``*_ts``) without separators; null as a dash."""
     if value is None:
         return MISSING
     if isinstance(value, bool):
@@ -49,6 +51,8 @@ def figure(value: Any, column: str = "", unit: str | None = None) -> str:
         return moment.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if value.tzinfo else "")
     if isinstance(value, Decimal):
         value = float(value)
+    if column.lower().endswith(EPOCH_SUFFIXES) and isinstance(value, int | float) and float(value).is_integer():
+        return str(int(value))  # a time in epoch seconds: separators would read as a count
     if isinstance(value, int):
         return f"{value:,}" if abs(value) >= 10_000 else str(value)
     if isinstance(value, float):

@@ -86,6 +86,8 @@ def test_history_report_tables(filled):
     (None, "p50_ms", None, "—"),
     (True, "complete", None, "yes"),
     (datetime(2026, 3, 12, 10, 15, tzinfo=UTC), "started_at", None, "2026-03-12 10:15:00 UTC"),
+    (1796103342.0, "started_at", None, "1796103342"),
+    (1796098653, "run_ts", None, "1796098653"),
 ])
 def test_figures_round_by_what_they_are(value, column, unit, shown):
     assert figure(value, column, unit) == shown

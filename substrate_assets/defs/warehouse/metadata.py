@@ -24,11 +24,8 @@ TABLE_COLUMNS = table_columns()
 
 
 def _cell(value: Any, column: str) -> str:
-    # null, not a dash: in the warehouse a null is a figure that was not measured.
-    # Whole numbers as they are: a run_ts or a count of bytes reads better without separators here; so does a time
-    # in epoch seconds stored as a float.
-    if isinstance(value, float) and value.is_integer() and column.endswith(("_at", "_ts")):
-        value = int(value)
+    # null, not a dash: in the warehouse a null is a figure that was not measured. Whole numbers as they are: a count
+    # of bytes reads better without separators here.
     text = "null" if value is None else str(value) if isinstance(value, int) else figure(value, column)
     return text.replace("|", "\\|").replace("\n", " ")
 

@@ -49,6 +49,7 @@ from warehouse_rebuild import write_trial  # noqa: E402
 from substrate_assets.protos import ateapi_pb2 as pb  # noqa: E402
 from substrate_assets.protos import ateapi_pb2_grpc  # noqa: E402
 from substrate_assets.results.layout import RunStore, TrialKey  # noqa: E402
+from tests.support.projects import make_project, project_env  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "substrate-bench")
 UPSTREAM_RUN = next((ROOT / "tests/data/upstream_runs/runs/glutton_baseline_1_user")
@@ -141,12 +142,7 @@ class Project:
     def create(cls, parent: Path, name: str) -> Project:
         root = parent / name
         root.mkdir()
-        shutil.copytree(ROOT / "scripts", root / "scripts")
-        shutil.copytree(ROOT / "dbt_like_sql", root / "dbt_like_sql")
-        (root / "suites.yaml").write_text(SUITES)
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("DAGSTER_HOME", "SUBSTRATE_BENCH_STORE", "SUBSTRATE_BENCH_WAREHOUSE")}
-        env["SUBSTRATE_BENCH_ROOT"] = str(root)
+        env = project_env(make_project(root, SUITES))
         # Runtime state directories go to a temporary directory of the project's own, so that what the scenario
         # leaves there is told apart from any other runtime on the machine.
         (parent / "tmp").mkdir(exist_ok=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,6 +20,10 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.projects import make_project, project_env  # noqa: E402
+
 CLI = str(Path(sys.executable).parent / "substrate-bench")
 LAUNCH = """
 mutation Launch($params: ExecutionParams!) {
@@ -75,13 +78,8 @@ def main() -> None:
     import dagster as dg
 
     with tempfile.TemporaryDirectory() as scratch:
-        project = Path(scratch)
-        for name in ("scripts", "dbt_like_sql"):
-            shutil.copytree(ROOT / name, project / name)
-        shutil.copy(ROOT / "suites.yaml", project / "suites.yaml")
-        env = {key: value for key, value in os.environ.items()
-               if key not in ("DAGSTER_HOME", "SUBSTRATE_BENCH_STORE", "SUBSTRATE_BENCH_WAREHOUSE")}
-        env["SUBSTRATE_BENCH_ROOT"] = str(project)
+        project = make_project(Path(scratch), (ROOT / "suites.yaml").read_text())
+        env = project_env(project)
 
         started = time.monotonic()
         subprocess.run([CLI, "run", args.suite], env=env, check=True, stdout=subprocess.DEVNULL,

@@ -2,8 +2,6 @@
 tables, and the newest schema's trial_summary numbers reproduced by density_frontiers."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +17,7 @@ from substrate_assets.warehouse.checks import load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import build_all, discover
 from substrate_assets.warehouse.raw import load_trials
+from tests.support.projects import make_project, project_env
 
 ROOT = Path(__file__).resolve().parents[1]
 UPSTREAM = ROOT / "tests" / "data" / "upstream_runs"
@@ -201,11 +200,7 @@ def test_an_imported_run_is_one_load_point_over_its_steady_window(loaded):
 
 
 def test_the_import_command(tmp_path):
-    shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
-    shutil.copytree(ROOT / "dbt_like_sql", tmp_path / "dbt_like_sql")
-    (tmp_path / "suites.yaml").write_text("suites: []\n")
-    env = {key: value for key, value in os.environ.items() if key not in ("DAGSTER_HOME",)}
-    env["SUBSTRATE_BENCH_ROOT"] = str(tmp_path)
+    env = project_env(make_project(tmp_path, "suites: []\n"))
     cli = str(Path(sys.executable).parent / "substrate-bench")
     done = subprocess.run([cli, "import", str(UPSTREAM)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

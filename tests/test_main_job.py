@@ -2,14 +2,14 @@
 reload without duplicates, and a rebuild that gives back the same marts."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
 import pytest
+
+from tests.support.projects import make_project, project_env
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent / "substrate-bench")
@@ -29,18 +29,12 @@ suites:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("project")
-    shutil.copytree(ROOT / "scripts", root / "scripts")
-    shutil.copytree(ROOT / "dbt_like_sql", root / "dbt_like_sql")
-    (root / "suites.yaml").write_text(SUITES)
-    return root
+    return make_project(tmp_path_factory.mktemp("project"), SUITES)
 
 
 def cli(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("DAGSTER_HOME", "SUBSTRATE_BENCH_STORE", "SUBSTRATE_BENCH_WAREHOUSE")}
-    env["SUBSTRATE_BENCH_ROOT"] = str(project)
-    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=project)
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=project_env(project),
+                          cwd=project)
 
 
 def sql(project: Path, statement: str) -> list[dict]:

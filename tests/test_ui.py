@@ -7,7 +7,6 @@ import io
 import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,7 +20,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.support.projects import ROOT, make_project, project_env
+
 CLI = str(Path(sys.executable).parent / "substrate-bench")
 STARTUP_S = 180.0
 STOP_S = 60.0
@@ -76,13 +76,8 @@ def running_ui(tmp_path_factory) -> Iterator[RunningUI]:
     """A project with two real trials, launched as run_trial runs with run config and followed by the automation
     conditions (tests/support/follow_trials.py), and `substrate-bench ui` over it, started as a script starts a
     background job: SIGINT ignored. The module's last test stops it; this only makes sure it is gone."""
-    project = tmp_path_factory.mktemp("ui_project")
-    shutil.copytree(ROOT / "scripts", project / "scripts")
-    shutil.copytree(ROOT / "dbt_like_sql", project / "dbt_like_sql")
-    (project / "suites.yaml").write_text(SUITES)
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("DAGSTER_HOME", "SUBSTRATE_BENCH_STORE", "SUBSTRATE_BENCH_WAREHOUSE")}
-    env["SUBSTRATE_BENCH_ROOT"] = str(project)
+    project = make_project(tmp_path_factory.mktemp("ui_project"), SUITES)
+    env = project_env(project)
     followed = subprocess.run([sys.executable, "-m", "tests.support.follow_trials"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=400)
     assert followed.returncode == 0, followed.stderr[-3000:]

@@ -26,6 +26,7 @@ import pytest
 
 from substrate_assets.app.pool_slots import OWNER_PID_TAG, Owner, free_dead_runs, pool_holders, wait_for_pools
 from substrate_assets.project import INSTANCE_CONFIG
+from tests.support.projects import project_env
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,9 +106,7 @@ class Processes:
         self.seen: list[psutil.Process] = []
 
     def start(self, *args: str) -> Command:
-        env = {key: value for key, value in os.environ.items()
-               if key not in ("DAGSTER_HOME", "SUBSTRATE_BENCH_STORE", "SUBSTRATE_BENCH_WAREHOUSE")}
-        env["SUBSTRATE_BENCH_ROOT"] = str(self.project)
+        env = project_env(self.project)
         name = f"{len(self.commands)}-{'-'.join(args)}"
         stdout, stderr = self.logs / f"{name}.out", self.logs / f"{name}.err"
         with stdout.open("wb") as out, stderr.open("wb") as err:

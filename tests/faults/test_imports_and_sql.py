@@ -26,6 +26,7 @@ from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.raw import RAW_TABLES, check_staged_run
 from substrate_assets.warehouse.rebuild import rebuild
+from tests.support.projects import PROJECT_PATHS
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = ROOT / "tests" / "data" / "upstream_runs"
@@ -43,7 +44,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     shutil.copytree(MODELS, tmp_path / "dbt_like_sql")
     shutil.copytree(ROOT / "scripts", tmp_path / "scripts")
     (tmp_path / "suites.yaml").write_text("suites: []\n")
-    for name in ("DAGSTER_HOME", "SUBSTRATE_BENCH_STORE", "SUBSTRATE_BENCH_WAREHOUSE"):
+    for name in PROJECT_PATHS:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SUBSTRATE_BENCH_ROOT", str(tmp_path))
     return tmp_path

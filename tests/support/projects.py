@@ -1,0 +1,29 @@
+"""A project of its own, for a test or a benchmark: the checkout's workload scripts and SQL models, a suites.yaml of
+its own, and the environment in which a substrate-bench command keeps every path (store, warehouse, Dagster home)
+inside it."""
+
+import os
+import shutil
+from pathlib import Path
+
+from substrate_assets.project import DAGSTER_HOME_ENV, ROOT_ENV, STORE_ENV, WAREHOUSE_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+# Each would send a command's state elsewhere than the project: without them, it all lives in the project root.
+PROJECT_PATHS = (DAGSTER_HOME_ENV, STORE_ENV, WAREHOUSE_ENV)
+
+
+def make_project(root: Path, suites: str) -> Path:
+    """``root`` with the checkout's scripts and models and ``suites`` as its suites.yaml."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(ROOT / "scripts", root / "scripts")
+    shutil.copytree(ROOT / "dbt_like_sql", root / "dbt_like_sql")
+    (root / "suites.yaml").write_text(suites)
+    return root
+
+
+def project_env(root: Path) -> dict[str, str]:
+    """This process's environment, for a command that works in the project at ``root``."""
+    env = {key: value for key, value in os.environ.items() if key not in PROJECT_PATHS}
+    env[ROOT_ENV] = str(root)
+    return env

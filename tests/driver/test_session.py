@@ -128,10 +128,10 @@ def test_404_replaces_the_session_at_once(tmp_path, runtime, rows):
     vu.stop()
 
 
-def test_503_keeps_the_session():
+def test_503_keeps_the_session(tmp_path):
     with EmbeddedRuntime(RuntimeConfig(workers=1, actors_per_worker=1, warm_hosts=1)) as runtime:
         rows = Rows()
-        vu = make_vu(runtime, write_script(_tmp(), SIMPLE), rows)
+        vu = make_vu(runtime, write_script(tmp_path, SIMPLE), rows)
         vu.iterate()
         control = ControlClient(runtime.control_address)
         control.create_actor("benchmark", "occupant")
@@ -200,10 +200,10 @@ def request_in_flight(runtime: EmbeddedRuntime, actor: str) -> Iterator[None]:
         runtime.call(end())
 
 
-def test_hibernate_pending_redrives_only_the_hibernate():
+def test_hibernate_pending_redrives_only_the_hibernate(tmp_path):
     with EmbeddedRuntime(RuntimeConfig(workers=2, actors_per_worker=2, warm_hosts=1, drain_timeout_s=0.3)) as rt:
         rows = Rows()
-        vu = make_vu(rt, write_script(_tmp(), SIMPLE), rows)
+        vu = make_vu(rt, write_script(tmp_path, SIMPLE), rows)
         vu.iterate()
         actor = vu.session.actor
         ControlClient(rt.control_address).resume("benchmark", actor)  # awake, as another client's request finds it
@@ -244,11 +244,11 @@ def test_a_crashed_actor_books_crash_count_in_explicit_mode(tmp_path, runtime, r
     assert vu.session is None and rows.rows[2].ok
 
 
-def test_template_memory_check():
+def test_template_memory_check(tmp_path):
     with EmbeddedRuntime(RuntimeConfig(workers=1, actors_per_worker=1, warm_hosts=0, actor_memory="32Mi")) as rt:
         rows = Rows()
         now = [1000.0]
-        scripts = write_script(_tmp(), SIMPLE)
+        scripts = write_script(tmp_path, SIMPLE)
         check = TemplateCheck(ControlClient(rt.control_address), clock=lambda: now[0])
         vu = make_vu(rt, scripts, rows, template_check=check)
         vu.iterate()
@@ -264,11 +264,11 @@ def test_template_memory_check():
             check.ensure(loaded)  # asked the template again after 30 s
 
 
-def test_a_template_without_a_memory_limit_is_allowed():
+def test_a_template_without_a_memory_limit_is_allowed(tmp_path):
     config = RuntimeConfig(workers=1, actors_per_worker=1, warm_hosts=0, templates=(TemplateConfig(memory_limit=None),))
     with EmbeddedRuntime(config) as rt:
         rows = Rows()
-        vu = make_vu(rt, write_script(_tmp(), SIMPLE), rows)
+        vu = make_vu(rt, write_script(tmp_path, SIMPLE), rows)
         vu.iterate()
         assert vu.session is not None and rows.names()[:2] == ["CreateAtespace", "CreateActor"]
         vu.stop()
@@ -278,10 +278,3 @@ def test_an_invalid_script_starts_nothing(tmp_path, runtime, rows):
     vu = make_vu(runtime, write_script(tmp_path, SIMPLE.replace("think: 1s", "think: 1d")), rows)
     vu.iterate()
     assert rows.rows == [] and vu.session is None
-
-
-def _tmp():
-    import tempfile
-    from pathlib import Path
-
-    return Path(tempfile.mkdtemp(prefix="session-test-"))

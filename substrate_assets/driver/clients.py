@@ -1,7 +1,11 @@
-"""The two endpoints a session talks to: the control API (gRPC) and the router (HTTP with protobuf bodies)."""
+"""The two endpoints a virtual user talks to: the control API (gRPC) and the router (HTTP: protobuf bodies for
+glutton, JSON for sweperf's trajectory service)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
@@ -15,6 +19,7 @@ CONTROL_DEADLINE_S = 60.0
 ROUTER_TIMEOUT_S = 30.0
 TEMPLATE = ("benchmark-workloads", "glutton")
 TARGET_HEADER = "ate-target-actor"
+ELAPSED_TRAILER = "x-server-elapsed-us"
 READ_BLOCK = 256 * 1024
 
 
@@ -40,10 +45,24 @@ class ControlClient:
         request = pb.CreateAtespaceRequest(atespace=pb.Atespace(metadata=pb.ResourceMetadata(name=name)))
         return self.stub.CreateAtespace(request, timeout=self.deadline_s)
 
-    def create_actor(self, atespace: str, name: str) -> pb.Actor:
-        actor = pb.Actor(metadata=pb.ResourceMetadata(atespace=atespace, name=name),
-                         actor_template=self.ref(*TEMPLATE))
-        return self.stub.CreateActor(pb.CreateActorRequest(actor=actor), timeout=self.deadline_s)
+    def create_actor(self, atespace: str, name: str, template: tuple[str, str] = TEMPLATE) -> pb.Actor:
+        return self.stub.CreateActor(self.create_request(atespace, name, template), timeout=self.deadline_s)
+
+    @classmethod
+    def create_request(cls, atespace: str, name: str, template: tuple[str, str] = TEMPLATE) -> pb.CreateActorRequest:
+        return pb.CreateActorRequest(actor=pb.Actor(metadata=pb.ResourceMetadata(atespace=atespace, name=name),
+                                                    actor_template=cls.ref(*template)))
+
+    def revert(self, atespace: str, name: str) -> pb.RevertActorResponse:
+        return self.stub.RevertActor(pb.RevertActorRequest(actor=self.ref(atespace, name)), timeout=self.deadline_s)
+
+    def timed(self, rpc: str, request: Any) -> tuple[Any, float | None]:
+        """Call ``rpc`` (``"ResumeActor"``, …) and return its response with the server's own elapsed time in
+        seconds, from the ``x-server-elapsed-us`` trailer (None when the server sent none). A failed call raises
+        its ``grpc.RpcError``; :func:`server_elapsed_s` reads the trailer off it too."""
+        method: Callable[..., Any] = getattr(self.stub, rpc)
+        response, call = method.with_call(request, timeout=self.deadline_s)
+        return response, server_elapsed_s(call)
 
     def resume(self, atespace: str, name: str) -> pb.ResumeActorResponse:
         return self.stub.ResumeActor(pb.ResumeActorRequest(actor=self.ref(atespace, name)), timeout=self.deadline_s)
@@ -65,8 +84,20 @@ class ControlClient:
         self.channel.close()
 
 
+def server_elapsed_s(call: Any) -> float | None:
+    """The ``x-server-elapsed-us`` trailer of a finished call (or of the ``grpc.RpcError`` it raised), seconds."""
+    trailing = getattr(call, "trailing_metadata", None)
+    for key, value in (trailing() or ()) if callable(trailing) else ():
+        if key == ELAPSED_TRAILER:
+            try:
+                return int(value) / 1e6
+            except ValueError:
+                return None
+    return None
+
+
 class RouterClient:
-    """POSTs protobuf bodies through the router to one actor (``ate-target-actor``), over kept-alive connections."""
+    """Requests through the router to one actor (``ate-target-actor``), over kept-alive connections."""
 
     def __init__(self, url: str, timeout_s: float = ROUTER_TIMEOUT_S) -> None:
         parts = urlsplit(url)
@@ -78,15 +109,41 @@ class RouterClient:
         self.prefix = parts.path.rstrip("/")
 
     def post(self, actor: str, route: str, body: bytes) -> bytes:
-        headers = {TARGET_HEADER: actor, "Content-Type": "application/x-protobuf"}
-        response = self.http.request("POST", self.prefix + route, body=body, headers=headers)
+        """POST a protobuf body; the reply's body, or :class:`RouterError` for a status of 400 or more."""
+        return self.request("POST", actor, route, body, "application/x-protobuf")
+
+    def request(self, method: str, actor: str, route: str, body: bytes = b"",
+                content_type: str | None = None) -> bytes:
+        headers = {TARGET_HEADER: actor}
+        if content_type is not None:
+            headers["Content-Type"] = content_type
+        response = self.http.request(method, self.prefix + route, body=body or None, headers=headers)
         try:
             payload = response.read()
         finally:
             response.release()
         if response.status_code >= 400:
-            raise RouterError(route, response.status_code, payload)
+            raise RouterError(route, response.status_code, payload, method)
         return payload
+
+    def post_json(self, actor: str, route: str, document: dict[str, Any]) -> tuple[dict[str, Any], int]:
+        """POST a JSON document; the JSON reply and its length in bytes."""
+        payload = self.request("POST", actor, route, json.dumps(document).encode(), "application/json")
+        return _json_object(route, payload), len(payload)
+
+    def get_json(self, actor: str, route: str) -> dict[str, Any]:
+        """GET ``route`` (with its query string); the JSON reply."""
+        return _json_object(route, self.request("GET", actor, route))
 
     def close(self) -> None:
         self.http.close()
+
+
+def _json_object(route: str, payload: bytes) -> dict[str, Any]:
+    try:
+        document = json.loads(payload)
+    except ValueError:
+        raise ValueError(f"{route}: reply is not JSON: {payload[:200]!r}") from None
+    if not isinstance(document, dict):
+        raise ValueError(f"{route}: reply is not a JSON object: {payload[:200]!r}")
+    return document

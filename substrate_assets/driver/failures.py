@@ -31,11 +31,11 @@ class Action(enum.Enum):
 class RouterError(Exception):
     """The router answered a status of 400 or more."""
 
-    def __init__(self, route: str, status: int, body: bytes) -> None:
+    def __init__(self, route: str, status: int, body: bytes, method: str = "POST") -> None:
         self.route = route
         self.status = status
         self.body = body[:512].decode("utf-8", "replace").strip()
-        super().__init__(f"POST {route}: HTTP {status}: {self.body}")
+        super().__init__(f"{method} {route}: HTTP {status}: {self.body}")
 
 
 _REPLACE_NOW = {grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DATA_LOSS, grpc.StatusCode.FAILED_PRECONDITION}

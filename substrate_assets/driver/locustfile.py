@@ -134,10 +134,14 @@ class Shared:
 
     def record(self, request_type: str, name: str, started: float, elapsed_s: float, error: BaseException | None,
                context: dict[str, object]) -> None:
+        """Book one request; ``context`` may carry its ``response_length`` (bytes, as upstream books them) and
+        ``wake`` (whether it is its family's wake row)."""
         latency_ms = elapsed_s * 1000.0
+        length = context.get("response_length", 0)
         self.environment.events.request.fire(
-            request_type=request_type, name=name, response_time=int(latency_ms), response_length=0,
-            exception=error, context={**context, "latency_ms": latency_ms, "ts": started}, start_time=started)
+            request_type=request_type, name=name, response_time=int(latency_ms),
+            response_length=length if isinstance(length, int) else 0, exception=error,
+            context={**context, "latency_ms": latency_ms, "ts": started}, start_time=started)
 
 
 _shared: Shared | None = None
@@ -174,7 +178,8 @@ def _log_request(request_type: str, name: str, response_time: float, response_le
         latency_ms=float(latency), response_time_ms=int(response_time), response_length=int(response_length or 0),
         success=exception is None, error=None if exception is None else f"{type(exception).__name__}: {exception}",
         session_id=context.get("session_id"), step=context.get("step"), step_index=context.get("step_index"),
-        lap=context.get("lap"), phase=_shared.phase(), locust_seq=_shared.booked[request_type, name]))
+        lap=context.get("lap"), phase=_shared.phase(), locust_seq=_shared.booked[request_type, name],
+        wake=bool(context.get("wake"))))
 
 
 @events.test_stop.add_listener

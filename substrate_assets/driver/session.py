@@ -35,6 +35,7 @@ from substrate_assets.driver.failures import (
     retry_on_conflict,
     rpc_code,
 )
+from substrate_assets.driver.family_knobs import LIFECYCLE_MODES, RESUME_MODES
 from substrate_assets.driver.scripts import LoadedScript, ScriptSource
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.workload import Op, OpKind, ScriptError, Step
@@ -49,8 +50,6 @@ TEMPLATE_RECHECK_S = 30.0
 # Logged with the reason each time a session cannot start; a trial in which none started quotes the first.
 SESSION_START_FAILED = "cannot start an agent session"
 CRASHED_MESSAGE = "actor entered ACTOR_STATE_CRASHED"
-LIFECYCLE_MODES = ("", "suspend", "pause")
-RESUME_MODES = ("", "explicit", "implicit")
 
 
 class Record(Protocol):
@@ -306,11 +305,11 @@ class AgentSessionVU:
         try:
             self._call(session, Op(OpKind.PING))
         except Exception as error:  # every failure of the wake probe counts
-            self._book("http", "WakeFirstTouch", started, clock, error, session)
+            self._book("http", "WakeFirstTouch", started, clock, error, session, wake=True)
             self.note_failure(session, error)
             self.hibernate(session)
             return False
-        self._book("http", "WakeFirstTouch", started, clock, None, session)
+        self._book("http", "WakeFirstTouch", started, clock, None, session, wake=True)
 
         step = session.step
         started, clock = time.time(), time.perf_counter()
@@ -389,5 +388,6 @@ class AgentSessionVU:
                 "lap": session.lap}
 
     def _book(self, request_type: str, name: str, started: float, clock: float, error: BaseException | None,
-              session: Session | None = None) -> None:
-        self.record(request_type, name, started, time.perf_counter() - clock, error, self._context(session))
+              session: Session | None = None, wake: bool = False) -> None:
+        self.record(request_type, name, started, time.perf_counter() - clock, error,
+                    {**self._context(session), "wake": wake})

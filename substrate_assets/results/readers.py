@@ -52,7 +52,7 @@ REQUESTS_SCHEMA: dict[str, pl.DataType] = {
     "ts": pl.Float64(), "request_type": pl.Utf8(), "name": pl.Utf8(), "latency_ms": pl.Float64(),
     "response_time_ms": pl.Int64(), "response_length": pl.Int64(), "success": pl.Boolean(), "error": pl.Utf8(),
     "session_id": pl.Utf8(), "step": pl.Utf8(), "step_index": pl.Int32(), "lap": pl.Int32(),
-    "phase": pl.Utf8(), "locust_seq": pl.Int64(), "locust_counted": pl.Boolean(),
+    "phase": pl.Utf8(), "locust_seq": pl.Int64(), "locust_counted": pl.Boolean(), "wake": pl.Boolean(),
 }
 
 

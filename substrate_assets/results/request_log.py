@@ -14,6 +14,10 @@ exactly the first ``Request Count`` of them: ``locust_counted`` says which rows
 those are (null where that cannot be known: a distributed run, whose master
 counts its workers' reports).
 
+``wake`` marks the requests that are the first touch of a parked actor, each workload family's wake row
+(``WakeFirstTouch``, the first ``GluttonPing`` after a resume, ``DurDirServeAfterResume``,
+``ResumeToFirstExec``): true for those, false for the family's other requests.
+
 A part that cannot be written (a full disk) stops the writer for good: it raises
 :class:`~substrate_assets.results.atomic.WriteFailed` once, keeps every part
 written before (each is whole) and drops what it is given afterwards. The Locust
@@ -68,6 +72,7 @@ class RequestRecord:
     lap: int | None = None
     phase: str | None = None
     locust_seq: int | None = None
+    wake: bool | None = None
 
 
 def start_seconds(value: object) -> float | None:

@@ -12,6 +12,9 @@ from substrate_assets.workload.quantity import QuantityError, parse_byte_count
 GiB = 1 << 30
 DEFAULT_TEMPLATE_ATESPACE = "benchmark-workloads"
 DEFAULT_TEMPLATE_NAME = "glutton"
+# Durdir's two templates: upstream's differ in what of the actor's disk is durable (the data dir or the whole
+# filesystem); here every actor's data dir is in its snapshot, so the two behave alike.
+DURDIR_TEMPLATE_NAMES = ("glutton-durdir-data", "glutton-durdir-full")
 WORKERPOOL_NAME = "benchmark-ateom"
 
 
@@ -74,10 +77,12 @@ class RuntimeConfig(BaseModel):
     _parse = field_validator("actor_memory", mode="before")(classmethod(lambda cls, v: _bytes(v)))
 
     def all_templates(self) -> tuple[TemplateConfig, ...]:
-        """Configured templates plus the default ``benchmark-workloads/glutton`` unless overridden."""
-        default = TemplateConfig(memory_limit=self.actor_memory)
+        """Configured templates plus the built-in ones (``benchmark-workloads/glutton`` and durdir's two, each
+        limited to ``actor_memory``) that a configured template of the same name does not override."""
+        built_in = tuple(TemplateConfig(name=name, memory_limit=self.actor_memory)
+                         for name in (DEFAULT_TEMPLATE_NAME, *DURDIR_TEMPLATE_NAMES))
         names = {(t.atespace, t.name) for t in self.templates}
-        return self.templates if (default.atespace, default.name) in names else (default, *self.templates)
+        return (*(t for t in built_in if (t.atespace, t.name) not in names), *self.templates)
 
     @property
     def capacity(self) -> int:

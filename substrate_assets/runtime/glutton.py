@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from substrate_assets.protos import glutton_pb2 as pb
+from substrate_assets.runtime.cpu_load import CpuLoad, CpuLoadSettings
 from substrate_assets.runtime.random_bytes import CHUNK, RandomStream
 
 KEY_PATTERN = re.compile(r"[a-zA-Z0-9_-]+")
@@ -86,6 +87,7 @@ class Glutton:
     file_sizes: dict[str, int] = field(default_factory=dict)
     pings: int = 0
     ram_written: int = 0
+    cpu_load: CpuLoad = field(default_factory=CpuLoad)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _random: threading.local = field(default_factory=threading.local)
 
@@ -273,3 +275,16 @@ class Glutton:
         for thread in threads:
             thread.join()
         return pb.BurnCPUResponse(iterations=sum(counts))
+
+    def use_cpu(self, request: pb.UseCPURequest) -> pb.UseCPUResponse:
+        if request.num_cores < 0:
+            raise invalid(f"num_cores must not be negative, got {request.num_cores}")
+        if not 0 <= request.duty_cycle <= 1:
+            raise invalid(f"duty_cycle must be within [0, 1], got {request.duty_cycle:g}")
+        if request.cycle_length_ms < 0:
+            raise invalid(f"cycle_length_ms must not be negative, got {request.cycle_length_ms}")
+        cores = request.num_cores
+        if not request.HasField("cap_at_gomaxprocs") or request.cap_at_gomaxprocs:
+            cores = min(cores, len(os.sched_getaffinity(0)))
+        started = self.cpu_load.apply(CpuLoadSettings(cores, request.duty_cycle, request.cycle_length_ms))
+        return pb.UseCPUResponse(num_cores=started)

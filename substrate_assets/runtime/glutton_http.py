@@ -50,6 +50,7 @@ def routes(glutton: Glutton) -> dict[str, tuple[type, Callable[[Any], Any]]]:
         "/readdisk": (pb.ReadDiskRequest, glutton.read_disk),
         "/ingest": (pb.IngestRequest, glutton.ingest),
         "/burncpu": (pb.BurnCPURequest, glutton.burn_cpu),
+        "/usecpu": (pb.UseCPURequest, glutton.use_cpu),
     }
 
 

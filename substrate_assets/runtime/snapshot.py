@@ -2,7 +2,7 @@
 
 Layout of one snapshot directory::
 
-    manifest.json   arrays (key, offset, length, rotate cursor), files (key, size), counters
+    manifest.json   arrays (key, offset, length, rotate cursor), files (key, size), counters, the UseCPU load
     pages.img       every RAM array, concatenated
     files/<key>     the data directory's files
 
@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from substrate_assets.runtime.cpu_load import CpuLoadSettings
 from substrate_assets.runtime.glutton import Glutton, RamArray
 
 MANIFEST = "manifest.json"
@@ -74,7 +75,8 @@ def write_snapshot(glutton: Glutton, target: Path, *, fsync: bool) -> SnapshotSi
         if fsync:
             _fsync_path(destination)
     manifest = {"format": FORMAT, "created_at": time.time(), "arrays": arrays, "files": files,
-                "pings": glutton.pings, "ram_written": glutton.ram_written}
+                "pings": glutton.pings, "ram_written": glutton.ram_written,
+                "cpu_load": glutton.cpu_load.settings.as_dict() if glutton.cpu_load.settings else None}
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
     if fsync:
         _fsync_path(staging / MANIFEST)
@@ -112,6 +114,8 @@ def restore_snapshot(source: Path, glutton: Glutton) -> SnapshotSizes:
         file_bytes += entry["size"]
     glutton.pings = manifest.get("pings", 0)
     glutton.ram_written = manifest.get("ram_written", 0)
+    if manifest.get("cpu_load"):  # UseCPU's load outlives a suspend: the restored actor runs it again
+        glutton.cpu_load.apply(CpuLoadSettings(**manifest["cpu_load"]))
     return SnapshotSizes(pages_bytes, file_bytes)
 
 

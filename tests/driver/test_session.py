@@ -78,7 +78,8 @@ def test_a_session_books_the_reference_rows(tmp_path, runtime, rows):
     assert rows.names()[-3:] == ["WakeFirstTouch", "Step_02_read", "SuspendActor"]
     assert (vu.session.step_index, vu.session.lap, vu.session.steps_completed) == (0, 1, 2)
     step_row = rows.rows[-2]
-    assert step_row.context == {"session_id": actor, "step": "02_read", "step_index": 1, "lap": 0}
+    assert step_row.context == {"session_id": actor, "step": "02_read", "step_index": 1, "lap": 0, "wake": False}
+    assert [row.context["wake"] for row in rows.rows[-3:]] == [True, False, False]  # WakeFirstTouch is the wake
     wakes_followed_wake_ups(rows, runtime, actor)
     vu.stop()
     assert rows.names()[-1] == "DeleteActor" and rows.rows[-1].ok

@@ -63,6 +63,7 @@ def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str
         "latency_ms": samples, "response_time_ms": [int(v) for v in samples], "response_length": 0,
         "success": True, "error": None, "session_id": "agent-x", "step": "s", "step_index": 0, "lap": 0,
         "phase": "steady", "locust_seq": list(range(1, total + 1)), "locust_counted": True,
+        "wake": [name == "WakeFirstTouch" for name in names],
     }, schema=REQUESTS_SCHEMA)
     frame.write_parquet(directory / "requests.parquet")
     return key.trial_id

@@ -25,7 +25,12 @@ def test_glutton_messages_and_enums():
     assert glutton_pb2.WriteDiskRequest(key="a", size=1).SerializeToString() == b"\n\x01a\x10\x01"
     assert glutton_pb2.BurnCPURequest(duration_ms=500, parallelism=2).SerializeToString() == b"\x08\xf4\x03\x10\x02"
     routes = {m.name for m in glutton_pb2.DESCRIPTOR.services_by_name["Glutton"].methods}
-    assert routes == {"Ping", "WriteRAM", "ReadRAM", "WriteDisk", "ReadDisk", "Ingest", "BurnCPU"}
+    assert routes == {"Ping", "WriteRAM", "ReadRAM", "WriteDisk", "ReadDisk", "Ingest", "BurnCPU", "UseCPU"}
+    # UseCPU as upstream numbers it; cap_at_gomaxprocs is optional, so unset and false differ on the wire.
+    assert glutton_pb2.UseCPURequest(num_cores=2, duty_cycle=0.5, cycle_length_ms=100).SerializeToString() == \
+        b"\x08\x02\x11" + bytes.fromhex("000000000000e03f") + b"\x18\x64"  # 0.5 as a little-endian double
+    assert not glutton_pb2.UseCPURequest().HasField("cap_at_gomaxprocs")
+    assert glutton_pb2.UseCPURequest(cap_at_gomaxprocs=False).HasField("cap_at_gomaxprocs")
 
 
 def test_ateapi_lifecycle_subset():

@@ -6,8 +6,9 @@ an HTTP router addressed by the ``ate-target-actor`` header, glutton routes
 with protobuf bodies, and Prometheus metrics under the upstream names — so the
 driver and the telemetry harvest work unchanged against either.
 
-Names are imported lazily: actor host processes import only the glutton
-modules, which keeps a host's start (and the warm pool's refill) short.
+Names are imported lazily: actor host processes import only the services they
+serve (glutton, sweperf's trajectory service), which keeps a host's start (and
+the warm pool's refill) short.
 """
 
 from typing import Any

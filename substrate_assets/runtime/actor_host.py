@@ -3,11 +3,13 @@
 The runtime talks to a host over its stdin/stdout, one JSON object per line:
 
 - host → runtime, once imports are done: ``{"ready": true, "pid": …}``
-- ``{"op": "start", "data_dir": …, "snapshot": path|null, "memory_limit": n|null}`` →
-  ``{"ok": true, "port": …, "pages": …, "files": …, "seconds": …}``: restores the
-  snapshot (if any) and serves glutton on 127.0.0.1
+- ``{"op": "start", "data_dir": …, "snapshot": path|null, "memory_limit": n|null, "service": "glutton"|"sweperf",
+  "trajectory": path|null}`` → ``{"ok": true, "port": …, "pages": …, "files": …, "seconds": …}``: restores the
+  snapshot (if any) and serves the template's service on 127.0.0.1: glutton's routes, or sweperf's trajectory
+  service replaying ``trajectory`` (with the finished jobs the snapshot kept)
 - ``{"op": "checkpoint", "target": …, "fsync": bool}`` → ``{"ok": true, "pages": …, "files": …,
-  "seconds": …}``: stops serving, writes the snapshot, removes the data dir, exits 0
+  "seconds": …}``: stops serving (and interrupts a sweperf job still running), writes the snapshot, removes the
+  data dir, exits 0
 - ``{"op": "exit"}``: exits at once
 
 A write that would take the actor past its memory limit makes the host print
@@ -25,12 +27,15 @@ import signal
 import sys
 import threading
 import time
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from substrate_assets.runtime.glutton import Glutton
 from substrate_assets.runtime.glutton_http import GluttonServer
-from substrate_assets.runtime.snapshot import SnapshotSizes, restore_snapshot, write_snapshot
+from substrate_assets.runtime.snapshot import SnapshotSizes, restore_snapshot, snapshot_jobs, write_snapshot
+from substrate_assets.runtime.sweperf_service import SweperfServer, SweperfService
+from substrate_assets.runtime.trajectory import load_trajectory
 
 _PR_SET_PDEATHSIG = 1
 _emit_lock = threading.Lock()
@@ -60,7 +65,8 @@ def _over_limit(used: int, limit: int) -> None:
 class Host:
     def __init__(self) -> None:
         self.glutton: Glutton | None = None
-        self.server: GluttonServer | None = None
+        self.server: ThreadingHTTPServer | None = None
+        self.sweperf: SweperfService | None = None
         self.data_dir: Path | None = None
 
     def start(self, command: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +77,16 @@ class Host:
         self.glutton = Glutton(self.data_dir, command.get("memory_limit"), _over_limit)
         snapshot = command.get("snapshot")
         sizes = restore_snapshot(Path(snapshot), self.glutton) if snapshot else SnapshotSizes(0, 0)
-        self.server = GluttonServer(("127.0.0.1", 0), self.glutton)
+        service = command.get("service") or "glutton"
+        if service == "sweperf":
+            trajectory = load_trajectory(Path(command["trajectory"]))
+            jobs = snapshot_jobs(Path(snapshot)) if snapshot else []
+            self.sweperf = SweperfService(self.glutton, trajectory, jobs)
+            self.server = SweperfServer(("127.0.0.1", 0), self.sweperf)
+        elif service == "glutton":
+            self.server = GluttonServer(("127.0.0.1", 0), self.glutton)
+        else:
+            raise ValueError(f"unknown actor service {service!r}")
         threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return {"ok": True, "port": self.server.server_address[1], "pages": sizes.pages, "files": sizes.files,
                 "seconds": time.perf_counter() - started}
@@ -82,7 +97,12 @@ class Host:
         started = time.perf_counter()
         self.server.shutdown()
         self.server.server_close()
-        sizes = write_snapshot(self.glutton, Path(command["target"]), fsync=bool(command.get("fsync", True)))
+        jobs: list[dict[str, Any]] = []
+        if self.sweperf is not None:
+            self.sweperf.interrupt()  # no job writes RAM or files while they are copied
+            jobs = self.sweperf.job_records()
+        sizes = write_snapshot(self.glutton, Path(command["target"]), fsync=bool(command.get("fsync", True)),
+                               jobs=jobs)
         shutil.rmtree(self.data_dir, ignore_errors=True)
         return {"ok": True, "pages": sizes.pages, "files": sizes.files, "seconds": time.perf_counter() - started}
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from substrate_assets.runtime.glutton_http import MAX_REQUEST_BODY
+from substrate_assets.runtime.trajectory import TRAJECTORY_DIR, TrajectoryError, load_trajectory
 from substrate_assets.workload.quantity import QuantityError, parse_byte_count
 
 GiB = 1 << 30
@@ -15,6 +17,9 @@ DEFAULT_TEMPLATE_NAME = "glutton"
 # Durdir's two templates: upstream's differ in what of the actor's disk is durable (the data dir or the whole
 # filesystem); here every actor's data dir is in its snapshot, so the two behave alike.
 DURDIR_TEMPLATE_NAMES = ("glutton-durdir-data", "glutton-durdir-full")
+# Sweperf's template: upstream's default SWE-bench image name, here an actor replaying our own trajectory file.
+SWEPERF_TEMPLATE_NAME = "swebench-astropy-7336"
+DEFAULT_TRAJECTORY = TRAJECTORY_DIR / f"{SWEPERF_TEMPLATE_NAME}.json"
 WORKERPOOL_NAME = "benchmark-ateom"
 
 
@@ -28,15 +33,36 @@ def _bytes(value: object) -> int | None:
 
 
 class TemplateConfig(BaseModel):
-    """An actor template; ``memory_limit`` (bytes or a quantity such as ``1Gi``) bounds RAM plus files."""
+    """An actor template; ``memory_limit`` (bytes or a quantity such as ``1Gi``) bounds RAM plus files.
+
+    ``service`` is what its actors serve: glutton's protobuf routes, or sweperf's trajectory service replaying
+    ``trajectory`` (a file in the format of ``runtime/trajectory.py``; the bundled default when unset)."""
 
     model_config = ConfigDict(frozen=True)
 
     atespace: str = DEFAULT_TEMPLATE_ATESPACE
     name: str = DEFAULT_TEMPLATE_NAME
     memory_limit: int | None = GiB
+    service: Literal["glutton", "sweperf"] = "glutton"
+    trajectory: Path | None = None
 
     _parse = field_validator("memory_limit", mode="before")(classmethod(lambda cls, v: _bytes(v)))
+
+    @model_validator(mode="after")
+    def _trajectory_fits_service(self) -> TemplateConfig:
+        if self.service == "glutton" and self.trajectory is not None:
+            raise ValueError(f"template {self.atespace}/{self.name}: a trajectory is for service sweperf only")
+        if self.service == "sweperf":
+            try:  # a bad file fails the runtime's start, not the first resume of an actor (as a crash)
+                load_trajectory(self.trajectory_file)
+            except TrajectoryError as error:
+                raise ValueError(f"template {self.atespace}/{self.name}: {error}") from None
+        return self
+
+    @property
+    def trajectory_file(self) -> Path:
+        """The trajectory a sweperf actor replays: the configured file, else the bundled default."""
+        return (self.trajectory or DEFAULT_TRAJECTORY).resolve()
 
 
 class RuntimeConfig(BaseModel):
@@ -46,7 +72,7 @@ class RuntimeConfig(BaseModel):
 
     workers: int = Field(8, ge=1, description="Worker count (W).")
     actors_per_worker: int = Field(4, ge=1, description="Running actors each worker holds (C).")
-    actor_memory: int = Field(GiB, gt=0, description="Memory limit of the default glutton template, bytes.")
+    actor_memory: int = Field(GiB, gt=0, description="Memory limit of the built-in templates, bytes.")
     templates: tuple[TemplateConfig, ...] = ()
     state_dir: Path | None = Field(None, description="Snapshots, live data dirs and host logs; a temporary "
                                    "directory when unset.")
@@ -77,10 +103,12 @@ class RuntimeConfig(BaseModel):
     _parse = field_validator("actor_memory", mode="before")(classmethod(lambda cls, v: _bytes(v)))
 
     def all_templates(self) -> tuple[TemplateConfig, ...]:
-        """Configured templates plus the built-in ones (``benchmark-workloads/glutton`` and durdir's two, each
-        limited to ``actor_memory``) that a configured template of the same name does not override."""
-        built_in = tuple(TemplateConfig(name=name, memory_limit=self.actor_memory)
-                         for name in (DEFAULT_TEMPLATE_NAME, *DURDIR_TEMPLATE_NAMES))
+        """Configured templates plus the built-in ones (``benchmark-workloads/glutton``, durdir's two and sweperf's
+        ``swebench-astropy-7336``, each limited to ``actor_memory``) that a configured template of the same name does
+        not override."""
+        built_in = (*(TemplateConfig(name=name, memory_limit=self.actor_memory)
+                      for name in (DEFAULT_TEMPLATE_NAME, *DURDIR_TEMPLATE_NAMES)),
+                    TemplateConfig(name=SWEPERF_TEMPLATE_NAME, memory_limit=self.actor_memory, service="sweperf"))
         names = {(t.atespace, t.name) for t in self.templates}
         return (*(t for t in built_in if (t.atespace, t.name) not in names), *self.templates)
 

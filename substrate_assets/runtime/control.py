@@ -37,15 +37,17 @@ class ControlService(ateapi_pb2_grpc.ControlServicer):
             # A caller that leaves (a driver stopped mid-call) or a server that stops cancels the call, never the
             # operation: a checkpoint cut off half-way would leave an actor with neither host nor snapshot, a crash
             # nobody caused. The runtime's stop waits for operations in progress.
-            return await asyncio.shield(operation)
+            result = await asyncio.shield(operation)
         except asyncio.CancelledError:
             operation.add_done_callback(_ignore_outcome)
             raise
         except LifecycleError as error:
+            # Before abort, which ends the call: a refused call carries the server's time too.
+            _set_elapsed(context, started)
             await context.abort(error.code, error.message)
             raise  # abort raises; this line is never reached
-        finally:
-            context.set_trailing_metadata(((ELAPSED_TRAILER, str(int((time.perf_counter() - started) * 1e6))),))
+        _set_elapsed(context, started)
+        return result
 
     async def CreateAtespace(self, request: pb.CreateAtespaceRequest, context: Context) -> pb.Atespace:
         async def work() -> pb.Atespace:
@@ -114,3 +116,7 @@ class ControlService(ateapi_pb2_grpc.ControlServicer):
                                     resources=pb.ResourceRequirements(limits=limits))
 
         return await self._call(context, work)
+
+
+def _set_elapsed(context: Context, started: float) -> None:
+    context.set_trailing_metadata(((ELAPSED_TRAILER, str(int((time.perf_counter() - started) * 1e6))),))

@@ -139,6 +139,8 @@ class Lifecycle:
                 "data_dir": str(self.live_root / record.atespace / record.name),
                 "snapshot": str(record.snapshot) if record.snapshot else None,
                 "memory_limit": record.template.memory_limit,
+                "service": record.template.service,
+                "trajectory": str(record.template.trajectory_file) if record.template.service == "sweperf" else None,
             }, self.config.host_command_timeout_s)
         except (HostFailure, OSError) as error:
             if host is not None:
@@ -202,8 +204,9 @@ class Lifecycle:
         except (HostFailure, TimeoutError) as error:
             await host.kill()
             self._mark_crashed(record, f"checkpoint failed: {error}")
-            raise LifecycleError(grpc.StatusCode.INTERNAL,
-                                 f"checkpoint of actor {record.key} failed; the actor is crashed: {error}") from None
+            # The same answer as any later call gets: a host that died before its checkpoint (over its memory
+            # limit, just before the suspend) is a crash the caller should see as one (Aborted "crashed").
+            raise self._crashed(record) from None
         worker = record.worker
         await self._release(record)
         previous, record.snapshot = record.snapshot, target

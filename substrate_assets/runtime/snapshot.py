@@ -2,7 +2,8 @@
 
 Layout of one snapshot directory::
 
-    manifest.json   arrays (key, offset, length, rotate cursor), files (key, size), counters, the UseCPU load
+    manifest.json   arrays (key, offset, length, rotate cursor), files (key, size), counters, the UseCPU load,
+                    the sweperf service's finished jobs
     pages.img       every RAM array, concatenated
     files/<key>     the data directory's files
 
@@ -17,8 +18,10 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from substrate_assets.runtime.cpu_load import CpuLoadSettings
 from substrate_assets.runtime.glutton import Glutton, RamArray
@@ -49,8 +52,10 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
-def write_snapshot(glutton: Glutton, target: Path, *, fsync: bool) -> SnapshotSizes:
-    """Checkpoint ``glutton``'s RAM arrays and data files into ``target`` (which must not exist)."""
+def write_snapshot(glutton: Glutton, target: Path, *, fsync: bool,
+                   jobs: Sequence[Mapping[str, Any]] = ()) -> SnapshotSizes:
+    """Checkpoint ``glutton``'s RAM arrays and data files into ``target`` (which must not exist), with the
+    sweperf service's ``jobs`` (none for a glutton actor)."""
     staging = target.with_name(f".{target.name}.partial-{os.getpid()}")
     shutil.rmtree(staging, ignore_errors=True)
     (staging / FILES).mkdir(parents=True)
@@ -76,7 +81,8 @@ def write_snapshot(glutton: Glutton, target: Path, *, fsync: bool) -> SnapshotSi
             _fsync_path(destination)
     manifest = {"format": FORMAT, "created_at": time.time(), "arrays": arrays, "files": files,
                 "pings": glutton.pings, "ram_written": glutton.ram_written,
-                "cpu_load": glutton.cpu_load.settings.as_dict() if glutton.cpu_load.settings else None}
+                "cpu_load": glutton.cpu_load.settings.as_dict() if glutton.cpu_load.settings else None,
+                "jobs": [dict(job) for job in jobs]}
     (staging / MANIFEST).write_text(json.dumps(manifest, indent=1))
     if fsync:
         _fsync_path(staging / MANIFEST)
@@ -117,6 +123,12 @@ def restore_snapshot(source: Path, glutton: Glutton) -> SnapshotSizes:
     if manifest.get("cpu_load"):  # UseCPU's load outlives a suspend: the restored actor runs it again
         glutton.cpu_load.apply(CpuLoadSettings(**manifest["cpu_load"]))
     return SnapshotSizes(pages_bytes, file_bytes)
+
+
+def snapshot_jobs(source: Path) -> list[dict[str, Any]]:
+    """The sweperf service's finished jobs a snapshot holds (none in one written before they were kept)."""
+    jobs = json.loads((source / MANIFEST).read_text()).get("jobs")
+    return list(jobs) if isinstance(jobs, list) else []
 
 
 def snapshot_bytes(source: Path) -> int:

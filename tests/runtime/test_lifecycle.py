@@ -89,3 +89,13 @@ def _host_of(runtime, name) -> psutil.Process:
         return record.host.pid
 
     return psutil.Process(runtime.call(pid()))
+
+
+def test_every_answer_carries_the_servers_elapsed_time(control):
+    """x-server-elapsed-us on a success and on a refusal alike: sweperf books the server's time for both."""
+    request = pb.GetActorRequest(actor=pb.ObjectRef(atespace=ATESPACE, name="nobody-here"))
+    error = rpc_error(lambda: control.stub.GetActor(request))
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+    assert int(dict(error.trailing_metadata())["x-server-elapsed-us"]) >= 0
+    _, call = control.stub.GetActorTemplate.with_call(pb.GetActorTemplateRequest(actor_template=TEMPLATE))
+    assert int(dict(call.trailing_metadata())["x-server-elapsed-us"]) >= 0

@@ -99,13 +99,15 @@ def server_elapsed_s(call: Any) -> float | None:
 class RouterClient:
     """Requests through the router to one actor (``ate-target-actor``), over kept-alive connections."""
 
-    def __init__(self, url: str, timeout_s: float = ROUTER_TIMEOUT_S) -> None:
+    def __init__(self, url: str, timeout_s: float = ROUTER_TIMEOUT_S, concurrency: int = 2) -> None:
+        """``concurrency``: connections kept to the router, the most requests in flight at once (a VU makes one at
+        a time; a spawn batch or burst cohort shares one client among all its actors)."""
         parts = urlsplit(url)
         if parts.scheme != "http" or not parts.hostname:
             raise ValueError(f"router URL {url!r} must be http://host[:port]")
         # Bodies run to tens of MiB (ingest, read_disk_data); 4 KiB reads would cost the driver ~10x more CPU.
         self.http = HTTPClient(parts.hostname, parts.port or 80, connection_timeout=timeout_s,
-                               network_timeout=timeout_s, concurrency=2, block_size=READ_BLOCK)
+                               network_timeout=timeout_s, concurrency=concurrency, block_size=READ_BLOCK)
         self.prefix = parts.path.rstrip("/")
 
     def post(self, actor: str, route: str, body: bytes) -> bytes:

@@ -1,0 +1,319 @@
+"""One batch of upstream's ``spawn`` family: how long a cohort of new actors takes to answer its first ping.
+
+One batch per process (run it with one user): the first ``iterate`` runs it, later ones only sleep. The batch
+books ``CreateAtespace`` (AlreadyExists counts as success; any other failure books a failure
+``summary,TimeToAllReady`` of latency 0 and ends the batch), then starts ``total_actors`` actors
+``spawn-<run8>-<n>`` (n = 1..total) of the glutton template, with ``workers`` workers pulling the next index.
+Each actor, within its own ``actor_deadline``:
+
+1. ``CreateActor``, retried with a backoff from 50 ms doubling to 1 s plus up to 5 ms of jitter until a terminal
+   code (NotFound, DataLoss, AlreadyExists, FailedPrecondition, InvalidArgument, PermissionDenied,
+   Unauthenticated, Unimplemented, Aborted mentioning "crashed" in any case); AlreadyExists on a retry means an
+   earlier attempt landed, so it counts as created. Every attempt is its own ``grpc`` row.
+2. ``ResumeActor``, retried the same way, with the conflict retry inside each timed attempt; a crashed actor
+   books ``actor,CrashCount`` and gives up.
+3. ``GluttonPing`` (a uuid message) every 100 ms until one answers; every attempt is an ``http`` row whose
+   response length is the reply's body bytes.
+
+A ready actor books ``summary,TimeToReady_<k>pct`` (time since the batch began) for each decile k whose
+threshold ceil(k·total/100) is its ready rank, then ``summary,ActorTimeToReady`` (its own create + resume + ping
+time); any failure books a failure ``ActorTimeToReady`` with the time spent so far. The batch ends with
+``summary,TimeToAllReady``: the latest ready time, or a failure "no actors became ready". gRPC rows are the client
+wall clock, as upstream books them (spawn.go @ 25c82b95).
+
+Once ``stopped()`` is true (or ``stop`` has begun) no row is booked and the workers take no new actor. ``stop``
+(Locust's on_stop) waits up to 2 s for the workers, then deletes every actor the batch named with
+``DeleteActor(any_state)``, 32 at a time; upstream cancels its run before it deletes, so these calls are not
+booked either. The deadline and every wait use the injected ``clock`` and ``sleep``; a call already in flight
+when the deadline passes runs to its own timeout, where upstream's would be cancelled.
+
+Nothing here knows Locust: the workers are threads (greenlets once gevent has patched ``threading``), rows go to
+the injected ``record``.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from functools import partial
+
+import grpc
+
+from substrate_assets.driver.clients import ControlClient, RouterClient
+from substrate_assets.driver.failures import retry_on_conflict, rpc_code, rpc_details
+from substrate_assets.driver.family_knobs import CohortKnobs
+from substrate_assets.driver.session import CRASHED_MESSAGE, CrashedActor, Record
+from substrate_assets.protos import glutton_pb2 as g
+
+log = logging.getLogger(__name__)
+
+INITIAL_BACKOFF_S = 0.050
+MAX_BACKOFF_S = 1.0
+BACKOFF_JITTER_S = 0.005
+PING_INTERVAL_S = 0.1
+DECILES = tuple(range(10, 101, 10))
+DELETE_CONCURRENCY = 32
+STOP_WAIT_S = 2.0
+# After its one batch a VU has nothing left to do; upstream blocks its goroutine for good.
+IDLE_S = 3600.0
+NO_ACTOR_READY = "no actors became ready"
+TERMINAL_CODES = frozenset({
+    grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DATA_LOSS, grpc.StatusCode.ALREADY_EXISTS,
+    grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED,
+    grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNIMPLEMENTED,
+})
+
+
+class SpawnCancelled(Exception):
+    """The actor's attempts ended before it was ready: its deadline passed, or the run was stopped."""
+
+
+def fired_deciles(rank: int, total: int) -> list[int]:
+    """The deciles (10..100) whose readiness threshold ceil(k·total/100) is ``rank``."""
+    if total <= 0 or rank <= 0:
+        return []
+    return [k for k in DECILES if (k * total + 99) // 100 == rank]
+
+
+def spawn_crashed(error: BaseException) -> bool:
+    """Aborted mentioning "crashed" in any case (upstream's spawn lower-cases, unlike ``is_crashed``)."""
+    return rpc_code(error) == grpc.StatusCode.ABORTED and "crashed" in rpc_details(error).lower()
+
+
+def spawn_terminal(error: BaseException) -> bool:
+    """Whether retrying cannot help; unlisted codes, ResourceExhausted included, are retried until the deadline."""
+    return rpc_code(error) in TERMINAL_CODES or spawn_crashed(error)
+
+
+class SpawnVU:
+    """The one user of a spawn run: a single batch of ``total_actors`` new actors, timed until each is ready."""
+
+    def __init__(self, control: ControlClient, router: RouterClient, knobs: CohortKnobs, record: Record,
+                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+                 clock: Callable[[], float] = time.monotonic, stopped: Callable[[], bool] = lambda: False) -> None:
+        self.control = control
+        self.router = router
+        self.knobs = knobs
+        self.record = record
+        self.sleep = sleep
+        self.rng = rng or random.Random()
+        self.clock = clock
+        self.stopped = stopped
+        self.ran = False
+        self.run_id = ""
+        self.actor_names: list[str] = []
+        self._halted = threading.Event()
+        self._gate = threading.Lock()
+        self._lock = threading.Lock()
+        self._next_index = 0
+        self._ready_count = 0
+        self._last_ready_s = 0.0
+        self._workers: list[threading.Thread] = []
+
+    @property
+    def stopping(self) -> bool:
+        return self._halted.is_set() or self.stopped()
+
+    # -- the loop ---------------------------------------------------------
+
+    def iterate(self) -> None:
+        if self.ran:
+            self.sleep(IDLE_S)
+            return
+        self.ran = True
+        self.run_batch()
+
+    def stop(self) -> None:
+        """Locust's on_stop: no more rows, the workers wound down (2 s at most), every named actor deleted."""
+        self._halted.set()
+        until = time.monotonic() + STOP_WAIT_S
+        for worker in self._workers:
+            worker.join(timeout=max(0.0, until - time.monotonic()))
+        self._delete_all()
+
+    # -- the batch --------------------------------------------------------
+
+    def run_batch(self) -> None:
+        atespace = self.knobs.atespace
+        started, clock = time.time(), time.perf_counter()
+        try:
+            self.control.create_atespace(atespace)
+        except grpc.RpcError as error:
+            if rpc_code(error) != grpc.StatusCode.ALREADY_EXISTS:
+                self._book("grpc", "CreateAtespace", started, time.perf_counter() - clock, error)
+                log.error("spawn: CreateAtespace %s failed: %s", atespace, rpc_details(error))
+                self._book("summary", "TimeToAllReady", time.time(), 0.0, error)
+                return
+        self._book("grpc", "CreateAtespace", started, time.perf_counter() - clock, None)
+
+        batch_epoch, batch_start = time.time(), self.clock()
+        self.run_id = uuid.uuid4().hex[:8]
+        self._workers = [threading.Thread(target=self._work, args=(batch_epoch, batch_start),
+                                          name=f"spawn-{self.run_id}-worker-{n}", daemon=True)
+                         for n in range(self.knobs.workers)]
+        for worker in self._workers:
+            worker.start()
+        for worker in self._workers:
+            worker.join()
+        if self.stopping:
+            return
+        if self._ready_count > 0:
+            self._book("summary", "TimeToAllReady", batch_epoch, self._last_ready_s, None)
+        else:
+            self._book("summary", "TimeToAllReady", batch_epoch, self.clock() - batch_start,
+                       SpawnCancelled(NO_ACTOR_READY))
+
+    def _work(self, batch_epoch: float, batch_start: float) -> None:
+        while True:
+            with self._lock:
+                self._next_index += 1
+                index = self._next_index
+            if index > self.knobs.total_actors or self.stopping:
+                return
+            actor = f"spawn-{self.run_id}-{index}"
+            try:
+                self._run_actor(actor, batch_epoch, batch_start)
+            except Exception:  # a worker must outlive one actor's surprise, as each actor is booked on its own
+                log.exception("spawn: actor %s failed unexpectedly", actor)
+
+    def _run_actor(self, actor: str, batch_epoch: float, batch_start: float) -> None:
+        with self._lock:
+            self.actor_names.append(actor)
+        actor_epoch, actor_start = time.time(), self.clock()
+        until = actor_start + self.knobs.actor_deadline
+        try:
+            self._create(actor, until)
+            self._resume(actor, until)
+            self._ping_until_ready(actor, until)
+        except (grpc.RpcError, SpawnCancelled) as error:
+            self._book("summary", "ActorTimeToReady", actor_epoch, self.clock() - actor_start, error, actor)
+            return
+        now = self.clock()
+        ready_s, actor_s = now - batch_start, now - actor_start
+        with self._lock:
+            # The latest, not the last to finish: workers finish out of order.
+            self._last_ready_s = max(self._last_ready_s, ready_s)
+            self._ready_count += 1
+            rank = self._ready_count
+        for k in fired_deciles(rank, self.knobs.total_actors):
+            self._book("summary", f"TimeToReady_{k}pct", batch_epoch, ready_s, None)
+        self._book("summary", "ActorTimeToReady", actor_epoch, actor_s, None, actor)
+
+    # -- one actor --------------------------------------------------------
+
+    def _create(self, actor: str, until: float) -> None:
+        atespace = self.knobs.atespace
+        for attempt, delay in enumerate(self._backoffs(actor, until)):
+            error = self._timed_rpc("CreateActor", actor, lambda: self.control.create_actor(atespace, actor))
+            if error is None:
+                return
+            # Names carry a per-run prefix, so AlreadyExists on a retry is an earlier attempt of ours that landed.
+            if attempt > 0 and rpc_code(error) == grpc.StatusCode.ALREADY_EXISTS:
+                return
+            if spawn_terminal(error):
+                raise error
+            self._pause(delay + self.rng.random() * BACKOFF_JITTER_S, until)
+
+    def _resume(self, actor: str, until: float) -> None:
+        atespace = self.knobs.atespace
+        for delay in self._backoffs(actor, until):
+            error = self._timed_rpc("ResumeActor", actor, lambda: retry_on_conflict(
+                lambda: self.control.resume(atespace, actor), self.sleep))
+            if error is None:
+                return
+            if spawn_crashed(error):
+                self._book("actor", "CrashCount", time.time(), 0.0, CrashedActor(CRASHED_MESSAGE), actor)
+                raise error
+            if spawn_terminal(error):
+                raise error
+            self._pause(delay + self.rng.random() * BACKOFF_JITTER_S, until)
+
+    def _ping_until_ready(self, actor: str, until: float) -> None:
+        body = g.PingRequest(message=str(uuid.uuid4())).SerializeToString()
+        target = f"{self.knobs.atespace}/{actor}"
+        while True:
+            self._check(actor, until)
+            started, clock = time.time(), time.perf_counter()
+            try:
+                reply = self.router.post(target, "/ping", body)
+                g.PingResponse.FromString(reply)
+            except Exception as error:  # router statuses, transport errors and bad replies: each a failed attempt
+                self._book("http", "GluttonPing", started, time.perf_counter() - clock, error, actor)
+                self._pause(PING_INTERVAL_S, until)
+                continue
+            self._book("http", "GluttonPing", started, time.perf_counter() - clock, None, actor, len(reply))
+            return
+
+    def _backoffs(self, actor: str, until: float) -> Iterator[float]:
+        """The pause before each retry (50 ms doubling to 1 s, jitter added apart); every attempt first checks the
+        deadline and the stop."""
+        delay = INITIAL_BACKOFF_S
+        while True:
+            self._check(actor, until)
+            yield delay
+            delay = min(delay * 2, MAX_BACKOFF_S)
+
+    def _pause(self, seconds: float, until: float) -> None:
+        """Sleep, cut short at the actor's deadline (the next check then ends the actor)."""
+        self.sleep(max(0.0, min(seconds, until - self.clock())))
+
+    def _check(self, actor: str, until: float) -> None:
+        if self.stopping:
+            raise SpawnCancelled(f"actor {actor}: context canceled (the run was stopped)")
+        if self.clock() >= until:
+            raise SpawnCancelled(f"actor {actor}: context deadline exceeded (actor deadline "
+                                 f"{self.knobs.actor_deadline:g} s)")
+
+    def _timed_rpc(self, name: str, actor: str, call: Callable[[], object]) -> grpc.RpcError | None:
+        started, clock = time.time(), time.perf_counter()
+        try:
+            call()
+        except grpc.RpcError as error:
+            self._book("grpc", name, started, time.perf_counter() - clock, error, actor)
+            return error
+        self._book("grpc", name, started, time.perf_counter() - clock, None, actor)
+        return None
+
+    # -- teardown ---------------------------------------------------------
+
+    def _delete_all(self) -> None:
+        with self._lock:
+            names, self.actor_names = self.actor_names, []
+        if not names:
+            return
+        pending: queue.SimpleQueue[str] = queue.SimpleQueue()
+        for name in names:
+            pending.put(name)
+        atespace = self.knobs.atespace
+
+        def delete() -> None:
+            while True:
+                try:
+                    name = pending.get_nowait()
+                except queue.Empty:
+                    return
+                # Booked through the gate like upstream's tracedCall; the stop came first, so it drops them.
+                self._timed_rpc("DeleteActor", name, partial(self.control.delete, atespace, name, any_state=True))
+
+        deleters = [threading.Thread(target=delete, name=f"spawn-{self.run_id}-delete-{n}", daemon=True)
+                    for n in range(min(DELETE_CONCURRENCY, len(names)))]
+        for deleter in deleters:
+            deleter.start()
+        for deleter in deleters:
+            deleter.join()
+
+    # -- rows -------------------------------------------------------------
+
+    def _book(self, request_type: str, name: str, started: float, elapsed_s: float, error: BaseException | None,
+              actor: str | None = None, response_length: int = 0) -> None:
+        """Book a row unless the run is stopping; the check and the row are one step, so none slips past a stop."""
+        with self._gate:
+            if self.stopping:
+                return
+            self.record(request_type, name, started, elapsed_s, error,
+                        {"session_id": actor, "wake": False, "response_length": response_length})

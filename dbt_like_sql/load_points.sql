@@ -3,7 +3,7 @@
 -- applied inside the step, as load_steps holds it. users is the largest User Count Locust observed in that
 -- window (null: none observed), actors = users x actors per user (null when the trial does not say), and actors
 -- per node, vCPU and GiB of allocatable RAM are the density frontier's formulas at that load (2 dp, null without a
--- denominator). The wake figures are floor-index percentiles of the exact latencies of every WakeFirstTouch
+-- denominator). The wake figures are floor-index percentiles of the exact latencies of every wake
 -- Locust counted (failed or not, as wake_latency_distribution's main figures) that started inside the window —
 -- window_start_ts <= ts < window_end_ts + 1, since the history row stamped window_end_ts was written during that
 -- second, still at the step's load; failure_ratio is failed over all requests that started in it (null without
@@ -31,8 +31,8 @@ requests AS (
     SELECT
         p.trial_id,
         p.step,
-        list(r.latency_ms) FILTER (WHERE r.name = 'WakeFirstTouch' AND r.latency_ms IS NOT NULL) AS wakes,
-        count(r.name) FILTER (WHERE r.name = 'WakeFirstTouch' AND NOT r.success) AS wake_failed,
+        list(r.latency_ms) FILTER (WHERE is_wake(r.wake, r.name) AND r.latency_ms IS NOT NULL) AS wakes,
+        count(r.name) FILTER (WHERE is_wake(r.wake, r.name) AND NOT r.success) AS wake_failed,
         count(r.name) AS requests,
         count(r.name) FILTER (WHERE NOT r.success) AS failed_requests
     FROM points AS p

@@ -1,4 +1,4 @@
--- One row per trial: what ran (suite, script and its sha256, backend, tag), when, and how it ended
+-- One row per trial: what ran (suite, workload family, script and its sha256, backend, tag), when, and how it ended
 -- (completed: it ran to its end — Locust exited by itself, 0 or 1, the 1 saying only that some requests failed —
 -- and produced stats; failed: no session ever started, so nothing was measured, and failure says why; incomplete:
 -- otherwise not completed (stopped early, Locust killed or crashed); unknown: no status). failed_requests counts
@@ -13,6 +13,7 @@ WITH aggregated AS (
 SELECT
     m.trial_id,
     m.suite,
+    m.family,
     m.script,
     m.script_sha256,
     m.backend,

@@ -1,6 +1,8 @@
 -- How long a parked actor takes to answer its first request, from the exact per-request latencies
--- (not Locust's buckets). The main figures count every WakeFirstTouch Locust counted, failed or
--- not, as its stats.csv does (n, n_failed); the ok_ columns count the successful ones only. Rows
+-- (not Locust's buckets). The main figures count every wake Locust counted, failed or not, as its
+-- stats.csv does (n, n_failed); the ok_ columns count the successful ones only. A wake is the row
+-- the request log marks wake, its family's wake row (WakeFirstTouch, the first GluttonPing after a
+-- resume, DurDirServeAfterResume, ResumeToFirstExec); a log older than that mark: WakeFirstTouch. Rows
 -- Locust booked after its last stats write (locust_counted false) are left out; rows whose count is
 -- unknown (locust_counted null: distributed runs) are kept. Percentiles are floor-index
 -- (sorted[min(floor(n * p), n - 1)]); a trial without wakes has n = 0 and null figures; a trial in
@@ -13,7 +15,7 @@ WITH wakes AS (
         list(r.latency_ms) FILTER (WHERE r.latency_ms IS NOT NULL AND r.success) AS ok_latencies
     FROM trial_manifests AS m
     LEFT JOIN request_samples AS r
-        ON r.trial_id = m.trial_id AND r.name = 'WakeFirstTouch' AND r.locust_counted IS NOT FALSE
+        ON r.trial_id = m.trial_id AND is_wake(r.wake, r.name) AND r.locust_counted IS NOT FALSE
     WHERE m.sessions_started IS DISTINCT FROM 0
     GROUP BY m.trial_id
 )

@@ -12,6 +12,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
 from substrate_assets.analysis.thresholds import Thresholds
+from substrate_assets.families import (
+    FAMILY_MODES,
+    ONE_USER_FAMILIES,
+    TEMPLATE_ATESPACE,
+    USER_CLASSES,
+    Family,
+    Knobs,
+    family_template,
+    knob_problems,
+)
 from substrate_assets.project import project_root, scripts_directory
 from substrate_assets.results.load_steps import ladder_spec
 from substrate_assets.results.server_summary import DEFAULT_ATELET_LAG_S
@@ -210,7 +220,12 @@ class Suite(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="Slug naming the suite; the first partition of its run directories.")
-    script: str = Field(description="Workload script name (scripts/<script>.yaml).")
+    family: Family = Field("agentsession", description="The workload family the suite runs: agentsession (a "
+                           "script), glutton, durdir, spawn, burst or sweperf (upstream's other workloads).")
+    script: str | None = Field(None, description="Workload script name (scripts/<script>.yaml); required for "
+                               "agentsession, refused for the other families.")
+    knobs: Knobs = Field(default_factory=Knobs, description="The family's knobs (Locust flags in snake_case); "
+                         "unset ones keep upstream's defaults.")
     description: str = ""
     users: int | None = Field(None, ge=1, description="Concurrent agent sessions (Locust users); required "
                               "without a ladder, refused with one.")
@@ -249,12 +264,53 @@ class Suite(BaseModel):
 
     @field_validator("script")
     @classmethod
-    def _script(cls, value: str) -> str:
+    def _script(cls, value: str | None) -> str | None:
         # The name becomes scripts/<name>.yaml: checked here, where suites.yaml's line is known, not at the open.
-        problem = script_name_problem(value)
+        problem = script_name_problem(value) if value is not None else None
         if problem is not None:
             raise ValueError(problem)
         return value
+
+    @model_validator(mode="after")
+    def _family(self) -> Suite:
+        problems: list[_Problem] = []
+        if self.family == "agentsession" and self.script is None:
+            problems.append((("script",), "required for an agentsession suite", None))
+        if self.family != "agentsession" and self.script is not None:
+            problems.append((("script",), f"family {self.family} runs no script; remove script", self.script))
+        for name, why in knob_problems(self.family, self.knobs):
+            problems.append((("knobs", name), why, getattr(self.knobs, name)))
+        for name in ("lifecycle_mode", "resume_mode"):
+            if getattr(self, name) and name not in FAMILY_MODES[self.family]:
+                problems.append(((name,), f"family {self.family} does not read {name}", getattr(self, name)))
+        if self.family != "agentsession" and self.think_scale != 1.0:
+            problems.append((("think_scale",), "only agent sessions think; remove think_scale", self.think_scale))
+        if self.family in ONE_USER_FAMILIES and (self.ladder is not None or self.users != 1):
+            problems.append((("users",), f"a {self.family} suite runs one batch from one user: users: 1, no ladder",
+                             self.users))
+        if problems:
+            raise _located("Suite", problems)
+        return self
+
+    @property
+    def actors_per_user(self) -> int:
+        """Actors each Locust user drives at once: one agent session, a glutton user's round robin, a whole spawn
+        batch or burst cohort (upstream's defaults where the suite leaves them)."""
+        if self.family == "glutton":
+            return self.knobs.actors_per_user or 1
+        if self.family in ONE_USER_FAMILIES:
+            return self.knobs.total_actors or 100
+        return 1
+
+    @property
+    def template(self) -> tuple[str, str]:
+        """The actor template the suite's actors are created from."""
+        return TEMPLATE_ATESPACE, family_template(self.family, self.knobs)
+
+    @property
+    def user_class(self) -> str:
+        """The Locust user class the suite runs."""
+        return USER_CLASSES[self.family]
 
     @field_validator("duration")
     @classmethod
@@ -342,13 +398,16 @@ class Suite(BaseModel):
             raise SuiteError(f"suite {self.name!r}: {reasons}",
                              frozenset(detail["type"] for detail in error.errors())) from None
 
-    def knobs(self) -> dict[str, Any]:
+    def recorded_knobs(self) -> dict[str, Any]:
+        """What trial.json records as the trial's knobs."""
         ladder = self.ladder
-        return {"users": self.peak_users, "spawn_rate": self.spawn_rate, "duration_s": self.duration_s,
+        return {"family": self.family, "users": self.peak_users, "spawn_rate": self.spawn_rate,
+                "duration_s": self.duration_s, "family_knobs": self.knobs.given() or None,
                 "think_scale": self.think_scale, "lifecycle_mode": self.lifecycle_mode,
                 "resume_mode": self.resume_mode, "actor_memory": format_binary_si(self.actor_memory_bytes),
                 "workers": self.workers, "actors_per_worker": self.actors_per_worker,
-                "ladder": list(ladder.steps) if ladder else None, "hold_s": ladder.hold_s if ladder else None,
+                "actors_per_user": self.actors_per_user, "ladder": list(ladder.steps) if ladder else None,
+                "hold_s": ladder.hold_s if ladder else None,
                 "slo": self.slo.model_dump() if self.slo else None}
 
 
@@ -382,7 +441,7 @@ def hold_problem(suite: Suite, scripts: Path) -> str | None:
     ends mid-lap measures sessions that never reached their later steps. None when there is no ladder, or when the
     script cannot be loaded (script validation says why, where the script is). load_suites checks it; a caller
     that overrides think_scale (with_overrides) checks the copy again with this."""
-    if suite.ladder is None:
+    if suite.ladder is None or suite.script is None:
         return None
     try:
         script = ScriptLibrary(scripts).load(suite.script).script

@@ -103,6 +103,26 @@ def test_the_cluster_suite_loads_and_its_manifests_are_valid():
         kubernetes_validate.validate(manifest, "1.33", strict=True)
 
 
+def test_every_family_runs_on_a_cluster_with_valid_manifests():
+    suites = load_suites(DEPLOY / "suites.families.yaml")
+    assert {suite.family for suite in suites.values()} == {"glutton", "durdir", "spawn", "burst", "sweperf"}
+    for suite in suites.values():
+        trial_id = f"{suite.name}-20261130t101500z"
+        manifests = kubernetes_objects(suite, trial_id, None)
+        # No script, so no script ConfigMap and no volume for it; the driver runs the family's user class.
+        assert [manifest["kind"] for manifest in manifests] == ["Pod"]
+        assert manifests[0]["spec"]["volumes"] == []
+        for manifest in manifests:
+            kubernetes_validate.validate(manifest, "1.33", strict=True)
+    spawn = suites["spawn-100-actors"].model_copy(update={"kubernetes": suites["spawn-100-actors"].kubernetes
+                                                          .model_copy(update={"locust_workers": 1})})
+    worker = next(m for m in kubernetes_objects(spawn, "s-20261130t101500z", None)
+                  if m["metadata"]["name"].startswith("sb-worker-0-"))
+    command = worker["spec"]["containers"][0]["command"]
+    assert command[-1] == "SpawnUser" and "--agentsession-script-file" not in command
+    assert command[command.index("--total-actors") + 1] == "100"
+
+
 def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 

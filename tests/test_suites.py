@@ -42,7 +42,7 @@ def write(tmp_path, body: str) -> Path:
     ("  - name: a\n    script: s\n    users: 1\n    actor_memory: lots\n", "is not a positive whole byte count", 5),
     ("  - name: a\n    script: s\n    users: 1\n    lifecycle_mode: freeze\n", "lifecycle_mode", 5),
     ("  - name: Bad Name\n    script: s\n    users: 1\n", "must be a slug", 2),
-    ("  - name: a\n    users: 1\n", "script: Field required", 2),
+    ("  - name: a\n    users: 1\n", "script: required for an agentsession suite", 2),
     ("  - name: a\n    script: s\n    users: 1\n  - name: a\n    script: s\n    users: 2\n", "defined twice", 5),
 ])
 def test_errors_name_file_line_and_suite(tmp_path, entry, fragment, line):
@@ -243,10 +243,10 @@ def test_overrides_of_a_ladder_suite(tmp_path):
 def test_knobs_of_a_ladder_suite_and_of_a_flat_one(tmp_path):
     suite = get_suite("l", ladder_file(tmp_path, "    ladder: {users: [2, 4, 8], hold: 45s}\n"
                                                  "    slo: {wake_p99_ms: 1500}\n"))
-    knobs = suite.knobs()
+    knobs = suite.recorded_knobs()
     assert (knobs["users"], knobs["duration_s"], knobs["ladder"], knobs["hold_s"]) == (8, 135, [2, 4, 8], 45)
     assert knobs["slo"] == {"wake_p99_ms": 1500.0, "failure_ratio": None}
-    flat = get_suite("l", ladder_file(tmp_path, "    users: 3\n    duration: 2m\n")).knobs()
+    flat = get_suite("l", ladder_file(tmp_path, "    users: 3\n    duration: 2m\n")).recorded_knobs()
     assert (flat["users"], flat["duration_s"], flat["ladder"], flat["hold_s"], flat["slo"]) == (3, 120, None, None,
                                                                                                  None)
     assert set(knobs) == set(flat) >= {"users", "spawn_rate", "duration_s", "think_scale", "lifecycle_mode",
@@ -269,3 +269,53 @@ def test_the_version_under_test_is_one_word(tmp_path):
     assert suite.sut_version == "sha256:9f86d081884c7d65"
     path = ladder_file(tmp_path, "    users: 1\n    sut_version: main with my fix\n")
     assert only_error(path).startswith(f"{path}:5:18: suite 'l': sut_version: String should match pattern")
+
+
+FAMILY_SUITE = "suites:\n  - name: g\n    family: {family}\n    users: {users}\n{extra}"
+
+
+@pytest.mark.parametrize(("family", "users", "extra", "fragment", "line"), [
+    ("glutton", 1, "    script: quick-session\n", "script: family glutton runs no script; remove script", 5),
+    ("glutton", 1, "    knobs: {durdir_read_mode: digest}\n", "knobs.durdir_read_mode: family glutton does not read "
+     "durdir_read_mode; it reads min_wait_time", 5),
+    ("glutton", 1, "    knobs:\n      min_wait_time: 2\n      max_wait_time: 1\n",
+     "knobs.max_wait_time: 1 is below min_wait_time 2", 7),
+    ("glutton", 1, "    knobs: {mem_target: 1.5Gi}\n", "knobs.mem_target: String should match pattern", 5),
+    ("glutton", 1, "    knobs: {cpu_duty_cycle: 2}\n", "knobs.cpu_duty_cycle: Input should be less than or equal", 5),
+    ("sweperf", 1, "    lifecycle_mode: pause\n", "lifecycle_mode: family sweperf does not read lifecycle_mode", 5),
+    ("durdir", 1, "    think_scale: 0.5\n", "think_scale: only agent sessions think", 5),
+    ("spawn", 4, "", "users: a spawn suite runs one batch from one user: users: 1, no ladder", 4),
+    ("burst", 2, "", "users: a burst suite runs one batch from one user", 4),
+    ("juggle", 1, "", "family: Input should be 'agentsession'", 3),
+])
+def test_family_errors_name_the_line(tmp_path, family, users, extra, fragment, line):
+    path = write(tmp_path, FAMILY_SUITE.format(family=family, users=users, extra=extra))
+    with pytest.raises(SuiteError) as caught:
+        load_suites(path)
+    assert fragment in str(caught.value)
+    assert str(caught.value).startswith(f"{path}:{line}:")
+
+
+def test_a_family_suite_runs_its_user_class_with_its_knobs(tmp_path):
+    path = write(tmp_path, FAMILY_SUITE.format(family="glutton", users=3, extra=(
+        "    lifecycle_mode: pause\n    knobs: {mem_target: 96Mi, mem_read: all, actors_per_user: 2, "
+        "max_wait_time: 1.5}\n")))
+    suite = load_suites(path)["g"]
+    assert (suite.script, suite.user_class, suite.template) == (None, "GluttonUser", ("benchmark-workloads", "glutton"))
+    assert suite.knobs.locust_options() == ["--max-wait-time", "1.5", "--mem-target", "96Mi", "--mem-read", "all",
+                                            "--actors-per-user", "2"]
+    assert suite.actors_per_user == 2
+    recorded = suite.recorded_knobs()
+    assert recorded["family"] == "glutton" and recorded["actors_per_user"] == 2
+    assert recorded["family_knobs"] == {"max_wait_time": 1.5, "mem_target": "96Mi", "mem_read": "all",
+                                        "actors_per_user": 2}
+
+
+def test_each_family_names_its_template_and_user(tmp_path):
+    suites = load_suites(ROOT / "suites.yaml")
+    families = {suite.family for suite in suites.values()}
+    assert families == {"agentsession", "glutton", "durdir", "spawn", "burst", "sweperf"}
+    assert suites["durdir-size-32mb"].template == ("benchmark-workloads", "glutton-durdir-data")
+    assert suites["sweperf"].template == ("benchmark-workloads", "swebench-astropy-7336")
+    assert suites["spawn-smoke-10-actors"].actors_per_user == 10
+    assert suites["quick-smoke"].recorded_knobs()["family_knobs"] is None

@@ -12,6 +12,6 @@ from substrate_assets.workload import ScriptLibrary
 def kubernetes_dry_run(suite: Suite, store: RunStore, library: ScriptLibrary) -> tuple[TrialKey, list[Any]]:
     """The key the next trial of ``suite`` would get (nothing is claimed) and its manifests; ScriptError if its
     script is invalid."""
-    script = library.load(suite.script)
+    script = library.load(suite.script) if suite.script is not None else None
     key = store.propose_key(suite.name, suite.tag)
-    return key, kubernetes_objects(suite, key.trial_id, script.text)
+    return key, kubernetes_objects(suite, key.trial_id, script.text if script is not None else None)

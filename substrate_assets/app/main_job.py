@@ -91,6 +91,7 @@ def _succeeded(result: Result, what: str) -> Result:
 
 def materialize_script(suite: Suite, instance: dg.DagsterInstance, say: Say = _quiet) -> str:
     """workload_script for the suite's script; MainJobError when the script is invalid."""
+    assert suite.script is not None, "only an agent-session suite has a script to validate"
     instance.add_dynamic_partitions(script_partitions.name, [suite.script])
     result = _materialize([workload_script], instance, suite.script, say)
     for evaluation in result.get_asset_check_evaluations():
@@ -115,11 +116,12 @@ def _run_trial_job(config: TrialConfig, instance: dg.DagsterInstance, say: Say) 
 
 
 def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:
-    """The main job: validate the suite's script, run a trial of the suite as a run of the run_trial job (which
-    names the trial's partition), then load it into the raw tables, rebuild the models and compare it with the
-    previous trial, in one more run. ``say`` hears about dead runs freed and about pools waited for."""
+    """The main job: validate the suite's script (agent sessions only; the other families run none), run a
+    trial of the suite as a run of the run_trial job (which names the trial's partition), then load it into the
+    raw tables, rebuild the models and compare it with the previous trial, in one more run. ``say`` hears about
+    dead runs freed and about pools waited for."""
     wait_for_pools(instance, pools_of([trial_run, *raw_assets, *mart_assets]), say)
-    runs = [materialize_script(suite, instance, say)]
+    runs = [materialize_script(suite, instance, say)] if suite.script is not None else []
     trial_id, trial_run_id = _run_trial_job(TrialConfig(suite=suite.name), instance, say)
     loaded = reload_trial(trial_id, store, instance, say)
     return JobOutcome(trial_id, [*runs, trial_run_id, *loaded.runs])

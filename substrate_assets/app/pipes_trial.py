@@ -37,11 +37,13 @@ def main() -> None:
         trial_id = pipes.get_extra("trial_id")
         suite = Suite.model_validate_json(pipes.get_extra("suite"))
         key = TrialKey.from_trial_id(trial_id, suite.tag)
-        pipes.log.info(f"trial {trial_id}: suite {suite.name} ({suite.load_description()}, think scale "
-                       f"{suite.think_scale:g}) on the {suite.backend} backend")
+        workload = f"think scale {suite.think_scale:g}" if suite.script else f"family {suite.family}"
+        pipes.log.info(f"trial {trial_id}: suite {suite.name} ({suite.load_description()}, {workload}) on the "
+                       f"{suite.backend} backend")
         try:
             if suite.backend == "kubernetes":
-                result = run_cluster_trial(suite, key, Path(SCRIPT_FILE), on_progress=log_lines(pipes.log.info))
+                result = run_cluster_trial(suite, key, Path(SCRIPT_FILE) if suite.script else None,
+                                           on_progress=log_lines(pipes.log.info))
             else:
                 result = run_local_trial(suite, RunStore(Path(pipes.get_extra("store"))),
                                          ScriptLibrary(Path(pipes.get_extra("scripts"))),
@@ -54,7 +56,8 @@ def main() -> None:
             pipes.log.error(f"trial {trial_id} refused, nothing was run: {error}")
             raise SystemExit(2) from None
         summary = result.summary
-        pipes.log.info(f"trial {trial_id} written to {result.trial_dir}: WakeFirstTouch {summary.wake_figures()}; "
+        pipes.log.info(f"trial {trial_id} written to {result.trial_dir}: wake ({summary.wake_row or 'none'}) "
+                       f"{summary.wake_figures()}; "
                        f"{summary.steps_completed} steps, {summary.failures} failures")
         # Named, as a run_trial job's op (which mints the partition) has no asset of its own to default to.
         pipes.report_asset_materialization(

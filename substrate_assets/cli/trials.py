@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from substrate_assets.cli.output import print_rows, progress_display, shown, wide_console
+from substrate_assets.families import WAKE_ROWS
 from substrate_assets.project import scripts_directory, store_directory, warehouse_path
 from substrate_assets.suites import KUBERNETES_SECTION_MISSING, Suite, SuiteError, get_suite, hold_problem
 from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound
@@ -27,17 +28,21 @@ def _fail_with_problems(error: ScriptError) -> None:
     sys.exit(1)
 
 
-def _print_trial(console: Console, result: Any) -> None:
+def _print_trial(console: Console, result: Any, family: str) -> None:
     summary = result.summary
     console.print(f"trial {result.trial_id}: {result.trial_dir}", highlight=False)
     table = Table(show_header=False, box=None, padding=(0, 2))
     table.add_column("figure", style="bold")
     table.add_column("value")
     table.add_row("completed", "yes" if result.completed else f"no ({_why_incomplete(result)})")
-    table.add_row("WakeFirstTouch", summary.wake_figures())
-    table.add_row("steps completed", str(summary.steps_completed))
+    if WAKE_ROWS[family] is not None:  # spawn and burst start or resume cohorts, with no parked wake
+        table.add_row(f"wake ({summary.wake_row or WAKE_ROWS[family]})", summary.wake_figures())
+    for row in summary.headline:
+        table.add_row(row.name, row.text())
+    if family == "agentsession":
+        table.add_row("steps completed", str(summary.steps_completed))
     table.add_row("failures", f"{summary.failures} of {summary.requests} requests")
-    table.add_row("sessions", str(summary.sessions))
+    table.add_row("sessions" if family == "agentsession" else "actors created", str(summary.sessions))
     console.print(table)
     for warning in result.warnings:
         console.print(f"warning: {warning}", style="yellow", highlight=False)
@@ -73,7 +78,8 @@ def _trial_suite(suite_name: str, changes: dict[str, Any], cluster: dict[str, An
             if KUBERNETES_SECTION_MISSING in error.kinds else ""
         raise click.UsageError(f"{error}{hint}") from None
     try:
-        ScriptLibrary(scripts_directory()).path_of(chosen.script)
+        if chosen.script is not None:
+            ScriptLibrary(scripts_directory()).path_of(chosen.script)
     except ScriptNotFound as error:
         raise click.UsageError(f"suite {chosen.name!r}: {error}") from None
     hold = hold_problem(chosen, scripts_directory())  # --think-scale may have lengthened the think cycle
@@ -187,7 +193,7 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
         except TrialStopped as error:
             click.echo(f"trial stopped: {error}", err=True)
             sys.exit(1)
-    _print_trial(console, result)
+    _print_trial(console, result, suite.family)
     if stop.signum is not None:
         click.echo(f"trial {result.trial_id} stopped by {stop.signal_name} before its run time; it keeps what was "
                    "measured until then (status: interrupted)", err=True)
@@ -293,7 +299,8 @@ def run(suite_name: str) -> None:
     with stopping_on_signals():
         try:
             instance = project_instance()
-            console.print(f"main job: suite {suite.name} (script {suite.script}, {suite.load_description()}) on "
+            workload = f"script {suite.script}" if suite.script else f"family {suite.family}"
+            console.print(f"main job: suite {suite.name} ({workload}, {suite.load_description()}) on "
                           f"Dagster instance {instance.root_directory}", highlight=False)
             try:
                 outcome = run_suite(suite, RunStore(store_directory()), instance, say=click.echo)

@@ -47,6 +47,7 @@ from substrate_assets.driver.outputs import (
     locust_command,
     measure_load_steps,
     measure_server_summary,
+    workload_line,
     write_trial_files,
 )
 from substrate_assets.driver.preflight import check_before_load
@@ -71,7 +72,7 @@ class Log(Protocol):
     def warning(self, message: str) -> object: ...
 
 
-def launch_cluster_trial(suite: Suite, key: TrialKey, script_text: str,
+def launch_cluster_trial(suite: Suite, key: TrialKey, script_text: str | None,
                          run_driver_pod: Callable[[dict[str, Any], dict[str, Any], int], Outcome], *, log: Log,
                          mirror_into: RunStore | None = None, api: Any = None) -> Outcome:
     """Launch one kubernetes trial and return what ``run_driver_pod(pod_meta, pod_spec, pod_wait_timeout_s)``
@@ -98,7 +99,7 @@ def launch_cluster_trial(suite: Suite, key: TrialKey, script_text: str,
     return outcome
 
 
-def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
+def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path | None, *,
                       on_progress: Callable[[Progress], None] | None = None, master_bind_host: str = "0.0.0.0",
                       discovery: Discovery | None = None) -> TrialResult:
     """Run ``suite`` against the cluster named in its ``kubernetes`` section; the trial lands in its store.
@@ -107,22 +108,24 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path, *,
     pod (the workers are other pods); tests on one machine pass 127.0.0.1.
     """
     settings = settings_of(suite)
-    loaded = load_script_file(script_file)
-    check_before_load(loaded, settings.control_endpoint, settings.router_url, control_tls=settings.control_tls)
+    loaded = load_script_file(script_file) if script_file is not None else None
+    check_before_load(loaded, settings.control_endpoint, settings.router_url, control_tls=settings.control_tls,
+                      template=suite.template)
     started = datetime.fromtimestamp(key.run_ts, UTC)
     root = Path(tempfile.mkdtemp(prefix="substrate-trial-"))
     staging = root / key.trial_id
     work = staging / WORK
     work.mkdir(parents=True)
     workers = settings.locust_workers
-    notes = [f"trial {key.trial_id}: suite {suite.name}, script {loaded.script.name} (sha256 {loaded.sha256[:12]}), "
-             f"backend kubernetes, {workers} Locust worker pods"]
+    notes = [f"trial {key.trial_id}: suite {suite.name}, {workload_line(suite, loaded)}, backend kubernetes, "
+             f"{workers} Locust worker pods"]
     extra = []
     if workers:
         extra += ["--master", "--expect-workers", str(workers), "--expect-workers-max-wait",
                   str(settings.workers_wait_s), "--master-bind-host", master_bind_host,
                   "--master-bind-port", str(MASTER_PORT)]
-    command = locust_command(suite, loaded.path, work, settings.control_endpoint, settings.router_url, extra,
+    command = locust_command(suite, loaded.path if loaded is not None else None,
+                             work, settings.control_endpoint, settings.router_url, extra,
                              control_tls=settings.control_tls)
     notes.append("locust: " + " ".join(command))
     facts = (discovery or Discovery(enabled=settings.cluster_facts)).facts()

@@ -73,10 +73,13 @@ def _env_from(settings: KubernetesSettings) -> list[dict[str, Any]]:
     return [{"secretRef": {"name": name}} for name in settings.env_secrets]
 
 
-def _script_volume(trial_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def _script_volume(suite: Suite, trial_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The script's volume and its mount; none for a family that runs no script."""
+    if suite.script is None:
+        return [], []
     volume = {"name": "agentsession-script", "configMap": {"name": object_name(trial_id, "script")}}
     mount = {"name": "agentsession-script", "mountPath": SCRIPT_DIR, "readOnly": True}
-    return volume, mount
+    return [volume], [mount]
 
 
 def script_config_map(trial_id: str, settings: KubernetesSettings, script_text: str) -> dict[str, Any]:
@@ -104,14 +107,14 @@ def _placement(suite: Suite) -> dict[str, Any]:
 def driver_pod_spec(suite: Suite, trial_id: str) -> dict[str, Any]:
     """The driver pod's spec (``base_pod_spec`` for PipesK8sClient)."""
     settings = settings_of(suite)
-    volume, mount = _script_volume(trial_id)
+    volumes, mounts = _script_volume(suite, trial_id)
     container: dict[str, Any] = {
         "name": DRIVER_CONTAINER,
         "image": settings.image,
         "imagePullPolicy": settings.image_pull_policy,
         "command": ["python", "-m", PIPES_CHILD],
         "resources": _resources(settings),
-        "volumeMounts": [mount],
+        "volumeMounts": mounts,
         "env": [{"name": "SUBSTRATE_BENCH_ROOT", "value": "/app"}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
     }
     if settings.env_secrets:
@@ -122,7 +125,7 @@ def driver_pod_spec(suite: Suite, trial_id: str) -> dict[str, Any]:
         "serviceAccountName": settings.service_account,
         "restartPolicy": "Never",
         **_placement(suite),
-        "volumes": [volume],
+        "volumes": volumes,
         "containers": [container],
     }
 
@@ -152,9 +155,9 @@ def worker_command(suite: Suite, trial_id: str, *, locustfile: str = IMAGE_LOCUS
     settings = settings_of(suite)
     return ["locust", "-f", locustfile, "--worker", "--master-host", master or master_host(trial_id, settings),
             "--master-port", str(MASTER_PORT), "--loglevel", "INFO",
-            *session_options(suite, script_file, settings.control_endpoint, settings.router_url, request_log_dir,
-                             settings.control_tls),
-            "--request-log-upload", request_log_url(settings, trial_id)]
+            *session_options(suite, script_file if suite.script is not None else None, settings.control_endpoint,
+                             settings.router_url, request_log_dir, settings.control_tls),
+            "--request-log-upload", request_log_url(settings, trial_id), suite.user_class]
 
 
 def request_log_url(settings: KubernetesSettings, trial_id: str) -> str:
@@ -164,18 +167,18 @@ def request_log_url(settings: KubernetesSettings, trial_id: str) -> str:
 
 def worker_pod(suite: Suite, trial_id: str, index: int) -> dict[str, Any]:
     settings = settings_of(suite)
-    volume, mount = _script_volume(trial_id)
+    volumes, mounts = _script_volume(suite, trial_id)
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": object_name(trial_id, f"worker-{index}"), "namespace": settings.namespace,
                          "labels": labels(trial_id, "worker")},
             # Workers need no API access; OnFailure brings back one that gave up waiting for its master.
             "spec": {"serviceAccountName": settings.service_account, "automountServiceAccountToken": False,
                      "restartPolicy": "OnFailure", **_placement(suite),
-                     "volumes": [volume],
+                     "volumes": volumes,
                      "containers": [{"name": "worker", "image": settings.image,
                                      "imagePullPolicy": settings.image_pull_policy,
                                      "command": worker_command(suite, trial_id), "resources": _resources(settings),
-                                     "volumeMounts": [mount], **({"envFrom": _env_from(settings)}
+                                     "volumeMounts": mounts, **({"envFrom": _env_from(settings)}
                                                                  if settings.env_secrets else {})}]}}
 
 
@@ -184,11 +187,11 @@ def pod_wait_timeout_s(suite: Suite) -> int:
     return settings.pod_wait_timeout_s or suite.duration_s + 1800
 
 
-def support_objects(suite: Suite, trial_id: str, script_text: str) -> list[dict[str, Any]]:
-    """What a kubernetes trial submits besides the driver pod: the script ConfigMap and, for distributed
-    trials, the master Service and the worker pods."""
+def support_objects(suite: Suite, trial_id: str, script_text: str | None) -> list[dict[str, Any]]:
+    """What a kubernetes trial submits besides the driver pod: the script ConfigMap (an agent-session suite's)
+    and, for distributed trials, the master Service and the worker pods."""
     settings = settings_of(suite)
-    objects = [script_config_map(trial_id, settings, script_text)]
+    objects = [script_config_map(trial_id, settings, script_text)] if script_text is not None else []
     if settings.locust_workers:
         objects.append(master_service(trial_id, settings))
         objects.extend(worker_pod(suite, trial_id, index) for index in range(settings.locust_workers))

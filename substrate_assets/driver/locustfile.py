@@ -1,9 +1,11 @@
-"""Locust entry point: ``locust -f substrate_assets/driver/locustfile.py`` runs ``AgentSessionUser``.
+"""Locust entry point: ``locust -f substrate_assets/driver/locustfile.py <UserClass>`` runs one workload family:
+``AgentSessionUser`` (a script), ``GluttonUser``, ``DurdirUser``, ``SpawnUser``, ``BurstUser`` or ``SweperfUser``.
 
 Knobs are Locust options with the reference's names (``--agentsession-script``,
 ``--agentsession-script-file``, ``--agentsession-think-scale``,
-``--lifecycle-mode``, ``--resume-mode``) plus the endpoints
-(``--control-endpoint``, ``--router-url``, ``--atespace``) and
+``--lifecycle-mode``, ``--resume-mode``, and each family's: ``--mem-target``,
+``--durdir-file-size-bytes``, ``--total-actors``, ``--sweperf-num-cycles``, …)
+plus the endpoints (``--control-endpoint``, ``--router-url``, ``--atespace``) and
 ``--request-log-dir``, where every request is logged with its exact latency.
 
 A request-log part that cannot be written (a full disk) stops the run at once:
@@ -33,7 +35,11 @@ from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING  # noqa: E402
 
+from substrate_assets.driver.burst import BurstVU  # noqa: E402
 from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
+from substrate_assets.driver.durdir import DurdirVU  # noqa: E402
+from substrate_assets.driver.family_knobs import CohortKnobs, DurdirKnobs, GluttonKnobs, SweperfKnobs  # noqa: E402
+from substrate_assets.driver.glutton import GluttonVU  # noqa: E402
 from substrate_assets.driver.scripts import DEFAULT_SCRIPT, ScriptSource  # noqa: E402
 from substrate_assets.driver.session import (  # noqa: E402
     LIFECYCLE_MODES,
@@ -42,6 +48,8 @@ from substrate_assets.driver.session import (  # noqa: E402
     SessionKnobs,
     TemplateCheck,
 )
+from substrate_assets.driver.spawn import SpawnVU  # noqa: E402
+from substrate_assets.driver.sweperf import SweperfVU  # noqa: E402
 from substrate_assets.project import scripts_directory  # noqa: E402
 from substrate_assets.results.atomic import WriteFailed  # noqa: E402
 from substrate_assets.results.request_log import (  # noqa: E402
@@ -78,6 +86,36 @@ def _knobs(parser: Any) -> None:
                        help="Also copy each part to this fsspec URL (distributed workers: the master merges them).")
     group.add_argument("--stop-reason-file", default="",
                        help="Where to leave, in one line, why the run stopped early (a request-log write failed).")
+    _family_knobs(parser)
+
+
+def _family_knobs(parser: Any) -> None:
+    """Upstream's worker flags for the other families, with its worker defaults (reference §16)."""
+    group = parser.add_argument_group("workload families")
+    for flag, kind, default, what in (
+        ("--min-wait-time", float, 0.0, "Seconds between iterations, at least (glutton, durdir, burst, sweperf)."),
+        ("--max-wait-time", float, 0.5, "Seconds between iterations, at most."),
+        ("--min-live-time", float, 0.0, "Seconds a glutton actor stays awake, at least."),
+        ("--max-live-time", float, 0.0, "Seconds a glutton actor stays awake, at most."),
+        ("--max-pings-per-wake", int, 1, "GluttonPing calls per wake, at most."),
+        ("--mem-target", str, "", "RAM each glutton actor fills once, a quantity (96Mi)."),
+        ("--mem-churn", str, "", "RAM rewritten per wake (rotating)."),
+        ("--mem-read", str, "", "RAM walked after each resume; 'all' for the whole fill."),
+        ("--cpu-cores", int, 0, "Cores of background load per actor (UseCPU)."),
+        ("--cpu-duty-cycle", float, 0.0, "Share of each cycle those cores spin."),
+        ("--actors-per-user", int, 1, "Actors each glutton user serves round robin."),
+        ("--durdir-template", str, "glutton-durdir-data", "Durdir's actor template."),
+        ("--durdir-file-size-bytes", int, 8 << 20, "Size of durdir's durable file; 0 reads as 8 MiB."),
+        ("--durdir-read-mode", str, "data", "data (bytes and digest) or digest."),
+        ("--total-actors", int, 100, "Actors of a spawn batch or burst cohort."),
+        ("--spawn-concurrency", int, 1, "Actors spawned at once."),
+        ("--actor-deadline", float, 120.0, "Seconds each spawned actor has to become ready."),
+        ("--sweperf-template", str, "swebench-astropy-7336", "Sweperf's actor template."),
+        ("--sweperf-total-steps", int, 21, "Steps of the trajectory replayed."),
+        ("--sweperf-num-cycles", int, 4, "Cycles (suspend and resume) the trajectory is split into."),
+        ("--sweperf-poll-interval-ms", int, 200, "How often a cycle's job status is polled."),
+    ):
+        group.add_argument(flag, type=kind, default=default, help=what)
 
 
 class Shared:
@@ -87,6 +125,7 @@ class Shared:
         options = environment.parsed_options
         self.knobs = SessionKnobs(atespace=options.atespace, think_scale=options.agentsession_think_scale,
                                   lifecycle_mode=options.lifecycle_mode, resume_mode=options.resume_mode)
+        self.families = FamilyOptions(options)
         self.router_url = options.router_url
         self.control = ControlClient(options.control_endpoint, tls=options.control_tls)
         self.scripts = ScriptSource(ScriptLibrary(scripts_directory()), options.agentsession_script,
@@ -142,6 +181,41 @@ class Shared:
             request_type=request_type, name=name, response_time=int(latency_ms),
             response_length=length if isinstance(length, int) else 0, exception=error,
             context={**context, "latency_ms": latency_ms, "ts": started}, start_time=started)
+
+
+class FamilyOptions:
+    """Each family's knobs from the options, built when a user of that family starts (a bad knob stops it)."""
+
+    def __init__(self, options: Any) -> None:
+        self.options = options
+
+    def _waits(self) -> dict[str, Any]:
+        return {"atespace": self.options.atespace, "min_wait_time": self.options.min_wait_time,
+                "max_wait_time": self.options.max_wait_time}
+
+    def glutton(self) -> GluttonKnobs:
+        o = self.options
+        return GluttonKnobs(**self._waits(), min_live_time=o.min_live_time, max_live_time=o.max_live_time,
+                            max_pings_per_wake=o.max_pings_per_wake, mem_target=o.mem_target, mem_churn=o.mem_churn,
+                            mem_read=o.mem_read, cpu_cores=o.cpu_cores, cpu_duty_cycle=o.cpu_duty_cycle,
+                            lifecycle_mode=o.lifecycle_mode, actors_per_user=o.actors_per_user)
+
+    def durdir(self) -> DurdirKnobs:
+        o = self.options
+        return DurdirKnobs(**self._waits(), durdir_template=o.durdir_template,
+                           durdir_file_size_bytes=o.durdir_file_size_bytes, durdir_read_mode=o.durdir_read_mode,
+                           resume_mode=o.resume_mode, lifecycle_mode=o.lifecycle_mode)
+
+    def cohort(self) -> CohortKnobs:
+        o = self.options
+        return CohortKnobs(atespace=o.atespace, total_actors=o.total_actors, spawn_concurrency=o.spawn_concurrency,
+                           actor_deadline=o.actor_deadline)
+
+    def sweperf(self) -> SweperfKnobs:
+        o = self.options
+        return SweperfKnobs(**self._waits(), sweperf_template=o.sweperf_template,
+                            sweperf_total_steps=o.sweperf_total_steps, sweperf_num_cycles=o.sweperf_num_cycles,
+                            sweperf_poll_interval_ms=o.sweperf_poll_interval_ms)
 
 
 _shared: Shared | None = None
@@ -222,3 +296,85 @@ class AgentSessionUser(User):
         if vu is not None:
             vu.stop()
             vu.router.close()
+
+
+def _started() -> Shared:
+    assert _shared is not None, "the locustfile's init listener did not run"
+    return _shared
+
+
+def _stopping() -> bool:
+    """Once the run is over, spawn and burst book no more rows of their own (upstream's cancelled context)."""
+    return _shared is None or _shared.phase() == "stopping"
+
+
+class FamilyUser(User):
+    """A user of one of upstream's other families: builds its virtual user at start, one iteration per task."""
+
+    abstract = True
+    wait_time = constant(0)
+
+    def make_vu(self, shared: Shared, router: RouterClient) -> Any:
+        raise NotImplementedError
+
+    def requests_at_once(self, shared: Shared) -> int:
+        """The most router requests the VU has in flight at once."""
+        return 2
+
+    def on_start(self) -> None:
+        shared = _started()
+        self.router = RouterClient(shared.router_url, concurrency=self.requests_at_once(shared))
+        self.vu = self.make_vu(shared, self.router)
+
+    @task
+    def iterate(self) -> None:
+        self.vu.iterate()
+
+    def on_stop(self) -> None:
+        vu = getattr(self, "vu", None)
+        if vu is not None:
+            vu.stop()
+            self.router.close()
+
+
+class GluttonUser(FamilyUser):
+    """Actors woken, loaded (RAM fill, read, churn, CPU), pinged through a live window and parked, round robin."""
+
+    def make_vu(self, shared: Shared, router: RouterClient) -> GluttonVU:
+        return GluttonVU(shared.control, router, shared.families.glutton(), shared.record, sleep=gevent.sleep)
+
+
+class DurdirUser(FamilyUser):
+    """A file in an actor's durable directory, written, served across suspends, overwritten, verified."""
+
+    def make_vu(self, shared: Shared, router: RouterClient) -> DurdirVU:
+        return DurdirVU(shared.control, router, shared.families.durdir(), shared.record, sleep=gevent.sleep)
+
+
+class SpawnUser(FamilyUser):
+    """One batch of actors created, resumed and pinged until ready: how long a cohort takes to come up."""
+
+    def requests_at_once(self, shared: Shared) -> int:
+        return shared.families.cohort().workers
+
+    def make_vu(self, shared: Shared, router: RouterClient) -> SpawnVU:
+        return SpawnVU(shared.control, router, shared.families.cohort(), shared.record, sleep=gevent.sleep,
+                       stopped=_stopping)
+
+
+class BurstUser(FamilyUser):
+    """One cohort of glutton actors resumed and suspended all at once, batch after batch."""
+
+    def requests_at_once(self, shared: Shared) -> int:
+        return shared.families.cohort().total_actors  # every actor of the cohort at once
+
+    def make_vu(self, shared: Shared, router: RouterClient) -> BurstVU:
+        return BurstVU(shared.control, router, shared.families.glutton(), shared.families.cohort(), shared.record,
+                       sleep=gevent.sleep, stopped=_stopping)
+
+
+class SweperfUser(FamilyUser):
+    """A recorded SWE-bench trajectory replayed in cycles, suspended between them."""
+
+    def make_vu(self, shared: Shared, router: RouterClient) -> SweperfVU:
+        return SweperfVU(shared.control, router, shared.families.sweperf(), shared.record, sleep=gevent.sleep)

@@ -19,6 +19,7 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.driver.session import SESSION_START_FAILED
+from substrate_assets.families import HEADLINE_ROWS
 from substrate_assets.project import code_version
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
@@ -60,25 +61,38 @@ ATESPACE = "benchmark"
 _PACKAGES = ("substrate-bench", "locust", "dagster", "grpcio", "protobuf", "duckdb", "polars", "gevent")
 
 
-def session_options(suite: Suite, script_file: str, control_endpoint: str, router_url: str, request_log_dir: str,
-                    control_tls: bool = False) -> list[str]:
-    """The locustfile's options for ``suite``'s sessions: the same for a lone Locust, a master and its workers."""
-    return ["--agentsession-script-file", script_file, "--agentsession-think-scale", f"{suite.think_scale:g}",
-            "--lifecycle-mode", suite.lifecycle_mode, "--resume-mode", suite.resume_mode,
+def session_options(suite: Suite, script_file: str | None, control_endpoint: str, router_url: str,
+                    request_log_dir: str, control_tls: bool = False) -> list[str]:
+    """The locustfile's options for ``suite``'s users: the same for a lone Locust, a master and its workers. An agent
+    session takes its script and think scale; every family its modes and knobs (``--mem-target``, …)."""
+    script = (["--agentsession-script-file", script_file, "--agentsession-think-scale", f"{suite.think_scale:g}"]
+              if script_file is not None else [])
+    return [*script, "--lifecycle-mode", suite.lifecycle_mode, "--resume-mode", suite.resume_mode,
+            *suite.knobs.locust_options(),
             "--control-endpoint", control_endpoint, "--router-url", router_url, "--atespace", ATESPACE,
             "--request-log-dir", request_log_dir, *(["--control-tls"] if control_tls else [])]
 
 
-def locust_command(suite: Suite, script_file: Path, work: Path, control_endpoint: str, router_url: str,
+def locust_command(suite: Suite, script_file: Path | None, work: Path, control_endpoint: str, router_url: str,
                    extra: list[str] | None = None, control_tls: bool = False) -> list[str]:
-    """Locust headless with AgentSessionUser, writing its CSVs and the request log into ``work``: a flat load
-    (``-u``, ``-r``, ``-t``), or a ladder suite's LoadTestShape with its steps and the log of when each began."""
+    """Locust headless with the suite's user class (AgentSessionUser, GluttonUser, …), writing its CSVs and the
+    request log into ``work``: a flat load (``-u``, ``-r``, ``-t``), or a ladder suite's LoadTestShape with its
+    steps and the log of when each began."""
     return [
         sys.executable, "-m", "locust", "-f", locustfiles(suite), "--headless", "--only-summary",
         *load_options(suite, work), "--csv", str(work / LOCUST_CSV_PREFIX), "--loglevel", "INFO",
-        *session_options(suite, str(script_file), control_endpoint, router_url, str(work / REQUEST_LOG), control_tls),
-        *(extra or []),
+        *session_options(suite, None if script_file is None else str(script_file), control_endpoint, router_url,
+                         str(work / REQUEST_LOG), control_tls),
+        *(extra or []), suite.user_class,
     ]
+
+
+def workload_line(suite: Suite, loaded: ScriptFile | None) -> str:
+    """What the trial's users run, for its notes: the script and its digest, or the family and its knobs."""
+    if loaded is not None:
+        return f"script {loaded.script.name} (sha256 {loaded.sha256[:12]})"
+    knobs = " ".join(suite.knobs.locust_options())
+    return f"family {suite.family}" + (f" ({knobs})" if knobs else "")
 
 
 def locustfiles(suite: Suite) -> str:
@@ -169,7 +183,7 @@ class TrialRecord:
 
     key: TrialKey
     suite: Suite
-    script: ScriptFile
+    script: ScriptFile | None  # None: the suite's family runs no script
     backend: str
     command: list[str]
     exit_code: int
@@ -193,9 +207,9 @@ class TrialOutcome:
     requests: RequestSummary | None = None  # the request log's figures; None without a log
 
 
-def request_summary(requests_parquet: Path) -> RequestSummary | None:
+def request_summary(requests_parquet: Path, headline: tuple[str, ...] = ()) -> RequestSummary | None:
     """The request log's figures (its sessions: successful CreateActor); None without a request log."""
-    return RequestSummary.of_file(requests_parquet) if requests_parquet.is_file() else None
+    return RequestSummary.of_file(requests_parquet, headline) if requests_parquet.is_file() else None
 
 
 def no_session_failure(started: int | None, locust_log: str) -> str | None:
@@ -213,7 +227,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     key, suite, started = record.key, record.suite, record.started
     generated = stats_generated(staging / STATS_CSV, record.warnings)
     locust_log = (work / LOCUST_LOG).read_text(errors="replace") if (work / LOCUST_LOG).exists() else ""
-    requests = request_summary(staging / REQUESTS_PARQUET)
+    requests = request_summary(staging / REQUESTS_PARQUET, HEADLINE_ROWS[record.suite.family])
     sessions = None if requests is None else requests.sessions
     failure = no_session_failure(sessions, locust_log)
     completed = run_completed(record.exit_code, generated, record.interrupted, sessions)
@@ -249,9 +263,10 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "failed_requests": None if requests is None else requests.failures,
         "warnings": record.warnings,
         "locust_exit_code": record.exit_code,
-        "script": {"name": record.script.script.name, "sha256": record.script.sha256, "text": record.script.text,
-                   "path": str(record.script.path)},
-        "knobs": {**suite.knobs(), "atespace": ATESPACE},
+        "script": None if record.script is None else {
+            "name": record.script.script.name, "sha256": record.script.sha256, "text": record.script.text,
+            "path": str(record.script.path)},
+        "knobs": {**suite.recorded_knobs(), "atespace": ATESPACE},
         "cluster_facts": record.facts,
         "run_start": key.run_ts,
         "run_end": int(record.ended.timestamp()),

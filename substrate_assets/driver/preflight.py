@@ -44,6 +44,8 @@ MiB = 1 << 20
 REQUEST_BYTES = 512
 # Requests a session makes besides its laps: CreateActor, the template check, the first resume, DeleteActor.
 SESSION_REQUESTS = 4
+# A bound on one actor's request rate in a family without a script (see family_requests).
+FAMILY_REQUESTS_PER_S = 50
 # Locust's CSVs, locust.log and the trial's own files (trial.json, stats.jsonl, logs.txt, telemetry) of a
 # trial that makes few requests: a few MiB; a floor with room to spare.
 STORE_FLOOR = 32 * MiB
@@ -78,22 +80,34 @@ def expected_requests(suite: Suite, script: Script) -> int:
     return suite.peak_users * (laps * per_lap + SESSION_REQUESTS)
 
 
-def trial_disk_needs(suite: Suite, script: Script, store_dir: Path, state_dir: Path, live_dir: Path | None,
+def family_requests(suite: Suite) -> int:
+    """An upper bound on the requests a trial of a family without a script books: every actor at
+    ``FAMILY_REQUESTS_PER_S`` for the whole run (a glutton wake with no wait and no live window is a resume, a
+    ping and a suspend, tens of milliseconds at best), plus its create and delete."""
+    actors = suite.peak_users * suite.actors_per_user
+    return actors * (FAMILY_REQUESTS_PER_S * suite.duration_s + SESSION_REQUESTS)
+
+
+def trial_disk_needs(suite: Suite, script: Script | None, store_dir: Path, state_dir: Path, live_dir: Path | None,
                      capacity: int, actor_memory: int) -> list[DiskNeed]:
     """What a local trial writes: request-log rows and Locust's files in the store; a snapshot of every parked
-    actor (its declared RAM and files, at most its memory limit), plus one more per running actor while it
-    suspends, in the state directory; the files of every running actor in the live directory."""
-    budget = budgets(script.steps)
-    footprint = min(budget.total, actor_memory)
-    running = min(suite.peak_users, capacity)
-    requests = expected_requests(suite, script)
+    actor (its declared RAM and files — a family without a script: its memory limit), plus one more per running
+    actor while it suspends, in the state directory; the files of every running actor in the live directory."""
+    actors = suite.peak_users * suite.actors_per_user
+    running = min(actors, capacity)
+    if script is not None:
+        budget = budgets(script.steps)
+        footprint, files = min(budget.total, actor_memory), min(budget.disk, actor_memory)
+        requests = expected_requests(suite, script)
+    else:
+        footprint = files = actor_memory
+        requests = family_requests(suite)
     needs = [DiskNeed(store_dir, STORE_FLOOR + REQUEST_BYTES * requests,
                       f"the run store: up to {requests} logged requests and Locust's files"),
-             DiskNeed(state_dir, STATE_FLOOR + (suite.peak_users + running) * footprint,
-                      f"the runtime's state: snapshots of {suite.peak_users} actors of {format_size(footprint)}")]
+             DiskNeed(state_dir, STATE_FLOOR + (actors + running) * footprint,
+                      f"the runtime's state: snapshots of {actors} actors of {format_size(footprint)}")]
     if live_dir is not None:
-        needs.append(DiskNeed(live_dir, running * min(budget.disk, actor_memory),
-                              f"the live data of {running} running actors"))
+        needs.append(DiskNeed(live_dir, running * files, f"the live data of {running} running actors"))
     return needs
 
 
@@ -146,22 +160,25 @@ class Landing:
         raise TrialStopped(f"{self.stopped}; {landed}" if self.stopped else landed) from error
 
 
-def check_before_load(script: ScriptFile, control_endpoint: str, router_url: str, *, control_tls: bool = False,
-                      timeout_s: float = ANSWER_TIMEOUT_S, disk: Sequence[DiskNeed] = ()) -> None:
-    """Raise :class:`TrialRefused` unless the control API and the router answer, the template fits the script and
+def check_before_load(script: ScriptFile | None, control_endpoint: str, router_url: str, *,
+                      control_tls: bool = False, timeout_s: float = ANSWER_TIMEOUT_S, disk: Sequence[DiskNeed] = (),
+                      template: tuple[str, str] = TEMPLATE) -> None:
+    """Raise :class:`TrialRefused` unless the control API and the router answer, the control API serves
+    ``template`` (the one the suite's family creates actors of), the template fits the script (if any) and
     ``disk`` fits the free space."""
     check_free_space(disk)
     control = ControlClient(control_endpoint, deadline_s=timeout_s, tls=control_tls)
     try:
         try:
-            control.get_template()
+            control.get_template(*template)
         except grpc.RpcError as error:
             raise TrialRefused(f"the control API at {control_endpoint} does not answer GetActorTemplate "
-                               f"{TEMPLATE[0]}/{TEMPLATE[1]} ({error.code().name}: {error.details()})") from None
-        try:
-            TemplateCheck(control).ensure(LoadedScript(script, b""))
-        except SessionStartError as error:
-            raise TrialRefused(str(error)) from None
+                               f"{template[0]}/{template[1]} ({error.code().name}: {error.details()})") from None
+        if script is not None:
+            try:
+                TemplateCheck(control).ensure(LoadedScript(script, b""))
+            except SessionStartError as error:
+                raise TrialRefused(str(error)) from None
     finally:
         control.close()
     _check_router(router_url, timeout_s)

@@ -29,6 +29,7 @@ from substrate_assets.driver.outputs import (
     locust_command,
     measure_load_steps,
     measure_server_summary,
+    workload_line,
     write_trial_files,
 )
 from substrate_assets.driver.preflight import Landing, TrialRefused, check_before_load, trial_disk_needs
@@ -66,7 +67,7 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
     the trial first removes what dead trials and runtimes left (their staging, state and live directories).
     Both say so in one line each through ``on_notice`` (default: the log).
     """
-    loaded = library.load(suite.script)
+    loaded = library.load(suite.script) if suite.script is not None else None
     say = on_notice or log.warning
     with hold_machine(wait=wait_for_machine, on_wait=say) as machine:
         for line in [*store.sweep_dead_staging(), *sweep_runtime_leftovers()]:
@@ -85,18 +86,18 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
             raise
 
 
-def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile, key: TrialKey,
+def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: TrialKey,
                  on_progress: Callable[[Progress], None] | None,
                  runtime_overrides: dict[str, Any] | None) -> TrialResult:
     """The trial in ``key``'s claimed staging directory, from the runtime's start to the rename into runs/."""
     staging = store.staging_dir(key)
     work = staging / WORK
     work.mkdir(exist_ok=True)  # the claim made it, to hold the owner record
-    script_file = work / WORK_SCRIPT
-    script_file.write_text(loaded.text)
+    script_file = work / WORK_SCRIPT if loaded is not None else None
+    if script_file is not None and loaded is not None:
+        script_file.write_text(loaded.text)
     started = datetime.fromtimestamp(key.run_ts, UTC)
-    notes: list[str] = [f"trial {key.trial_id}: suite {suite.name}, script {loaded.script.name} "
-                        f"(sha256 {loaded.sha256[:12]}), backend local"]
+    notes: list[str] = [f"trial {key.trial_id}: suite {suite.name}, {workload_line(suite, loaded)}, backend local"]
     config = RuntimeConfig(workers=suite.workers, actors_per_worker=suite.actors_per_worker,
                            actor_memory=suite.actor_memory_bytes, **(runtime_overrides or {}))
     report = progress_reporter(on_progress, suite.duration_s)
@@ -107,9 +108,10 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile, key: TrialKe
     with EmbeddedRuntime(config) as runtime, Landing(staging) as landing:
         assert runtime.state_dir is not None
         try:
-            check_before_load(loaded, runtime.control_address, runtime.router_url, disk=trial_disk_needs(
-                suite, loaded.script, staging, runtime.state_dir, runtime.live_dir, config.capacity,
-                config.actor_memory))
+            check_before_load(loaded, runtime.control_address, runtime.router_url, template=suite.template,
+                              disk=trial_disk_needs(suite, loaded.script if loaded is not None else None, staging,
+                                                    runtime.state_dir, runtime.live_dir, config.capacity,
+                                                    config.actor_memory))
         except TrialRefused:
             shutil.rmtree(staging)  # nothing ran: no trial to keep
             raise

@@ -37,7 +37,6 @@ from substrate_assets.report.html import (
     side_by_side,
     table,
 )
-from substrate_assets.warehouse.comparison import WAKE as WAKE_REQUEST
 from substrate_assets.warehouse.comparison import wake_samples as side_wake_samples
 
 TRIAL_COLUMNS = ("trial_id", "suite", "script", "backend", "tag", "sut_version", "started_at", "ended_at", "status",
@@ -150,9 +149,9 @@ def _headline(connection: duckdb.DuckDBPyConnection, trial: dict[str, Any]) -> H
 def _cdf_section(connection: duckdb.DuckDBPyConnection, trial_id: str) -> Html:
     samples = wake_samples(connection, trial_id) if _has_table(connection, "request_samples") else np.empty(0)
     if not samples.size:
-        return section("Wake latency CDF", [note(f"No {WAKE_REQUEST} samples to draw.")])
+        return section("Wake latency CDF", [note("No wake samples to draw.")])
     drawn = plots.latency_cdf({trial_id: samples}, "wake latency CDF")
-    return section("Wake latency CDF", [chart(plots.svg(drawn), f"Every {WAKE_REQUEST} Locust counted, failed or "
+    return section("Wake latency CDF", [chart(plots.svg(drawn), "Every wake Locust counted, failed or "
                                                                 "not; p50 and p99 are floor-index percentiles of the "
                                                                 "exact samples.")])
 

@@ -31,6 +31,7 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.analysis.statistics import measured
+from substrate_assets.families import family_of_rows
 from substrate_assets.results.load_steps import LoadStep, ladder_spec, read_load_steps
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
@@ -224,7 +225,8 @@ class TrialDirectory:
         their path, their run window and metadata from the trial_summary row, users and actors per user from their
         log (null when it does not say); their backend is ``import``."""
         manifest, key = self.manifest, self.key
-        knobs, script = manifest.get("knobs", {}), manifest.get("script", {})
+        # A trial of a family other than agent sessions ran no script: trial.json's script is null.
+        knobs, script = manifest.get("knobs", {}), manifest.get("script") or {}
         slo = (manifest.get("suite_config") or {}).get("slo") or {}
         window = {} if manifest else (self.jsonl_measurements(TRIAL_SUMMARY) or {})
         # A native agent session (one Locust user) drives one actor, so trial.json need not say.
@@ -232,6 +234,10 @@ class TrialDirectory:
         actors_per_user = knobs.get("actors_per_user", 1) if manifest else self.run_log.actors_per_user
         return {
             "suite": manifest.get("suite") or (key.suite if key else None),
+            # trial.json says since families existed (before, every native trial was an agent session); an
+            # upstream run says by its rows.
+            "family": (knobs.get("family", "agentsession") if manifest
+                       else family_of_rows(self.stats()["name"].to_list())),
             "script": script.get("name"), "script_sha256": script.get("sha256"),
             "backend": manifest.get("backend", "import"), "tag": manifest.get("tag") or (key.tag if key else None),
             "run_ts": manifest.get("run_ts") or (key.run_ts if key else None),

@@ -3,7 +3,7 @@
 A side is one trial (its id), or a group: the trials of a suite whose run tag or version of the system under test
 is the given value (a version may be given by a prefix of at least 7 characters, as git abbreviates commits),
 optionally only its ``last`` most recent. Latency figures pool the exact samples of a side's trials, as the marts
-count them: every ``WakeFirstTouch`` with a latency (failed or not, as ``wake_latency_distribution``), the
+count them: every wake (its family's wake row) with a latency, failed or not, as ``wake_latency_distribution``; the
 successful samples of each ``Step_`` row (as ``step_latency``); rows Locust booked after its last stats write are
 left out. Densities and capacity are the marts' per-trial figures; the failure ratio is pooled from each trial's
 Aggregated stats row.
@@ -26,8 +26,10 @@ from substrate_assets.analysis.comparison import (
     compare_latency,
     compare_scalar,
 )
+from substrate_assets.families import WAKE_ROWS
 
-WAKE = "WakeFirstTouch"
+# The wake rows of every family: a trial's wake samples are under its family's.
+WAKE_NAMES = frozenset(name for name in WAKE_ROWS.values() if name)
 MIN_VERSION_PREFIX = 7
 DENSITIES = (("actors_per_node", "actors"), ("actors_per_vcpu", "actors/vCPU"), ("actors_per_gb_ram", "actors/GiB"))
 # What a side ran, from capacity_history: a difference is printed beside the figures, as it may explain them.
@@ -86,8 +88,8 @@ def latency_samples(connection: duckdb.DuckDBPyConnection, side: Side, steps: bo
     columns = connection.execute("""
         SELECT name, latency_ms FROM request_samples
         WHERE trial_id IN (SELECT unnest(?)) AND locust_counted IS NOT FALSE AND latency_ms IS NOT NULL
-          AND (name = ? OR (? AND starts_with(name, 'Step_') AND success))
-        ORDER BY name, latency_ms""", [list(side.trial_ids), WAKE, steps]).fetchnumpy()
+          AND (is_wake(wake, name) OR (? AND starts_with(name, 'Step_') AND success))
+        ORDER BY name, latency_ms""", [list(side.trial_ids), steps]).fetchnumpy()
     names, latencies = np.asarray(columns["name"], dtype=object), np.asarray(columns["latency_ms"], dtype=float)
     if not len(names):
         return {}
@@ -98,8 +100,9 @@ def latency_samples(connection: duckdb.DuckDBPyConnection, side: Side, steps: bo
 
 
 def wake_samples(connection: duckdb.DuckDBPyConnection, side: Side) -> np.ndarray:
-    """The side's wake latencies, ascending: every WakeFirstTouch the marts count, failed or not."""
-    return latency_samples(connection, side, steps=False).get(WAKE, np.empty(0))
+    """The side's wake latencies, ascending: every wake the marts count, failed or not."""
+    found = list(latency_samples(connection, side, steps=False).values())
+    return np.sort(np.concatenate(found)) if found else np.empty(0)
 
 
 def suite_of(connection: duckdb.DuckDBPyConnection, side: Side) -> str | None:
@@ -125,7 +128,7 @@ def _failures(connection: duckdb.DuckDBPyConnection, side: Side) -> tuple[int, i
 
 
 def _request_order(names: Iterable[str]) -> list[str]:
-    return sorted(names, key=lambda name: (name != WAKE, name))
+    return sorted(names, key=lambda name: (name not in WAKE_NAMES, name))
 
 
 def configuration_differences(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> list[str]:

@@ -35,6 +35,8 @@ CREATE OR REPLACE TEMP MACRO floor_index(vals, permille) AS
     CASE WHEN vals IS NULL OR len(vals) = 0 THEN NULL
          ELSE list_sort(vals)[least((len(vals) * permille) // 1000, len(vals) - 1) + 1] END
 """, """
+CREATE OR REPLACE TEMP MACRO is_wake(wake, name) AS coalesce(wake, name = 'WakeFirstTouch')
+""", """
 CREATE OR REPLACE TEMP MACRO locust_bucket(ms) AS
     CAST(CASE WHEN ms < 100 THEN round_even(ms, 0)
               WHEN ms < 1000 THEN round_even(ms, -1)

@@ -72,7 +72,7 @@ MANIFEST_SCHEMA: dict[str, pl.DataType] = {
     "actor_memory": pl.Utf8(), "ladder": pl.Utf8(), "planned_steps": pl.Int64(), "sut_version": pl.Utf8(),
     "slo_wake_p99_ms": pl.Float64(),
     "slo_failure_ratio": pl.Float64(), "trial_dir": pl.Utf8(),
-    "metadata": pl.Utf8(),
+    "metadata": pl.Utf8(), "family": pl.Utf8(),
 }
 CLUSTER_FACTS_SCHEMA: dict[str, pl.DataType] = {
     "machine_type": pl.Utf8(), "node_count": pl.Int64(), "allocatable_cores": pl.Float64(),
@@ -161,7 +161,8 @@ def _load_steps(trial: TrialDirectory) -> pl.DataFrame:
 
 RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
     RawTable("trial_manifests", MANIFEST_SCHEMA, lambda trial: _one_row(trial.manifest_fields(), MANIFEST_SCHEMA),
-             "One row per trial: suite, script, knobs, status.", (TRIAL_JSON, STATUS_JSON, STATS_JSONL, LOGS_TXT)),
+             "One row per trial: suite, family, script, knobs, status.",
+             (TRIAL_JSON, STATUS_JSON, STATS_JSONL, LOGS_TXT, STATS_CSV)),
     RawTable("stats_history", STATS_HISTORY_SCHEMA, TrialDirectory.stats_history,
              f"Locust's per-second history ({STATS_HISTORY_CSV}).", (STATS_HISTORY_CSV,)),
     RawTable("locust_stats", STATS_SCHEMA, TrialDirectory.stats, f"Locust's final per-entry stats ({STATS_CSV}).",

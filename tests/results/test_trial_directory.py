@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from substrate_assets.families import family_of_rows
 from substrate_assets.results import trial_directory
 from substrate_assets.results.trial_directory import TrialDirectory, run_completed
 
@@ -47,6 +48,8 @@ def native_trial(tmp_path: Path, *, exit_code: int, generated: bool, interrupted
 def test_native_and_imported_trials_complete_by_the_same_rule(tmp_path):
     interrupted = TrialDirectory(native_trial(tmp_path, exit_code=0, generated=True, interrupted=True))
     assert interrupted.completed is False and interrupted.manifest_fields()["completed"] is False
+    # A trial.json from before families said none: every native trial then was an agent session.
+    assert interrupted.manifest_fields()["family"] == "agentsession"
     upstream = TrialDirectory(NEWEST)
     assert upstream.status == {"locust_exit_code": 1, "stats_generated": True}  # it saw failed requests
     assert upstream.completed is True and upstream.manifest_fields()["completed"] is True
@@ -62,6 +65,7 @@ def test_an_upstream_run_reads_like_a_native_trial():
     fields = newest.manifest_fields()
     assert (fields["suite"], fields["backend"], fields["started_at"].timestamp()) == \
         ("glutton_baseline_5_users", "import", 1795132800)
+    assert fields["family"] == "glutton"  # from its rows: GluttonPing, no wake row of another family
     facts = newest.cluster_facts()
     assert (facts["machine_type"], facts["worker_pod_count"], facts["allocatable_cores"]) == ("c3-standard-4", 5, 3.92)
     assert newest.server_telemetry()["checkpoints_in_window"] == 597
@@ -161,3 +165,16 @@ def test_the_flat_server_summary_row_stands_in_for_missing_blocks(tmp_path):
     rows = (copied / "stats.jsonl").read_text().replace('"cluster_packing_p50": "0.4"', '"cluster_packing_p50": "9"')
     (copied / "stats.jsonl").write_text(rows)
     assert TrialDirectory(copied).server_telemetry()["cluster_packing_p50"] == 0.4
+
+
+@pytest.mark.parametrize(("names", "family"), [
+    (["CreateActor", "WakeFirstTouch", "Step_01_edit"], "agentsession"),
+    (["ResumeActor", "GluttonPing", "GluttonFillRAM"], "glutton"),
+    (["ResumeActor", "DurDirServeAfterResume"], "durdir"),
+    (["CreateActor", "GluttonPing", "TimeToReady_10pct", "ActorTimeToReady"], "spawn"),
+    (["GluttonReadyPing", "ActorTimeToFirstResume", "GluttonPing"], "burst"),
+    (["ResumeActor", "ResumeToFirstExec", "Workload_Cycle_1"], "sweperf"),
+    (["CreateActor", "DeleteActor"], None),
+])
+def test_an_upstream_runs_family_is_read_from_its_rows(names, family):
+    assert family_of_rows(names) == family

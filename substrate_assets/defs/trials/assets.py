@@ -46,7 +46,7 @@ def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
     except TrialExists as error:
         raise dg.Failure(f"{error}; reload it with `substrate-bench materialize {trial_id}`") from None
     try:
-        script = script_library.library().load(suite.script)
+        script = script_library.library().load(suite.script) if suite.script is not None else None
     except (ScriptError, FileNotFoundError) as error:
         raise dg.Failure(f"trial {trial_id}: script {suite.script} cannot run:\n{error}") from None
     extras = {"trial_id": trial_id, "suite": suite.model_dump_json(), "store": str(store.root),
@@ -55,7 +55,8 @@ def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
         from substrate_assets.defs.trials.kubernetes import run_on_kubernetes  # the Kubernetes client: ~2 s
 
         # On a workstation the raw assets load the trial next, from the local store.
-        return run_on_kubernetes(context, pipes_k8s_client.client(), suite, key, script.text, extras,
+        return run_on_kubernetes(context, pipes_k8s_client.client(), suite, key,
+                                 script.text if script is not None else None, extras,
                                  mirror_into=store if here.holds_warehouse else None)
     return pipes_subprocess_client.run(
         context=context,

@@ -19,6 +19,7 @@ from substrate_assets.suites import Suite, SuiteError
 TRIAL_TAG = "substrate/trial"
 SUITE_TAG = "substrate/suite"
 SCRIPT_TAG = "substrate/script"
+FAMILY_TAG = "substrate/family"
 # Dagster keeps a materialization's data version under this tag (MaterializeResult.data_version as an event).
 DATA_VERSION_TAG = "dagster/data_version"
 
@@ -58,8 +59,8 @@ def trial(context: dg.OpExecutionContext, config: TrialConfig, pipes_subprocess_
     taken = set(context.instance.get_dynamic_partitions(trial_partitions.name))
     trial_id = run_store.store().propose_key(suite.name, suite.tag, taken).trial_id
     context.instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
-    context.instance.add_run_tags(context.run_id, {TRIAL_TAG: trial_id, SUITE_TAG: suite.name,
-                                                   SCRIPT_TAG: suite.script})
+    context.instance.add_run_tags(context.run_id, {TRIAL_TAG: trial_id, SUITE_TAG: suite.name, FAMILY_TAG: suite.family,
+                                                   **({SCRIPT_TAG: suite.script} if suite.script else {})})
     invocation = launch_trial(context, suite, trial_id, pipes_subprocess_client, pipes_k8s_client, run_store,
                               script_library, deployment)
     for result in invocation.get_results(implicit_materializations=False):
@@ -67,7 +68,8 @@ def trial(context: dg.OpExecutionContext, config: TrialConfig, pipes_subprocess_
             version = {DATA_VERSION_TAG: result.data_version.value} if result.data_version else {}
             context.log_event(dg.AssetMaterialization(
                 asset_key=trial_run.key, partition=trial_id, tags=version,
-                metadata={**(result.metadata or {}), "suite": suite.name, "script": suite.script}))
+                metadata={**(result.metadata or {}), "suite": suite.name, "family": suite.family,
+                          **({"script": suite.script} if suite.script else {})}))
         elif isinstance(result, dg.AssetCheckResult):
             context.log_event(dg.AssetCheckEvaluation(
                 asset_key=trial_run.key, check_name=result.check_name or "", passed=result.passed,

@@ -15,7 +15,7 @@ from substrate_assets.suites import Suite
 
 
 def run_on_kubernetes(context: dg.OpExecutionContext, client: PipesK8sClient, suite: Suite, key: TrialKey,
-                      script_text: str, extras: dict[str, str],
+                      script_text: str | None, extras: dict[str, str],
                       mirror_into: RunStore | None) -> dg.PipesClientCompletedInvocation:
     namespace = settings_of(suite).namespace
 
@@ -44,6 +44,6 @@ def driver_pod(suite: Suite, trial_id: str, pipes_env: dict[str, str] | None = N
             **{**manifest, "metadata": {**manifest["metadata"], "namespace": settings_of(suite).namespace}}}
 
 
-def kubernetes_objects(suite: Suite, trial_id: str, script_text: str) -> list[dict[str, Any]]:
+def kubernetes_objects(suite: Suite, trial_id: str, script_text: str | None) -> list[dict[str, Any]]:
     """Every object a kubernetes trial submits, in submission order (the driver pod last)."""
     return [*support_objects(suite, trial_id, script_text), driver_pod(suite, trial_id)]

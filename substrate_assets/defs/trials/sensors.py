@@ -42,7 +42,7 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
         by_script: dict[str, list[Suite]] = {}
         here = deployment.deployment()
         for suite in suites.all().values():
-            if here.runs_backend(suite.backend):
+            if here.runs_backend(suite.backend) and suite.script is not None:
                 by_script.setdefault(suite.script, []).append(suite)
     except SuiteError as error:
         return dg.SkipReason(f"suites.yaml is invalid, nothing started:\n{error}")

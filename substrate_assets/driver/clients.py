@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import grpc
 from geventhttpclient import HTTPClient
 
-from substrate_assets.driver.failures import RouterError
+from substrate_assets.driver.failures import RouterError, rpc_code
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import ateapi_pb2_grpc
 
@@ -44,6 +44,14 @@ class ControlClient:
     def create_atespace(self, name: str) -> pb.Atespace:
         request = pb.CreateAtespaceRequest(atespace=pb.Atespace(metadata=pb.ResourceMetadata(name=name)))
         return self.stub.CreateAtespace(request, timeout=self.deadline_s)
+
+    def ensure_atespace(self, name: str) -> None:
+        """CreateAtespace, where AlreadyExists (another user made it first) is success, as every driver takes it."""
+        try:
+            self.create_atespace(name)
+        except grpc.RpcError as error:
+            if rpc_code(error) != grpc.StatusCode.ALREADY_EXISTS:
+                raise
 
     def create_actor(self, atespace: str, name: str, template: tuple[str, str] = TEMPLATE) -> pb.Actor:
         return self.stub.CreateActor(self.create_request(atespace, name, template), timeout=self.deadline_s)

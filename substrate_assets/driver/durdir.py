@@ -40,7 +40,6 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
-from substrate_assets.driver.failures import rpc_code
 from substrate_assets.driver.family_knobs import DURDIR_TEMPLATES, DurdirKnobs
 from substrate_assets.driver.session import Record
 from substrate_assets.protos import glutton_pb2 as g
@@ -134,8 +133,7 @@ class DurdirVU:
 
     def start(self) -> None:
         atespace = self.knobs.atespace
-        if not self._rpc("CreateAtespace", lambda: self.control.create_atespace(atespace), actor=None,
-                         already_exists_ok=True):
+        if not self._rpc("CreateAtespace", lambda: self.control.ensure_atespace(atespace), actor=None):
             raise DurdirStartError(f"CreateAtespace {atespace} failed")
         actor = f"sb-{uuid.uuid4()}"
         template = (TEMPLATE_ATESPACE, self.knobs.durdir_template or DURDIR_TEMPLATES[0])
@@ -224,16 +222,14 @@ class DurdirVU:
             raise RuntimeError("durdir VU has no actor")
         return self.actor
 
-    def _rpc(self, name: str, call: Callable[[], object], *, actor: str | None,
-             already_exists_ok: bool = False) -> bool:
+    def _rpc(self, name: str, call: Callable[[], object], *, actor: str | None) -> bool:
         """One control call booked with its client wall clock; True when it succeeded."""
         started, clock = time.time(), time.perf_counter()
         error: grpc.RpcError | None = None
         try:
             call()
         except grpc.RpcError as failed:
-            if not (already_exists_ok and rpc_code(failed) == grpc.StatusCode.ALREADY_EXISTS):
-                error = failed
+            error = failed
         self.record("grpc", name, started, time.perf_counter() - clock, error, self._context(actor))
         return error is None
 

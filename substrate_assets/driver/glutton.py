@@ -57,7 +57,6 @@ from substrate_assets.driver.failures import (
     classify,
     is_crashed,
     retry_on_conflict,
-    rpc_code,
 )
 from substrate_assets.driver.family_knobs import GluttonKnobs
 from substrate_assets.driver.session import CRASHED_MESSAGE, CrashedActor, Record
@@ -104,11 +103,10 @@ class GluttonWiring:
         atespace = self.knobs.atespace
         started, clock = time.time(), time.perf_counter()
         try:
-            self.control.create_atespace(atespace)
+            self.control.ensure_atespace(atespace)
         except grpc.RpcError as error:
-            if rpc_code(error) != grpc.StatusCode.ALREADY_EXISTS:
-                self.book("grpc", "CreateAtespace", started, time.perf_counter() - clock, error)
-                return error
+            self.book("grpc", "CreateAtespace", started, time.perf_counter() - clock, error)
+            return error
         self.book("grpc", "CreateAtespace", started, time.perf_counter() - clock, None)
         return None
 

@@ -33,7 +33,6 @@ from substrate_assets.driver.failures import (
     classify,
     is_crashed,
     retry_on_conflict,
-    rpc_code,
 )
 from substrate_assets.driver.family_knobs import LIFECYCLE_MODES, RESUME_MODES
 from substrate_assets.driver.scripts import LoadedScript, ScriptSource
@@ -244,11 +243,10 @@ class AgentSessionVU:
         atespace = self.knobs.atespace
         started, clock = time.time(), time.perf_counter()
         try:
-            self.control.create_atespace(atespace)
+            self.control.ensure_atespace(atespace)
         except grpc.RpcError as error:
-            if rpc_code(error) != grpc.StatusCode.ALREADY_EXISTS:
-                self._book("grpc", "CreateAtespace", started, clock, error)
-                raise SessionStartError(f"CreateAtespace {atespace}: {error.details()}") from None
+            self._book("grpc", "CreateAtespace", started, clock, error)
+            raise SessionStartError(f"CreateAtespace {atespace}: {error.details()}") from None
         self._book("grpc", "CreateAtespace", started, clock, None)
         session = Session(f"agent-{uuid.uuid4()}", loaded)
         started, clock = time.time(), time.perf_counter()

@@ -142,13 +142,12 @@ class SpawnVU:
         atespace = self.knobs.atespace
         started, clock = time.time(), time.perf_counter()
         try:
-            self.control.create_atespace(atespace)
+            self.control.ensure_atespace(atespace)
         except grpc.RpcError as error:
-            if rpc_code(error) != grpc.StatusCode.ALREADY_EXISTS:
-                self._book("grpc", "CreateAtespace", started, time.perf_counter() - clock, error)
-                log.error("spawn: CreateAtespace %s failed: %s", atespace, rpc_details(error))
-                self._book("summary", "TimeToAllReady", time.time(), 0.0, error)
-                return
+            self._book("grpc", "CreateAtespace", started, time.perf_counter() - clock, error)
+            log.error("spawn: CreateAtespace %s failed: %s", atespace, rpc_details(error))
+            self._book("summary", "TimeToAllReady", time.time(), 0.0, error)
+            return
         self._book("grpc", "CreateAtespace", started, time.perf_counter() - clock, None)
 
         batch_epoch, batch_start = time.time(), self.clock()

@@ -21,13 +21,13 @@ from substrate_assets.driver.burst import (
     create_landed,
     retry_with_backoff,
 )
-from substrate_assets.driver.clients import ControlClient, RouterClient
-from substrate_assets.driver.failures import RouterError
+from substrate_assets.driver.clients import ControlClient
 from substrate_assets.driver.family_knobs import CohortKnobs, GluttonKnobs
 from substrate_assets.driver.session import CRASHED_MESSAGE
 from substrate_assets.driver.spawn import IDLE_S
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
+from tests.support.driver_doubles import PerThreadRouter, Status
 
 MiB = 1 << 20
 DECILES = range(10, 101, 10)
@@ -37,37 +37,6 @@ DECILES = range(10, 101, 10)
 def runtime():
     with EmbeddedRuntime(RuntimeConfig(workers=2, actors_per_worker=4, warm_hosts=1, actor_memory="64Mi")) as rt:
         yield rt
-
-
-class Status(grpc.RpcError):
-    """A control-API status as the client raises it."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
-class PerThreadRouter:
-    """A router client per thread: the burst's workers are OS threads here, and a gevent-based client belongs to
-    the thread that made it (under Locust they are greenlets of one thread and share one). ``fail(actor, route)``
-    picks requests that get HTTP 500 without being sent."""
-
-    def __init__(self, runtime, fail=lambda actor, route: False) -> None:
-        self.url, self.fail = runtime.router_url, fail
-        self.local = threading.local()
-
-    def post(self, actor: str, route: str, body: bytes) -> bytes:
-        if self.fail(actor, route):
-            raise RouterError(route, 500, b"injected failure")
-        if not hasattr(self.local, "client"):
-            self.local.client = RouterClient(self.url)
-        return self.local.client.post(actor, route, body)
 
 
 class Control:

@@ -13,6 +13,7 @@ from substrate_assets.driver.family_knobs import DurdirKnobs
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
+from tests.support.driver_doubles import Sleeps
 
 FILE_SIZE = 96 * 1024
 BOOTSTRAP = ["CreateAtespace", "CreateActor", "ResumeActor", "DurDirWrite", "DurDirServeInitial"]
@@ -25,11 +26,6 @@ TYPES = {"CreateAtespace": "grpc", "CreateActor": "grpc", "ResumeActor": "grpc",
 def runtime():
     with EmbeddedRuntime(RuntimeConfig(workers=2, actors_per_worker=2, warm_hosts=1, actor_memory="64Mi")) as rt:
         yield rt
-
-
-class Sleeps(list):
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
 
 
 def make_durdir(runtime, rows, *, router=None, control=None, sleeps=None, **knobs) -> DurdirVU:

@@ -13,6 +13,7 @@ from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
+from tests.support.driver_doubles import FakeTime, Status
 from tests.support.waiting import wait_until
 
 MiB = 1 << 20
@@ -23,20 +24,6 @@ CYCLE = ["ResumeActor", "GluttonReadRAM", "GluttonChurnRAM"]
 def runtime():
     with EmbeddedRuntime(RuntimeConfig(workers=2, actors_per_worker=2, warm_hosts=1, actor_memory="64Mi")) as rt:
         yield rt
-
-
-class Status(grpc.RpcError):
-    """A control-API status as the client raises it."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
 
 
 class FaultyControl:
@@ -56,21 +43,6 @@ class FaultyControl:
 
     def __getattr__(self, name: str):
         return getattr(self.inner, name)
-
-
-class FakeTime:
-    """A clock that only the injected sleep moves, in whole microseconds so that sums are exact."""
-
-    def __init__(self) -> None:
-        self.us = 0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.us / 1e6
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.us += round(seconds * 1e6)
 
 
 def make_glutton(runtime, rows, *, control=None, time=None, sleep=None, **knobs) -> GluttonVU:

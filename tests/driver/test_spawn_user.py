@@ -2,12 +2,11 @@
 
 import contextlib
 import random
-import threading
 
 import grpc
 import pytest
 
-from substrate_assets.driver.clients import TEMPLATE, ControlClient, RouterClient
+from substrate_assets.driver.clients import TEMPLATE, ControlClient
 from substrate_assets.driver.failures import is_crashed
 from substrate_assets.driver.family_knobs import CohortKnobs
 from substrate_assets.driver.session import CRASHED_MESSAGE
@@ -25,6 +24,7 @@ from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
+from tests.support.driver_doubles import FakeTime, PerThreadRouter, Sleeps, Status
 from tests.support.faults import FailingRouter
 from tests.support.waiting import wait_until
 
@@ -35,54 +35,6 @@ DECILE_ROWS = [f"TimeToReady_{k}pct" for k in range(10, 101, 10)]
 def runtime():
     with EmbeddedRuntime(RuntimeConfig(workers=2, actors_per_worker=4, warm_hosts=1, actor_memory="64Mi")) as rt:
         yield rt
-
-
-class Status(grpc.RpcError):
-    """A control-API status as the client raises it."""
-
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
-        super().__init__(details)
-        self._code, self._details = code, details
-
-    def code(self) -> grpc.StatusCode:
-        return self._code
-
-    def details(self) -> str:
-        return self._details
-
-
-class PerThreadRouter:
-    """A router client per thread: the workers are OS threads here, and a gevent-based client belongs to the
-    thread that made it (under Locust they are greenlets of one thread and share one)."""
-
-    def __init__(self, runtime) -> None:
-        self.url = runtime.router_url
-        self.local = threading.local()
-
-    def post(self, actor: str, route: str, body: bytes) -> bytes:
-        if not hasattr(self.local, "client"):
-            self.local.client = RouterClient(self.url)
-        return self.local.client.post(actor, route, body)
-
-
-class Sleeps(list):
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
-
-
-class FakeTime:
-    """A clock that only the injected sleep moves, kept in whole microseconds so that sums are exact."""
-
-    def __init__(self) -> None:
-        self.us = 0
-        self.sleeps: list[float] = []
-
-    def clock(self) -> float:
-        return self.us / 1e6
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.us += round(seconds * 1e6)
 
 
 def make_spawn(runtime, record, *, control=None, router=None, sleep=None, clock=None, stopped=None,

@@ -19,7 +19,7 @@ from substrate_assets.warehouse.rebuild import rebuild
 from substrate_assets.workload import ScriptLibrary
 
 ROOT = Path(__file__).resolve().parents[2]
-SHORT = "8s"
+SHORT = "5s"
 # Each suite, cut to a few seconds, and the rows its trial must book.
 FAMILIES = {
     "glutton-mem-1gi": ({"users": 2, "knobs": {"min_wait_time": 0.2, "max_wait_time": 0.2, "mem_target": "8Mi",

@@ -57,8 +57,8 @@ import grpc
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.failures import rpc_code
-from substrate_assets.driver.family_knobs import CohortKnobs, GluttonKnobs
-from substrate_assets.driver.glutton import GluttonActor, GluttonCallError, GluttonWiring, uniform_wait
+from substrate_assets.driver.family_knobs import CohortKnobs, GluttonKnobs, uniform_wait
+from substrate_assets.driver.glutton import GluttonActor, GluttonCallError, GluttonWiring
 from substrate_assets.driver.session import Record
 from substrate_assets.driver.spawn import (
     BACKOFF_JITTER_S,
@@ -249,8 +249,7 @@ class BurstVU:
             if not active:
                 log.warning("burst %s: every actor is retired; the run is over", self.run_id)
                 return
-            if self.batch > 0 and not self._wait(uniform_wait(self.wiring.rng, self.knobs.min_wait_time,
-                                                              self.knobs.max_wait_time)):
+            if self.batch > 0 and not self._wait(self.knobs.wait_seconds(self.wiring.rng)):
                 return
             self.batch += 1
             first = self.batch == 1

@@ -116,18 +116,14 @@ class DurdirVU:
                 self.start()
             except DurdirStartError as error:
                 log.warning("durdir start failed; the next iteration tries again: %s", error)
-                self.sleep(self.wait_seconds())
+                self.sleep(self.knobs.wait_seconds(self.rng))
                 return
         self.step()
-        self.sleep(self.wait_seconds())
+        self.sleep(self.knobs.wait_seconds(self.rng))
 
     def stop(self) -> None:
         """Locust's on_stop: unmetered hibernate, metered DeleteActor(any_state)."""
         self.teardown()
-
-    def wait_seconds(self) -> float:
-        low, high = self.knobs.min_wait_time, self.knobs.max_wait_time
-        return low if high <= low else low + self.rng.random() * (high - low)
 
     # -- starting ---------------------------------------------------------
 

@@ -8,6 +8,7 @@ request, as upstream), and ``""`` means "off" where upstream's does.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 LIFECYCLE_MODES = ("", "suspend", "pause")
@@ -15,6 +16,11 @@ RESUME_MODES = ("", "explicit", "implicit")
 DURDIR_READ_MODES = ("", "data", "digest")
 DURDIR_TEMPLATES = ("glutton-durdir-data", "glutton-durdir-full")
 INT32_MAX = (1 << 31) - 1
+
+
+def uniform_wait(rng: random.Random, low: float, high: float) -> float:
+    """U[low, high]; an empty or inverted range is ``low`` (upstream's uniformWait)."""
+    return low if high <= low else low + rng.random() * (high - low)
 
 
 def _window(name: str, low: float, high: float) -> None:
@@ -33,6 +39,10 @@ class Waits:
 
     def __post_init__(self) -> None:
         _window("wait", self.min_wait_time, self.max_wait_time)
+
+    def wait_seconds(self, rng: random.Random) -> float:
+        """One wait between iterations."""
+        return uniform_wait(rng, self.min_wait_time, self.max_wait_time)
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ from substrate_assets.driver.failures import (
     is_crashed,
     retry_on_conflict,
 )
-from substrate_assets.driver.family_knobs import GluttonKnobs
+from substrate_assets.driver.family_knobs import GluttonKnobs, uniform_wait
 from substrate_assets.driver.session import CRASHED_MESSAGE, CrashedActor, Record
 from substrate_assets.protos import glutton_pb2 as g
 
@@ -71,11 +71,6 @@ MAX_PING_GAP_S = 1.0
 
 class GluttonCallError(Exception):
     """A glutton request that failed on its way, or whose reply was not what was sent for."""
-
-
-def uniform_wait(rng: random.Random, low: float, high: float) -> float:
-    """U[low, high]; an empty or inverted range is ``low`` (upstream's uniformWait)."""
-    return low if high <= low else low + rng.random() * (high - low)
 
 
 @dataclass(frozen=True)
@@ -324,7 +319,7 @@ class GluttonVU:
     def iterate(self) -> None:
         self.cycle()
         # Every way out of a cycle waits: on the error paths it keeps a failing actor from hammering the API.
-        self.wiring.sleep(uniform_wait(self.wiring.rng, self.knobs.min_wait_time, self.knobs.max_wait_time))
+        self.wiring.sleep(self.knobs.wait_seconds(self.wiring.rng))
 
     def cycle(self) -> None:
         if self.actors is None:

@@ -139,21 +139,17 @@ class SweperfVU:
                 self.start()
             except SweperfStartError as error:
                 log.warning("sweperf start failed; the next iteration tries again: %s", error)
-                self.sleep(self.wait_seconds())
+                self.sleep(self.knobs.wait_seconds(self.rng))
                 return
         self.cycle()
         if self.cycle_index >= len(self.chunks):
             self.book_task()
             log.info("actor %s finished all %d cycles; back to cycle 1", self.actor, len(self.chunks))
-        self.sleep(self.wait_seconds())
+        self.sleep(self.knobs.wait_seconds(self.rng))
 
     def stop(self) -> None:
         """Locust's on_stop: suspend (unmetered) and delete (metered) the actor, once."""
         self.suspend_and_delete()
-
-    def wait_seconds(self) -> float:
-        low, high = self.knobs.min_wait_time, self.knobs.max_wait_time
-        return low if high <= low else low + self.rng.random() * (high - low)
 
     @property
     def poll_interval_s(self) -> float:

@@ -27,7 +27,7 @@ from substrate_assets.driver.session import CRASHED_MESSAGE
 from substrate_assets.driver.spawn import IDLE_S
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
-from tests.support.driver_doubles import PerThreadRouter, Status
+from tests.support.driver_doubles import PerThreadRouter, Status, assert_gone
 
 MiB = 1 << 20
 DECILES = range(10, 101, 10)
@@ -90,14 +90,6 @@ def phase_rows(phase: BurstPhase, n: int) -> Counter:
     return rows
 
 
-def assert_gone(runtime, names) -> None:
-    control = ControlClient(runtime.control_address)
-    for name in names:
-        with pytest.raises(grpc.RpcError) as caught:
-            control.get_actor("benchmark", name)
-        assert caught.value.code() == grpc.StatusCode.NOT_FOUND, name
-
-
 def assert_phase_booked(rows: Rows, phase: BurstPhase, batch: int) -> None:
     """Each decile once, at latencies that never fall as k grows, the all-done row at the last of them."""
     marks = {row.name: row for row in rows.rows if row.name.startswith(f"{phase.decile_prefix}_")}
@@ -150,7 +142,7 @@ def test_two_batches_all_at_once_then_a_stop(runtime):
     assert {row.context["response_length"] for row in rows.rows if row.name != "GluttonPing"} == {0}
     assert all(36 < row.context["response_length"] < 60 for row in rows.rows if row.name == "GluttonPing")
     assert rows.names().index("TimeToAllFirstSuspended") < rows.names().index("ActorTimeToResume")
-    assert_gone(runtime, names)
+    assert_gone(runtime, *names)
 
     # One cohort per process: later iterations only idle, and the stop finds nothing left to delete.
     rows.clear()
@@ -178,7 +170,7 @@ def test_workloads_in_pause_mode(runtime):
     assert batch["GluttonFillRAM"] == batch["GluttonUseCPU"] == 1
     assert batch["GluttonReadRAM"] == batch["GluttonChurnRAM"] == 2
     assert {row.context["response_length"] for row in rows.rows if row.name == "GluttonReadRAM"} == {4 * MiB}
-    assert_gone(runtime, [actor.name for actor in vu.actors])
+    assert_gone(runtime, *[actor.name for actor in vu.actors])
 
 
 def test_a_failed_setup_retires_the_actor_and_the_rest_go_on(runtime):
@@ -215,7 +207,7 @@ def test_a_fill_above_the_limit_crashes_every_actor_and_the_run_ends_on_its_own(
     assert rows.counts() == want + phase_rows(FIRST_RESUME, n)
     assert all("WriteRAM memload (96Mi)" in str(row.error) for row in rows.rows if row.name == "GluttonFillRAM")
     assert all(actor.retired and actor.delete_done for actor in vu.actors)
-    assert_gone(runtime, [actor.name for actor in vu.actors])
+    assert_gone(runtime, *[actor.name for actor in vu.actors])
 
 
 @pytest.mark.parametrize(("code", "details", "crashes"), [
@@ -241,7 +233,7 @@ def test_failed_resumes_retire_the_cohort(runtime, code, details, crashes):
     assert (done.elapsed_s, str(done.error)) == (0.0, NO_ACTOR_SUCCEEDED)
     assert all(str(row.error) == CRASHED_MESSAGE and row.elapsed_s == 0.0
                for row in rows.rows if row.name == "CrashCount")
-    assert_gone(runtime, [actor.name for actor in vu.actors])
+    assert_gone(runtime, *[actor.name for actor in vu.actors])
 
 
 def test_a_stop_mid_burst_books_no_more_burst_rows_and_deletes_the_cohort(runtime):
@@ -258,7 +250,7 @@ def test_a_stop_mid_burst_books_no_more_burst_rows_and_deletes_the_cohort(runtim
         FIRST_RESUME, n) + phase_rows(FIRST_SUSPEND, n)
     # Batch 2's own rows (its readiness pings, per-actor times, deciles) all fell behind the gate.
     assert all(row.context["lap"] == 1 for row in rows.rows if row.request_type == "summary")
-    assert_gone(runtime, [actor.name for actor in vu.actors])
+    assert_gone(runtime, *[actor.name for actor in vu.actors])
 
 
 def test_a_stop_during_setup_deletes_each_actor_it_sent_a_create_for(runtime):
@@ -273,7 +265,7 @@ def test_a_stop_during_setup_deletes_each_actor_it_sent_a_create_for(runtime):
                               "DeleteActor/success": created})
     assert sorted(row.context["session_id"] for row in rows.rows if row.name == "DeleteActor") == sorted(
         actor.name for actor in vu.actors if actor.created)
-    assert_gone(runtime, [actor.name for actor in vu.actors])
+    assert_gone(runtime, *[actor.name for actor in vu.actors])
 
 
 class ManualClock:
@@ -304,7 +296,7 @@ def test_a_step_still_running_at_the_deadline_retires_the_actor(runtime):
         RESUME, 1)
     (row,) = [row for row in rows.rows if row.name == "RetiredChurn"]
     assert "still running at the actor deadline" in str(row.error) and row.context["lap"] == 2
-    assert_gone(runtime, [vu.actors[0].name])
+    assert_gone(runtime, *[vu.actors[0].name])
 
 
 class FakeTime:

@@ -4,7 +4,6 @@ import hashlib
 import random
 import time
 
-import grpc
 import pytest
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
@@ -13,7 +12,7 @@ from substrate_assets.driver.family_knobs import DurdirKnobs
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
-from tests.support.driver_doubles import Sleeps
+from tests.support.driver_doubles import Sleeps, assert_gone
 
 FILE_SIZE = 96 * 1024
 BOOTSTRAP = ["CreateAtespace", "CreateActor", "ResumeActor", "DurDirWrite", "DurDirServeInitial"]
@@ -46,12 +45,6 @@ def write_file(runtime, actor: str, size: int) -> g.WriteDiskResponse:
     reply = RouterClient(runtime.router_url).post(
         f"benchmark/{actor}", "/writedisk", g.WriteDiskRequest(key=DURDIR_FILE, size=size).SerializeToString())
     return g.WriteDiskResponse.FromString(reply)
-
-
-def assert_gone(runtime, actor: str) -> None:
-    with pytest.raises(grpc.RpcError) as caught:
-        ControlClient(runtime.control_address).get_actor("benchmark", actor)
-    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_bootstrap_then_one_step_per_iteration(runtime):

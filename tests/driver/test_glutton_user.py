@@ -13,7 +13,7 @@ from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
-from tests.support.driver_doubles import FakeTime, Status
+from tests.support.driver_doubles import FakeTime, Status, assert_gone
 from tests.support.waiting import wait_until
 
 MiB = 1 << 20
@@ -54,12 +54,6 @@ def make_glutton(runtime, rows, *, control=None, time=None, sleep=None, **knobs)
 
 def state(runtime, actor: str) -> str:
     return pb.ActorState.Name(ControlClient(runtime.control_address).get_actor("benchmark", actor).status.state)
-
-
-def assert_gone(runtime, actor: str) -> None:
-    with pytest.raises(grpc.RpcError) as caught:
-        ControlClient(runtime.control_address).get_actor("benchmark", actor)
-    assert caught.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def wakes(rows: Rows) -> list[list]:

@@ -24,7 +24,7 @@ from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
-from tests.support.driver_doubles import FakeTime, PerThreadRouter, Sleeps, Status
+from tests.support.driver_doubles import FakeTime, PerThreadRouter, Sleeps, Status, assert_gone
 from tests.support.faults import FailingRouter
 from tests.support.waiting import wait_until
 
@@ -49,14 +49,6 @@ def make_spawn(runtime, record, *, control=None, router=None, sleep=None, clock=
 
 def state(runtime, actor: str) -> str:
     return pb.ActorState.Name(ControlClient(runtime.control_address).get_actor("benchmark", actor).status.state)
-
-
-def assert_gone(runtime, names) -> None:
-    control = ControlClient(runtime.control_address)
-    for name in names:
-        with pytest.raises(grpc.RpcError) as caught:
-            control.get_actor("benchmark", name)
-        assert caught.value.code() == grpc.StatusCode.NOT_FOUND, name
 
 
 def test_fired_deciles_fire_each_decile_once_per_batch():
@@ -127,7 +119,7 @@ def test_a_batch_of_seven_with_three_workers(runtime):
     # The teardown's DeleteActor calls come after the stop, so none is booked; every actor is gone.
     vu.stop()
     assert len(rows.rows) == before
-    assert_gone(runtime, actors)
+    assert_gone(runtime, *actors)
 
 
 def test_no_rows_once_stopped(runtime):
@@ -148,7 +140,7 @@ def test_no_rows_once_stopped(runtime):
     assert 2 <= len(names) <= 4  # no worker took an actor after the stop
     vu.stop()
     assert len(rows.rows) == flipped[0]
-    assert_gone(runtime, names)
+    assert_gone(runtime, *names)
 
 
 class CrashingControl(ControlClient):
@@ -189,7 +181,7 @@ def test_a_crashed_actor_books_crash_count_and_the_rest_still_count(runtime):
     assert rows.rows[-1].name == "TimeToAllReady" and rows.rows[-1].ok
     assert state(runtime, victim) == "ACTOR_STATE_CRASHED" and state(runtime, survivor) == "ACTOR_STATE_RUNNING"
     vu.stop()
-    assert_gone(runtime, [victim, survivor])
+    assert_gone(runtime, *[victim, survivor])
 
 
 class FlakyCreate(ControlClient):
@@ -226,7 +218,7 @@ def test_create_backs_off_and_already_exists_on_a_retry_is_created(runtime):
     assert all(row.ok for row in rows.rows if row.name != "CreateActor")
     assert vu.actor_names == [f"spawn-{vu.run_id}-1"]
     vu.stop()
-    assert_gone(runtime, [f"spawn-{vu.run_id}-1"])
+    assert_gone(runtime, *[f"spawn-{vu.run_id}-1"])
 
 
 class RefusingCreate(ControlClient):

@@ -3,8 +3,9 @@
 import threading
 
 import grpc
+import pytest
 
-from substrate_assets.driver.clients import RouterClient
+from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.failures import RouterError
 
 
@@ -59,3 +60,12 @@ class FakeTime:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.us += round(seconds * 1e6)
+
+
+def assert_gone(runtime, *names: str) -> None:
+    """Each actor is deleted: the runtime's control API does not know it."""
+    control = ControlClient(runtime.control_address)
+    for name in names:
+        with pytest.raises(grpc.RpcError) as caught:
+            control.get_actor("benchmark", name)
+        assert caught.value.code() == grpc.StatusCode.NOT_FOUND, name

@@ -11,11 +11,12 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from substrate_assets.workload.quantity import INT32_MAX
+
 LIFECYCLE_MODES = ("", "suspend", "pause")
 RESUME_MODES = ("", "explicit", "implicit")
 DURDIR_READ_MODES = ("", "data", "digest")
 DURDIR_TEMPLATES = ("glutton-durdir-data", "glutton-durdir-full")
-INT32_MAX = (1 << 31) - 1
 
 
 def uniform_wait(rng: random.Random, low: float, high: float) -> float:

@@ -117,7 +117,8 @@ def capacity(users: int, seconds: int, think_scale: float) -> None:
                    "--headless", "--only-summary", "-u", str(users), "-r", str(users), "-t", f"{seconds}s",
                    "--agentsession-script", "coding-session", "--agentsession-think-scale", str(think_scale),
                    "--control-endpoint", runtime.control_address, "--router-url", runtime.router_url,
-                   "--request-log-dir", f"{work}/requests", "--loglevel", "WARNING"]
+                   "--request-log-dir", f"{work}/requests", "--loglevel", "WARNING",
+                   "AgentSessionUser"]  # the user class: without it Locust runs every family's user at once
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work)
         watched = psutil.Process(process.pid)
         samples: list[tuple[float, float]] = []  # (wall time, driver CPU seconds)

@@ -64,14 +64,18 @@ class LocustEnd(NamedTuple):
 
 
 def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, report: Callable[..., None],
-                 sample: Callable[[int | None], dict[str, Any]] | None = None) -> LocustEnd:
-    """Run Locust to its end (or until interrupted), reporting progress and taking a sample once a second."""
+                 sample: Callable[[int | None], dict[str, Any]] | None = None,
+                 on_start: Callable[[int], None] | None = None) -> LocustEnd:
+    """Run Locust to its end (or until interrupted), reporting progress and taking a sample once a second;
+    ``on_start`` is told Locust's process id (the launcher execs Locust in place) before the first sample."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     history = locust_csv(work, "stats_history")
     interrupted = overran = False
     with (work / LOCUST_LOG).open("wb") as output:
         process = subprocess.Popen(dying_with_this_process(command), stdout=output, stderr=subprocess.STDOUT, env=env,
                                    cwd=work, start_new_session=True)
+        if on_start is not None:
+            on_start(process.pid)
         deadline = clock + suite.duration_s + SHUTDOWN_GRACE_S
         try:
             while process.poll() is None:

@@ -50,6 +50,7 @@ from substrate_assets.results.trial_directory import (
 )
 from substrate_assets.results.trial_summary import trial_summary_row
 from substrate_assets.suites import Suite
+from substrate_assets.telemetry.driver_load import DriverLoad
 from substrate_assets.telemetry.local import local_server_summary
 from substrate_assets.telemetry.prometheus import harvest_server_summary
 from substrate_assets.telemetry.window import read_history, step_window, window_from_history
@@ -195,6 +196,9 @@ class TrialRecord:
     notes: list[str] = field(default_factory=list)
     # What changed the measurement without stopping the trial; in logs.txt and trial.json, never only in a log.
     warnings: list[str] = field(default_factory=list)
+    # The steady window measure_server_summary found, and the driver's CPU over it (local trials; else not measured).
+    steady: tuple[int, int] | None = None
+    driver_load: DriverLoad | None = None
 
 
 @dataclass(frozen=True)
@@ -273,6 +277,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "suite_config": suite.model_dump(),
         "metadata": suite.metadata,
         "runtime": record.runtime,
+        "driver_load": None if record.driver_load is None else record.driver_load.as_json(),
         "locust_command": record.command,
         "versions": versions(),
         "sut_version": sut_version(suite, record.backend, key.tag),
@@ -292,6 +297,7 @@ def measure_server_summary(staging: Path, record: TrialRecord, *,
     if window.whole_run_because is not None:
         record.warnings.append(f"the steady window is the whole run [{start_ts}, {end_ts}], because "
                                f"{window.whole_run_because}: windowed telemetry includes ramp-up and teardown")
+    record.steady = window.span
     return _server_summary(record, start_ts, end_ts, window.span, runtime_frames)
 
 

@@ -1,4 +1,5 @@
-"""Samples a local trial takes every second: the worker pool by state and the node's pressure stall counters."""
+"""Samples a local trial takes every second: the worker pool by state, the node's pressure stall counters, and the
+CPU the driver and the machine have spent."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 from pathlib import Path
 
 import polars as pl
+import psutil
 
 from substrate_assets.results.runtime_samples import SAMPLES_SCHEMA, psi_total_column
 from substrate_assets.results.server_summary import PSI_RESOURCES
@@ -26,11 +28,47 @@ def read_psi_some_total(resource: str, root: Path = Path("/proc/pressure")) -> i
     return None
 
 
+def process_tree_cpu_s(process: psutil.Process) -> float | None:
+    """CPU seconds (user + system) ``process`` and its live children have spent, and the children it has reaped;
+    None once it is gone."""
+    try:
+        with process.oneshot():
+            times = process.cpu_times()
+            children = process.children(recursive=True)
+        total = times.user + times.system + times.children_user + times.children_system
+    except psutil.Error:
+        return None
+    for child in children:
+        try:
+            child_times = child.cpu_times()
+        except psutil.Error:  # it ended between the listing and the read: its parent counts it once reaped
+            continue
+        total += child_times.user + child_times.system
+    return total
+
+
+def machine_cpu_s() -> tuple[float, float]:
+    """CPU seconds every core of the machine has spent busy, and in all, since boot (/proc/stat)."""
+    times = psutil.cpu_times()
+    # guest time is already in user time; idle and iowait are a core with nothing to run.
+    total = sum(getattr(times, name, 0.0) for name in
+                ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"))
+    return total - times.idle - getattr(times, "iowait", 0.0), total
+
+
 class Sampler:
-    """The rows of runtime_samples.parquet, one per call to :meth:`take`."""
+    """The rows of runtime_samples.parquet, one per call to :meth:`take`; the driver's CPU once :meth:`watch_driver`
+    names its process."""
 
     def __init__(self) -> None:
         self.rows: list[dict[str, object]] = []
+        self.driver: psutil.Process | None = None
+
+    def watch_driver(self, pid: int) -> None:
+        try:
+            self.driver = psutil.Process(pid)
+        except psutil.Error:  # gone already: its CPU is not measured
+            self.driver = None
 
     def take(self, state: dict[str, object], users: int | None) -> None:
         workers = state.get("workers", {})
@@ -40,7 +78,13 @@ class Sampler:
             "at_capacity_workers": workers.get("at_capacity"), "running_actors": state.get("running_actors"),
             "parked_requests": state.get("parked"), "users": users,
             **{psi_total_column(resource): read_psi_some_total(resource) for _, resource in PSI_RESOURCES},
+            **self._cpu(),
         })
+
+    def _cpu(self) -> dict[str, float | None]:
+        busy, total = machine_cpu_s()
+        driver = None if self.driver is None else process_tree_cpu_s(self.driver)
+        return {"driver_cpu_s": driver, "machine_busy_cpu_s": busy, "machine_cpu_s": total}
 
     def frame(self) -> pl.DataFrame:
         return pl.DataFrame(self.rows, schema=SAMPLES_SCHEMA, orient="row")

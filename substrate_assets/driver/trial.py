@@ -48,6 +48,7 @@ from substrate_assets.results.trial_directory import (
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.runtime.leftovers import sweep_runtime_leftovers
 from substrate_assets.suites import Suite
+from substrate_assets.telemetry.driver_load import driver_load
 from substrate_assets.workload import ScriptFile, ScriptLibrary
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: 
             sampler.take(state, users)
             return state
 
-        locust = drive_locust(command, work, suite, clock, report, sample)
+        locust = drive_locust(command, work, suite, clock, report, sample, on_start=sampler.watch_driver)
         exit_code, interrupted = locust.exit_code, locust.cut_short
         ended = datetime.now(UTC)
         landing.stopped = stop_reason(stop_reason_file, exit_code)
@@ -149,6 +150,7 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: 
         # Harvested while the runtime still serves /metrics, as a cluster's exporters outlive a trial: once a
         # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
         telemetry = measure_server_summary(staging, record, runtime_frames=(events, samples))
+        _measure_driver_load(record, samples)
         measure_load_steps(staging, work, record, runtime_frames=(events, samples))
     with landing:
         outcome = write_trial_files(staging, work, record, telemetry)
@@ -156,6 +158,17 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: 
     assert outcome.requests is not None, "collect_locust_outputs always writes the request log"
     return TrialResult(key, trial_dir, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),
                        outcome.failure)
+
+
+def _measure_driver_load(record: TrialRecord, samples: pl.DataFrame) -> None:
+    """The driver's CPU and the machine's saturation over the steady window, and a warning when the driver took more
+    than its share of the cores."""
+    if record.steady is None:
+        return
+    record.driver_load = driver_load(samples, record.steady, os.cpu_count() or 1)
+    warning = None if record.driver_load is None else record.driver_load.warning()
+    if warning is not None:
+        record.warnings.append(warning)
 
 
 def host_start_warnings(events: pl.DataFrame) -> list[str]:

@@ -1,5 +1,6 @@
 """``runtime_samples.parquet``: what a local trial samples once a second — the worker pool by state, running actors,
-parked requests, Locust's users, and the node's cumulative pressure-stall ("some") microseconds per resource."""
+parked requests, Locust's users, the node's cumulative pressure-stall ("some") microseconds per resource, and the
+CPU seconds the driver (the Locust process) and the machine's cores have spent so far (``DRIVER_CPU_COLUMNS``)."""
 
 from __future__ import annotations
 
@@ -17,4 +18,7 @@ SAMPLES_SCHEMA: dict[str, pl.DataType] = {
     "ts": pl.Float64(), "idle_workers": pl.Int64(), "partial_workers": pl.Int64(), "at_capacity_workers": pl.Int64(),
     "running_actors": pl.Int64(), "parked_requests": pl.Int64(), "users": pl.Int64(),
     **{psi_total_column(resource): pl.Int64() for _, resource in PSI_RESOURCES},
+    # Cumulative CPU seconds: the Locust process and its live children (user + system); every core of the machine
+    # busy (neither idle nor waiting for I/O); every core of the machine in all. Null where not read.
+    "driver_cpu_s": pl.Float64(), "machine_busy_cpu_s": pl.Float64(), "machine_cpu_s": pl.Float64(),
 }

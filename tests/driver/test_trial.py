@@ -167,6 +167,26 @@ def test_runtime_samples_show_the_pool(cli_trial):
     assert samples["running_actors"].max() >= 1
 
 
+def test_the_trial_records_what_its_driver_cost(cli_trial):
+    """Locust's CPU and the machine's over the steady window, from the samples' cumulative counters."""
+    _, trial_dir = cli_trial
+    samples = pl.read_parquet(trial_dir / "runtime_samples.parquet")
+    driver = samples["driver_cpu_s"].drop_nulls()
+    assert driver.len() >= samples.height - 2  # from the first sample after Locust started
+    assert (driver.diff().drop_nulls() >= 0).all() and driver.max() > 0
+    assert (samples["machine_busy_cpu_s"] <= samples["machine_cpu_s"]).all()
+    trial = read_json(trial_dir / "trial.json")
+    load = trial["driver_load"]
+    start, end = trial["run_start"], trial["run_end"]
+    assert start <= load["window_start_ts"] < load["window_end_ts"] <= end
+    assert load["cores"] >= 1 and load["driver_cpu_s"] > 0
+    assert load["driver_core_share"] == pytest.approx(
+        load["driver_cpu_s"] / ((load["window_end_ts"] - load["window_start_ts"]) * load["cores"]))
+    assert 0 < load["machine_cpu_saturation"] <= 1
+    warned = [line for line in trial["warnings"] if line.startswith("the driver (Locust) used")]
+    assert bool(warned) == (load["driver_core_share"] > 0.25)
+
+
 def _locust_process() -> psutil.Process | None:
     """This test's Locust child (``python -m locust ...``), if it is running."""
     for process in psutil.Process().children(recursive=True):

@@ -1,7 +1,7 @@
 -- One row per trial with the reference's trial_summary keys: cluster facts, the run window,
 -- metadata, multi_actor_worker (actors_per_pod_p50 > 1), the density frontier, and per-operation
 -- failure ratios (`<operation>_failure_ratio` keys, from every named stats.csv row; null with no
--- requests).
+-- requests); then what a local trial's driver cost over the steady window (null when not measured).
 WITH operations AS (
     SELECT
         trial_id,
@@ -39,7 +39,10 @@ SELECT
     d.actors_per_pod_p90,
     d.actors_per_pod_p99,
     d.aggregate_failure_ratio,
-    r.operation_failure_ratios
+    r.operation_failure_ratios,
+    m.driver_cpu_s,
+    m.driver_core_share,
+    m.machine_cpu_saturation
 FROM trial_manifests AS m
 LEFT JOIN cluster_facts AS f USING (trial_id)
 LEFT JOIN density_frontiers AS d USING (trial_id)

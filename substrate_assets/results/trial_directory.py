@@ -229,6 +229,7 @@ class TrialDirectory:
         knobs, script = manifest.get("knobs", {}), manifest.get("script") or {}
         slo = (manifest.get("suite_config") or {}).get("slo") or {}
         window = {} if manifest else (self.jsonl_measurements(TRIAL_SUMMARY) or {})
+        driver_load = manifest.get("driver_load") or {}
         # A native agent session (one Locust user) drives one actor, so trial.json need not say.
         users = knobs.get("users") if manifest else self.run_log.users
         actors_per_user = knobs.get("actors_per_user", 1) if manifest else self.run_log.actors_per_user
@@ -261,6 +262,7 @@ class TrialDirectory:
             "trial_dir": str(self.path),
             "metadata": json.dumps(manifest.get("metadata", {}) if manifest else self._summary_metadata(),
                                    sort_keys=True),
+            **{key: driver_load.get(key) for key in ("driver_cpu_s", "driver_core_share", "machine_cpu_saturation")},
         }
 
     def cluster_facts(self) -> dict[str, Any]:

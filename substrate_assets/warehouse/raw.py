@@ -73,6 +73,8 @@ MANIFEST_SCHEMA: dict[str, pl.DataType] = {
     "slo_wake_p99_ms": pl.Float64(),
     "slo_failure_ratio": pl.Float64(), "trial_dir": pl.Utf8(),
     "metadata": pl.Utf8(), "family": pl.Utf8(),
+    # What the local trial's own driver cost over the steady window (trial.json's driver_load); null elsewhere.
+    "driver_cpu_s": pl.Float64(), "driver_core_share": pl.Float64(), "machine_cpu_saturation": pl.Float64(),
 }
 CLUSTER_FACTS_SCHEMA: dict[str, pl.DataType] = {
     "machine_type": pl.Utf8(), "node_count": pl.Int64(), "allocatable_cores": pl.Float64(),

@@ -83,6 +83,19 @@ def test_typed_facts_from_a_native_manifest(tmp_path):
     assert trial.stats().height == 0 and trial.stats_history().height == 0  # not written: empty, never invented
 
 
+def test_what_the_driver_cost_is_read_from_trial_json_and_null_when_not_measured(tmp_path):
+    directory = native_trial(tmp_path, exit_code=0, generated=True, interrupted=False)
+    keys = ("driver_cpu_s", "driver_core_share", "machine_cpu_saturation")
+    assert [TrialDirectory(directory).manifest_fields()[key] for key in keys] == [None, None, None]
+    manifest = json.loads((directory / "trial.json").read_text())
+    manifest["driver_load"] = {"window_start_ts": 10, "window_end_ts": 70, "cores": 2, "driver_cpu_s": 6.0,
+                               "driver_core_share": 0.05, "machine_cpu_saturation": 0.0}
+    (directory / "trial.json").write_text(json.dumps(manifest))
+    # A measured idle machine is 0, not null.
+    assert [TrialDirectory(directory).manifest_fields()[key] for key in keys] == [6.0, 0.05, 0.0]
+    assert all(TrialDirectory(NEWEST).manifest_fields()[key] is None for key in keys)  # upstream runs do not say
+
+
 def test_upstream_local_file_names(tmp_path):
     """Upstream's runner, run locally, prefixes its files with the test name."""
     directory = tmp_path / "local-run"

@@ -14,7 +14,7 @@ from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import build_marts, models_directory
+from substrate_assets.warehouse.models import models_directory, update_marts
 from substrate_assets.warehouse.raw import check_staged_run, read_trials, write_trials
 from substrate_assets.warehouse.rebuild import Rebuilt, rebuild
 
@@ -50,7 +50,7 @@ def import_upstream(root: str, store: RunStore, warehouse: Path, instance: dg.Da
     with connect(warehouse, on_wait=on_wait) as connection:
         raw = write_trials(connection, read, preview_rows=PREVIEW_ROWS)
         figures = trial_figures(connection, [run.trial_id for run in runs])
-        built, outcomes = build_marts(connection)
+        built, outcomes = update_marts(connection)
     report_loads(instance, [part.trial for part in read], raw, built, outcomes,
                  extra={run.trial_id: {"imported_from": run.source} for run in runs},
                  figures=figures)

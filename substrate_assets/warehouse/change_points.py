@@ -3,13 +3,14 @@ that was a regression or an improvement.
 
 Every series of ``metric_history`` — one suite, configuration and metric, its measured values in trial order — is
 analysed with :func:`substrate_assets.analysis.change_points.find_change_points` (Hunter's algorithm, as Apache
-Otava implements it); each change point found is one row. The table is replaced whole, in one transaction, from
-the whole history: a new trial can move, confirm or remove a change found before.
+Otava implements it); each change point found is one row. A new trial can move, confirm or remove a change found
+before, but only in its own series: :func:`replace_series_change_points` analyses again just the series of the
+trials given, and :func:`replace_change_points` replaces the whole table from the whole history.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import astuple, dataclass
 from datetime import datetime
 from itertools import groupby
@@ -83,12 +84,23 @@ def direction(better: str, mean_before: float, mean_after: float) -> str:
     return "regressed" if rose == (better == "lower") else "improved"
 
 
-def _history(connection: duckdb.DuckDBPyConnection) -> list[Measurement]:
+# The rows (aliased s) of a series (suite, configuration, metric) holding any of the trials given; a null suite is
+# a series too, hence IS NOT DISTINCT FROM.
+SERIES_OF_TRIALS = f"""EXISTS (
+    SELECT 1 FROM {METRIC_HISTORY} AS h
+    WHERE list_contains(?, h.trial_id) AND h.suite IS NOT DISTINCT FROM s.suite
+        AND h.configuration = s.configuration AND h.metric = s.metric)"""
+
+
+def _history(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str] | None = None) -> list[Measurement]:
+    """metric_history's rows in series order: every series, or the series holding any of ``trial_ids``."""
+    where, parameters = ("", []) if trial_ids is None else (f"WHERE {SERIES_OF_TRIALS}", [list(trial_ids)])
     rows = connection.execute(f"""
         SELECT suite, configuration, metric, trial_id, trial_number, started_at, sut_version, value, unit, better
-        FROM {METRIC_HISTORY}
+        FROM {METRIC_HISTORY} AS s
+        {where}
         ORDER BY suite, configuration, metric, trial_number, trial_id
-    """).fetchall()
+    """, parameters).fetchall()
     return [Measurement(*row) for row in rows]
 
 
@@ -118,7 +130,33 @@ def replace_change_points(connection: duckdb.DuckDBPyConnection,
     columns = ", ".join(f"{name} {kind}" for name, kind in COLUMNS)
     with transaction(connection):
         connection.execute(f"CREATE OR REPLACE TABLE {CHANGE_POINTS} ({columns})")
-        if changes:
-            connection.executemany(f"INSERT INTO {CHANGE_POINTS} VALUES ({', '.join('?' * len(COLUMNS))})",
-                                   [list(astuple(change)) for change in changes])
+        _insert(connection, changes)
+    return changes
+
+
+def read_change_points(connection: duckdb.DuckDBPyConnection) -> list[MetricChange]:
+    """Every row of change_points (which must exist), in series and trial order."""
+    names = ", ".join(name for name, _ in COLUMNS)
+    rows = connection.execute(
+        f"SELECT {names} FROM {CHANGE_POINTS} ORDER BY suite, configuration, metric, trial_number, trial_id")
+    return [MetricChange(*row) for row in rows.fetchall()]
+
+
+def _insert(connection: duckdb.DuckDBPyConnection, changes: list[MetricChange]) -> None:
+    if changes:
+        connection.executemany(f"INSERT INTO {CHANGE_POINTS} VALUES ({', '.join('?' * len(COLUMNS))})",
+                               [list(astuple(change)) for change in changes])
+
+
+def replace_series_change_points(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str],
+                                 parameters: ChangePointParameters = DEFAULT_PARAMETERS) -> list[MetricChange]:
+    """Analyse again the series of metric_history that hold any of ``trial_ids`` and replace their rows of
+    change_points (which must exist), in one transaction; the other series keep theirs. Right when no trial left a
+    series since change_points was built (a new trial joins series; only a reloaded one can leave one). The
+    series' new rows."""
+    changes = [change for series in _series(_history(connection, trial_ids))
+               for change in series_changes(series, parameters)]
+    with transaction(connection):
+        connection.execute(f"DELETE FROM {CHANGE_POINTS} AS s WHERE {SERIES_OF_TRIALS}", [list(trial_ids)])
+        _insert(connection, changes)
     return changes

@@ -18,6 +18,7 @@ of the offending rows.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,18 +58,23 @@ class ColumnTest:
             return f"every row satisfies: {self.argument}"
         return f"{self.column} is {'never null' if self.kind == 'not_null' else 'unique'}"
 
-    def violations_sql(self) -> tuple[str, list[Any]]:
+    def violations_sql(self, trial_ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+        """The offending rows; with ``trial_ids``, only those a load of these trials can have made: their own rows,
+        and for ``unique`` every copy of a value one of their rows holds (a new row can copy an old one's)."""
         column = f'"{self.column}"'
+        scope, scoped = ("", []) if trial_ids is None else (" AND list_contains(?, trial_id)", [list(trial_ids)])
         if self.kind == "not_null":
-            return f"SELECT * FROM {self.model} WHERE {column} IS NULL", []
+            return f"SELECT * FROM {self.model} WHERE {column} IS NULL{scope}", scoped
         if self.kind == "unique":
-            return (f"SELECT {column}, count(*) AS copies FROM {self.model} WHERE {column} IS NOT NULL "
-                    f"GROUP BY {column} HAVING count(*) > 1"), []
+            if trial_ids is not None:
+                scope = f" AND {column} IN (SELECT {column} FROM {self.model} WHERE true{scope})"
+            return (f"SELECT {column}, count(*) AS copies FROM {self.model} WHERE {column} IS NOT NULL{scope} "
+                    f"GROUP BY {column} HAVING count(*) > 1"), scoped
         if self.kind == "accepted_values":
             return (f"SELECT * FROM {self.model} WHERE {column} IS NOT NULL "
-                    f"AND CAST({column} AS VARCHAR) NOT IN (SELECT unnest(?::VARCHAR[]))"), \
-                [[str(value) for value in self.argument]]
-        return f"SELECT * FROM {self.model} WHERE NOT ({self.argument})", []
+                    f"AND CAST({column} AS VARCHAR) NOT IN (SELECT unnest(?::VARCHAR[])){scope}"), \
+                [[str(value) for value in self.argument], *scoped]
+        return f"SELECT * FROM {self.model} WHERE NOT ({self.argument}){scope}", scoped
 
 
 @dataclass(frozen=True)
@@ -110,8 +116,11 @@ def load_tests(path: Path, models: set[str]) -> dict[str, list[ColumnTest]]:
     return tests
 
 
-def run_test(connection: duckdb.DuckDBPyConnection, test: ColumnTest, sample_rows: int = 5) -> TestOutcome:
-    sql, parameters = test.violations_sql()
+def run_test(connection: duckdb.DuckDBPyConnection, test: ColumnTest, sample_rows: int = 5,
+             trial_ids: Sequence[str] | None = None) -> TestOutcome:
+    """``test`` over every row of its table, or over the rows of ``trial_ids`` (a per-trial model's update: the
+    rows of other trials were tested when they were written)."""
+    sql, parameters = test.violations_sql(trial_ids)
     count = connection.execute(f"SELECT count(*) FROM ({sql})", parameters).fetchone()[0]
     cursor = connection.execute(f"{sql} LIMIT {sample_rows}", parameters)
     names = [d[0] for d in cursor.description]

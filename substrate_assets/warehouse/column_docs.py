@@ -51,8 +51,9 @@ def table_columns() -> dict[str, list[tuple[str, str]]]:
         prepare(connection)
         ensure_schema(connection)
         build_marts(connection)
+        # Schema main only: the bookkeeping of loads (schema changes) is no table anyone queries.
         rows = connection.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
-                                  "ORDER BY table_name, ordinal_position").fetchall()
+                                  "WHERE table_schema = 'main' ORDER BY table_name, ordinal_position").fetchall()
     tables: dict[str, list[tuple[str, str]]] = {}
     for table, column, kind in rows:
         tables.setdefault(table, []).append((column, kind))

@@ -4,10 +4,22 @@ A model's upstream tables are the tables its SQL reads, found by parsing it
 with sqlglot (DuckDB dialect): every table reference that is not one of the
 query's own CTEs. Building a model replaces its table in one transaction. The
 leading ``--`` comment lines of a file are its description.
+
+A model that schema.yml configures ``config: {materialized: incremental, unique_key: trial_id}`` is *per trial*:
+each of its rows depends only on rows of the same trial_id in the tables it reads. Such a model is updated for the
+trials loaded since it was last built (:func:`update`): their rows are deleted and its SQL is run again with every
+table it reads narrowed to those trials (TEMP views of the same names, which DuckDB resolves before the warehouse's
+own tables), so an update costs the new trials, not the history. :func:`per_trial_mismatches` checks the claim on a
+warehouse (the model over every trial against the union of it over each one). Any other model is rebuilt whole
+when a trial it may read changed; they read small per-trial tables. ``changes.marks`` (:mod:`changes`) says how far
+each model is built.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
@@ -15,10 +27,17 @@ from typing import Any
 
 import duckdb
 import sqlglot
+import yaml
 from sqlglot import exp
 
 from substrate_assets.project import project_root
-from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, replace_change_points
+from substrate_assets.warehouse import changes
+from substrate_assets.warehouse.change_points import (
+    CHANGE_POINTS,
+    METRIC_HISTORY,
+    replace_change_points,
+    replace_series_change_points,
+)
 from substrate_assets.warehouse.checks import TestOutcome, load_tests, run_test
 from substrate_assets.warehouse.connection import transaction
 
@@ -34,6 +53,13 @@ class Model:
     sql: str
     upstream: tuple[str, ...]
     description: str
+    # Each row depends only on rows of its own trial_id: updated trial by trial (schema.yml's config).
+    per_trial: bool = False
+
+    @property
+    def fingerprint(self) -> str:
+        """What the model's table was built by: a changed SQL file means a whole build."""
+        return hashlib.sha256(f"{self.per_trial}\n{self.sql}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -42,6 +68,8 @@ class BuiltTable:
     rows: int
     columns: list[tuple[str, str]]
     preview: list[dict[str, Any]]
+    # The trials whose rows this build replaced; None when it built the whole table.
+    updated: tuple[str, ...] | None = None
 
 
 def models_directory() -> Path:
@@ -70,16 +98,40 @@ def _description(sql: str) -> str:
     return " ".join(lines).strip()
 
 
+# change_points' fingerprint in changes.marks: it is built in Python, not from a SQL file.
+CHANGE_POINTS_BUILT_BY = "change_points (Python)"
+PER_TRIAL_CONFIG = {"materialized": "incremental", "unique_key": "trial_id"}
+
+
+def _per_trial_models(directory: Path) -> set[str]:
+    """The models schema.yml configures per trial; any other ``config`` is refused, naming the file and model."""
+    path = directory / "schema.yml"
+    if not path.is_file():
+        return set()
+    per_trial = set()
+    for entry in (yaml.safe_load(path.read_text()) or {}).get("models") or []:
+        config = entry.get("config")
+        if config is None or config == {"materialized": "table"}:
+            continue
+        if config != PER_TRIAL_CONFIG:
+            raise ModelError(f"{path}: model {entry.get('name')!r}: config {config!r} is neither "
+                             f"{PER_TRIAL_CONFIG!r} nor {{'materialized': 'table'}}")
+        per_trial.add(entry["name"])
+    return per_trial
+
+
 def discover(directory: Path | None = None) -> dict[str, Model]:
     """Every model under ``directory``, by name (the file stem, unique across folders)."""
     directory = directory or models_directory()
+    per_trial = _per_trial_models(directory)
     models: dict[str, Model] = {}
     for path in sorted(directory.rglob("*.sql")):
         name = path.stem
         if name in models:
             raise ModelError(f"{path}: model {name!r} is also defined in {models[name].path}")
         sql = path.read_text()
-        models[name] = Model(name, path, sql.strip().rstrip(";"), referenced_tables(sql, path), _description(sql))
+        models[name] = Model(name, path, sql.strip().rstrip(";"), referenced_tables(sql, path), _description(sql),
+                             name in per_trial)
     return models
 
 
@@ -91,37 +143,229 @@ def build_order(models: dict[str, Model]) -> list[Model]:
         raise ModelError(f"models depend on each other in a cycle: {' -> '.join(error.args[1])}") from None
 
 
-def describe_table(connection: duckdb.DuckDBPyConnection, name: str, preview_rows: int = 10) -> BuiltTable:
+def describe_table(connection: duckdb.DuckDBPyConnection, name: str, preview_rows: int = 10,
+                   updated: Sequence[str] | None = None) -> BuiltTable:
     columns = [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall()]
     rows = connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     cursor = connection.execute(f"SELECT * FROM {name} LIMIT {preview_rows}")
     names = [d[0] for d in cursor.description]
-    return BuiltTable(name, rows, columns, [dict(zip(names, values, strict=True)) for values in cursor.fetchall()])
+    return BuiltTable(name, rows, columns, [dict(zip(names, values, strict=True)) for values in cursor.fetchall()],
+                      None if updated is None else tuple(updated))
 
 
-def build(connection: duckdb.DuckDBPyConnection, model: Model) -> BuiltTable:
-    """Replace ``model``'s table with the result of its SQL, in one transaction."""
+@contextlib.contextmanager
+def narrowed(connection: duckdb.DuckDBPyConnection, tables: Collection[str],
+             trial_ids: Sequence[str]) -> Iterator[None]:
+    """Within the block, each of ``tables`` holds only the rows of ``trial_ids``: a TEMP view of the same name, which
+    DuckDB resolves before the warehouse's table. A raw table reads the copy :mod:`changes` keeps of a recent load
+    when it has one for every trial (picking a trial out of the raw table itself reads all its trial_ids). Not
+    inside a transaction: the views are dropped when the block ends, however it ends."""
+    ids = sorted(set(trial_ids))
+    database = changes.database(connection)
+    booked = changes.has_bookkeeping(connection)
+    connection.execute("CREATE OR REPLACE TEMP TABLE narrowed_trials AS SELECT unnest(?::VARCHAR[]) AS trial_id",
+                       [ids])
+    created: list[str] = []
+    try:
+        for name in tables:
+            copied = booked and changes.has_copy(connection, name) and \
+                changes.staged_trials(connection, name, ids) == set(ids)
+            source = f'"{database}".{changes.SCHEMA if copied else "main"}.{name}'
+            connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {source} "
+                               "WHERE trial_id IN (SELECT trial_id FROM temp.main.narrowed_trials)")
+            created.append(name)
+        yield
+    finally:
+        for name in created:
+            connection.execute(f"DROP VIEW IF EXISTS temp.main.{name}")
+        connection.execute("DROP TABLE IF EXISTS temp.main.narrowed_trials")
+
+
+def _target(connection: duckdb.DuckDBPyConnection, upstream_models: Collection[str]) -> int:
+    """The seq a model can be built through now: the latest load, or less when a model it reads is behind (its rows
+    of later trials are not there yet, so they are taken up when that model catches up)."""
+    target = changes.latest_seq(connection)
+    for name in upstream_models:
+        target = min(target, changes.mark(connection, name) or 0)
+    return target
+
+
+def _table_exists(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(connection.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                                   "AND schema_name = 'main' AND table_name = ?", [name]).fetchone()[0])
+
+
+def _upstream_models(model: Model, models: dict[str, Model]) -> list[str]:
+    return [name for name in model.upstream if name in models]
+
+
+def build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model] | None = None,
+          preview_rows: int = 10) -> BuiltTable:
+    """Replace ``model``'s table with the result of its SQL, in one transaction (and mark it built through the loads
+    it read, where the warehouse keeps that bookkeeping)."""
+    booked = changes.has_bookkeeping(connection)
     try:
         with transaction(connection):
+            target = _target(connection, _upstream_models(model, models or {model.name: model})) if booked else 0
             connection.execute(f"CREATE OR REPLACE TABLE {model.name} AS\n{model.sql}")
+            if booked:
+                changes.set_mark(connection, model.name, target, model.fingerprint)
     except duckdb.Error as error:
         raise ModelError(f"{model.path}: {error}") from None
-    return describe_table(connection, model.name)
+    return describe_table(connection, model.name, preview_rows)
+
+
+def _same_columns(connection: duckdb.DuckDBPyConnection, model: Model) -> bool:
+    """Whether the model's SQL still gives its table's columns (a raw table that gained a column a model selects
+    with ``*`` changes them): if not, the table is built whole."""
+    table = connection.execute(f"DESCRIBE {model.name}").fetchall()
+    query = connection.execute(f"DESCRIBE {model.sql}").fetchall()
+    return [row[:2] for row in table] == [row[:2] for row in query]
+
+
+def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model],
+           preview_rows: int = 10) -> BuiltTable:
+    """Bring ``model``'s table up to the loads since it was built: a per-trial model replaces the rows of the trials
+    loaded since (``BuiltTable.updated``); another model is rebuilt whole when any trial was. Built whole when it
+    never was, its SQL changed, or the warehouse has no bookkeeping."""
+    if not changes.has_bookkeeping(connection) or not _table_exists(connection, model.name) or \
+            changes.fingerprint(connection, model.name) != model.fingerprint:
+        return build(connection, model, models, preview_rows)
+    built = changes.mark(connection, model.name) or 0
+    target = _target(connection, _upstream_models(model, models))
+    trial_ids = changes.changed_trials(connection, built, target)
+    if not trial_ids:
+        return describe_table(connection, model.name, preview_rows, updated=())
+    if not model.per_trial:
+        return build(connection, model, models, preview_rows)
+    try:
+        with narrowed(connection, model.upstream, trial_ids):
+            if not _same_columns(connection, model):
+                return build(connection, model, models, preview_rows)
+            with transaction(connection):
+                connection.execute(f"DELETE FROM {model.name} WHERE list_contains(?, trial_id)", [trial_ids])
+                connection.execute(f"INSERT INTO {model.name} BY NAME\n{model.sql}")
+                changes.set_mark(connection, model.name, target, model.fingerprint)
+    except duckdb.Error as error:
+        raise ModelError(f"{model.path}: {error}") from None
+    return describe_table(connection, model.name, preview_rows, updated=trial_ids)
+
+
+def update_change_points(connection: duckdb.DuckDBPyConnection) -> BuiltTable:
+    """change_points brought up to metric_history: only the series of trials loaded for the first time since it was
+    built are analysed again (a new trial can move a change point of its own series only); the whole table when a
+    trial was loaded again (it may have left a series), when it never was built, or without bookkeeping."""
+    if not changes.has_bookkeeping(connection):
+        replace_change_points(connection)
+        return describe_table(connection, CHANGE_POINTS)
+    built = changes.mark(connection, CHANGE_POINTS)
+    target = _target(connection, [METRIC_HISTORY])
+    trial_ids = [] if built is None else changes.changed_trials(connection, built, target)
+    if built is not None and _table_exists(connection, CHANGE_POINTS) and \
+            changes.fingerprint(connection, CHANGE_POINTS) == CHANGE_POINTS_BUILT_BY and \
+            changes.first_loaded_after(connection, trial_ids, built):
+        if trial_ids:
+            replace_series_change_points(connection, trial_ids)
+        updated: tuple[str, ...] | None = tuple(trial_ids)
+    else:
+        replace_change_points(connection)
+        updated = None
+    with transaction(connection):
+        changes.set_mark(connection, CHANGE_POINTS, target, CHANGE_POINTS_BUILT_BY)
+    return describe_table(connection, CHANGE_POINTS, updated=updated)
+
+
+def comparable(connection: duckdb.DuckDBPyConnection, table: str) -> str:
+    """``table``'s columns for comparing its rows with another's: a MAP's entries sorted by key (a map is a set of
+    entries, but DuckDB compares them in the order they were built, which a ``list`` aggregate leaves open)."""
+    columns = connection.execute(f"SELECT * FROM {table} LIMIT 0").description
+    return ", ".join(f'map_from_entries(list_sort(map_entries("{name}"))) AS "{name}"'
+                     if str(kind).startswith("MAP(") else f'"{name}"' for name, kind, *_ in columns)
+
+
+def rows_apart(connection: duckdb.DuckDBPyConnection, left: str, right: str) -> int:
+    """The rows of ``left`` that ``right`` lacks plus those of ``right`` that ``left`` lacks, copies counted: 0 when
+    the two tables hold the same rows (in any order)."""
+    one = f"SELECT {comparable(connection, left)} FROM {left}"
+    other = f"SELECT {comparable(connection, right)} FROM {right}"
+    return connection.execute(f"SELECT (SELECT count(*) FROM ({one} EXCEPT ALL {other})) + "
+                              f"(SELECT count(*) FROM ({other} EXCEPT ALL {one}))").fetchone()[0]
+
+
+def per_trial_mismatches(connection: duckdb.DuckDBPyConnection, model: Model) -> int:
+    """Rows in which ``model`` over every trial differs from ``model`` run over each trial alone (both ways): 0 when
+    it is truly per trial on this warehouse's rows. The tables it reads must be built."""
+    trial_ids = sorted({row[0] for name in model.upstream for row in connection.execute(
+        f"SELECT DISTINCT trial_id FROM {name} WHERE trial_id IS NOT NULL").fetchall()})
+    connection.execute(f"CREATE OR REPLACE TEMP TABLE whole_run AS {model.sql}")
+    connection.execute("CREATE OR REPLACE TEMP TABLE trial_runs AS SELECT * FROM whole_run LIMIT 0")
+    try:
+        for trial_id in trial_ids:
+            with narrowed(connection, model.upstream, [trial_id]):
+                connection.execute(f"INSERT INTO trial_runs BY NAME {model.sql}")
+        return rows_apart(connection, "temp.main.whole_run", "temp.main.trial_runs")
+    finally:
+        connection.execute("DROP TABLE IF EXISTS temp.main.whole_run")
+        connection.execute("DROP TABLE IF EXISTS temp.main.trial_runs")
 
 
 def build_all(connection: duckdb.DuckDBPyConnection, models: dict[str, Model]) -> list[BuiltTable]:
-    return [build(connection, model) for model in build_order(models)]
+    return [build(connection, model, models) for model in build_order(models)]
+
+
+def _tests(directory: Path, models: dict[str, Model]) -> list:
+    return [test for group in load_tests(directory / "schema.yml", set(models)).values() for test in group]
 
 
 def build_marts(connection: duckdb.DuckDBPyConnection,
                 directory: Path | None = None) -> tuple[list[BuiltTable], list[TestOutcome]]:
-    """Every model under ``directory`` built in order, then change_points from metric_history (when that is one of
-    them), then every column test of its schema.yml run."""
+    """Every model under ``directory`` built whole in order, then change_points from metric_history (when that is
+    one of them), then every column test of its schema.yml run over every row."""
     directory = directory or models_directory()
     models = discover(directory)
     built = build_all(connection, models)
     if METRIC_HISTORY in models:
         replace_change_points(connection)
+        if changes.has_bookkeeping(connection):
+            with transaction(connection):
+                changes.set_mark(connection, CHANGE_POINTS, _target(connection, [METRIC_HISTORY]),
+                                 CHANGE_POINTS_BUILT_BY)
         built.append(describe_table(connection, CHANGE_POINTS))
+    prune_copies(connection, models)
+    return built, [run_test(connection, test) for test in _tests(directory, models)]
+
+
+def prune_copies(connection: duckdb.DuckDBPyConnection, models: dict[str, Model]) -> None:
+    """Drop the copies of loads (:mod:`changes`) that every one of ``models`` (and change_points, built on
+    metric_history) has taken up."""
+    if changes.has_bookkeeping(connection):
+        with transaction(connection):
+            changes.prune(connection, [*models, CHANGE_POINTS] if METRIC_HISTORY in models else models)
+
+
+def scope_of(table: BuiltTable, per_trial: bool) -> Sequence[str] | None:
+    """The trials a column test of ``table`` need look at: those it just updated, for a per-trial table (the
+    others were tested when they were loaded); None (every row) otherwise."""
+    return table.updated if per_trial and table.updated is not None else None
+
+
+def update_marts(connection: duckdb.DuckDBPyConnection,
+                 directory: Path | None = None) -> tuple[list[BuiltTable], list[TestOutcome]]:
+    """Every model under ``directory`` brought up to the latest loads (:func:`update`), in order, then change_points;
+    the column tests run over the rows each update wrote (a per-trial model's new trials; another model's whole
+    table, when it was rebuilt)."""
+    directory = directory or models_directory()
+    models = discover(directory)
+    built = [update(connection, model, models) for model in build_order(models)]
+    if METRIC_HISTORY in models:
+        built.append(update_change_points(connection))
+    prune_copies(connection, models)
     tests = load_tests(directory / "schema.yml", set(models))
-    return built, [run_test(connection, test) for group in tests.values() for test in group]
+    outcomes = []
+    for table in built:
+        per_trial = table.name in models and models[table.name].per_trial
+        for test in tests.get(table.name, []):
+            if table.updated == ():
+                continue  # nothing new in it since its tests last ran
+            outcomes.append(run_test(connection, test, trial_ids=scope_of(table, per_trial)))
+    return built, outcomes

@@ -59,6 +59,15 @@ from substrate_assets.results.trial_directory import (
     telemetry_figures,
 )
 from substrate_assets.telemetry.window import window_from_history
+from substrate_assets.warehouse import changes
+from substrate_assets.warehouse.changes import (
+    ensure_bookkeeping,
+    loaded_before,
+    next_seq,
+    record_load,
+    stage,
+    unstage,
+)
 from substrate_assets.warehouse.connection import transaction
 
 SMALL_FRAME_ROWS = 1_000_000
@@ -296,37 +305,59 @@ def check_staged_run(path: Path, key: TrialKey) -> None:
 
 
 def ensure_schema(connection: duckdb.DuckDBPyConnection) -> None:
-    """Every raw table, with every column: a warehouse written before a column existed gains it, null for the
-    trials already loaded (not measured then), until a rebuild reads their files again."""
+    """Every raw table, with every column, and the bookkeeping of loads (:mod:`changes`): a warehouse written before
+    a column existed gains it, null for the trials already loaded (not measured then), until a rebuild reads their
+    files again."""
     for table in RAW_TABLES.values():
         connection.execute(table.ddl())
-    present = set(connection.execute("SELECT table_name, column_name FROM information_schema.columns").fetchall())
+    ensure_bookkeeping(connection, RAW_TABLES)
+    present = set(connection.execute(
+        "SELECT schema_name, table_name, column_name FROM duckdb_columns() WHERE database_name = current_database()"
+    ).fetchall())
     for table in RAW_TABLES.values():
+        copied = any((changes.SCHEMA, table.name) == (schema, name) for schema, name, _ in present)
         for name, dtype in table.columns.items():
-            if (table.name, name) not in present:
-                connection.execute(f'ALTER TABLE {table.name} ADD COLUMN "{name}" {_duckdb_type(dtype)}')
+            for schema in ("main", changes.SCHEMA) if copied else ("main",):
+                if (schema, table.name, name) not in present:
+                    connection.execute(f'ALTER TABLE {schema}.{table.name} ADD COLUMN "{name}" {_duckdb_type(dtype)}')
 
 
 def _replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],
-                  frame: pl.DataFrame) -> int:
-    """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in the caller's transaction."""
+                  frame: pl.DataFrame, seq: int | None = None, copy: bool = False) -> int:
+    """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in the caller's transaction; with ``seq``, record
+    the load in the bookkeeping (and, with ``copy``, keep a copy of the rows for the models' next update)."""
     ids = sorted(set(trial_ids))
-    connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest(?::VARCHAR[]))", [ids])
+    # A trial the table never loaded has no rows in it: no need to read the whole table's trial_id to find none.
+    held = ids if seq is None else loaded_before(connection, table.name, ids)
+    if held:
+        connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest(?::VARCHAR[]))", [held])
     if frame.height:
         if frame.n_chunks() > 1 and frame.height < SMALL_FRAME_ROWS:
             frame = frame.rechunk()  # DuckDB pays per Arrow chunk: a thousand one-row chunks cost seconds
         # Plain (not view) strings: DuckDB takes them without a conversion pass.
         connection.register("incoming_rows", frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
+        # Unregistered once written (DuckDB refuses while a query's result is unread: only writes run before it);
+        # a failed write leaves it registered, and the next load's register replaces it.
         connection.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM incoming_rows")
+        if seq is not None and copy:
+            stage(connection, seq, table.name, ids, "incoming_rows")
         connection.unregister("incoming_rows")
+    if seq is not None:
+        record_load(connection, seq, table.name, ids)
+        if copy and not frame.height:
+            stage(connection, seq, table.name, ids, None)
+        elif not copy:
+            unstage(connection, table.name, ids)
     return frame.height
 
 
 def replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],
                  frame: pl.DataFrame) -> int:
-    """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in one transaction."""
+    """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in one transaction, recorded as a load (the
+    table must exist)."""
+    ensure_bookkeeping(connection, RAW_TABLES)
     with transaction(connection):
-        return _replace_rows(connection, table, trial_ids, frame)
+        return _replace_rows(connection, table, trial_ids, frame, next_seq(connection), copy=True)
 
 
 @dataclass(frozen=True)
@@ -367,24 +398,33 @@ def read_trials(trials: list[TrialDirectory], tables: Collection[str] | None = N
 
 
 def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames], tables: Collection[str] | None = None,
-                 preview_rows: int = 0) -> dict[str, LoadedTable]:
+                 preview_rows: int = 0, *, copy: bool = True) -> dict[str, LoadedTable]:
     """Replace the rows of the ``read`` trials in ``tables`` (default: every raw table), all in one transaction and
-    one insert per table; what each table received."""
+    one insert per table, recorded as one load in the bookkeeping (with ``copy``, the rows are also kept for the
+    models' next update: a rebuild, which builds every model whole, has no use for them); what each table
+    received."""
     ensure_schema(connection)
     chosen = [RAW_TABLES[name] for name in (tables if tables is not None else RAW_TABLES)]
     ids = [part.trial_id for part in read]
     with transaction(connection):
+        seq = next_seq(connection)
         for table in chosen:
             frames = [part.frames[table.name] for part in read]
-            _replace_rows(connection, table, ids, pl.concat(frames) if frames else pl.DataFrame(schema=table.columns))
+            _replace_rows(connection, table, ids, pl.concat(frames) if frames else pl.DataFrame(schema=table.columns),
+                          seq, copy)
     loaded = {}
     for table in chosen:
-        columns = [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {table.name}").fetchall()]
         loaded[table.name] = LoadedTable(
-            table.name, columns, rows={part.trial_id: part.frames[table.name].height for part in read},
+            table.name, table_columns(connection, table.name),
+            rows={part.trial_id: part.frames[table.name].height for part in read},
             previews={part.trial_id: part.frames[table.name].head(preview_rows).rows(named=True) for part in read}
             if preview_rows else {})
     return loaded
+
+
+def table_columns(connection: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str]]:
+    """``name``'s columns and their types, in order."""
+    return [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall()]
 
 
 def load_trials(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirectory],

@@ -87,7 +87,7 @@ def rebuild(store: RunStore, warehouse: Path, models_directory: Path, *, wait_s:
                     read, unreadable = read_trials([TrialDirectory(directory) for directory in new])
                     skipped += unreadable
                     loaded += [part.trial for part in read]
-                    raw = _merged(raw, write_trials(connection, read, preview_rows=preview_rows))
+                    raw = _merged(raw, write_trials(connection, read, preview_rows=preview_rows, copy=False))
                     new = [directory for directory in store.trial_dirs() if directory not in seen]
                     if not new:
                         break

@@ -1,0 +1,188 @@
+"""A load updates the models for the trials it loaded (warehouse/models.py's update, warehouse/changes.py's
+bookkeeping), and the tables it leaves are the tables a rebuild of the same store builds: every model, every row
+(EXCEPT ALL both ways), whether the trials come one by one, a trial comes again with other files, a model's SQL
+changes, or the warehouse predates the bookkeeping. The store is realistic: two upstream runs and local trials of
+two suites whose configurations repeat (series with a change point), some with failures, one stopped early."""
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from substrate_assets.results.importer import import_runs
+from substrate_assets.results.layout import RunStore
+from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.warehouse import changes
+from substrate_assets.warehouse.change_points import CHANGE_POINTS
+from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.models import discover, per_trial_mismatches, rows_apart, update_marts
+from substrate_assets.warehouse.raw import load_trials
+from substrate_assets.warehouse.rebuild import rebuild
+from tests.support.synthetic_trials import write_trial
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / "dbt_like_sql"
+PER_TRIAL = {"trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram", "step_latency",
+             "trial_summary", "load_points", "slo_capacity"}
+
+
+def _latencies(rng: np.random.Generator, wake_ms: float) -> dict[str, np.ndarray]:
+    return {"WakeFirstTouch": rng.lognormal(np.log(wake_ms), 0.3, 40).round(3),
+            "Step_01_edit": rng.lognormal(3.0, 0.5, 30).round(3), "Step_02_test": rng.lognormal(3.5, 0.5, 20).round(3)}
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> RunStore:
+    store = RunStore(tmp_path_factory.mktemp("incremental") / "store")
+    import_runs(str(ROOT / "tests" / "data" / "upstream_runs"), store)
+    rng = np.random.default_rng(7)
+    for index in range(12):
+        # suite "alpha": one configuration whose wake latency steps up at its 7th trial (a change point); "beta":
+        # two configurations (users 4 and 8), one trial with failed requests and one stopped early.
+        suite = "alpha" if index % 2 == 0 else "beta"
+        wake_ms = (40.0 if index < 6 else 90.0) if suite == "alpha" else 30.0
+        write_trial(store, suite, 1_700_000_000 + index * 600, _latencies(rng, wake_ms),
+                    sut_version=f"v{index // 4}", users=4 if suite == "alpha" or index % 4 == 1 else 8,
+                    failures=5 if index == 5 else 0, completed=index != 9)
+    return store
+
+
+def _tables(connection: duckdb.DuckDBPyConnection, database: str) -> list[str]:
+    return [row[0] for row in connection.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' ORDER BY 1",
+        [database]).fetchall()]
+
+
+def differences(built: Path, rebuilt: Path) -> dict[str, int]:
+    """Per table of either warehouse, the rows one has and the other does not (both ways, with multiplicity; a
+    map's entries in any order), -1 when a table's columns differ; only the tables that differ."""
+    with duckdb.connect() as connection:
+        connection.execute(f"ATTACH '{built}' AS built (READ_ONLY)")
+        connection.execute(f"ATTACH '{rebuilt}' AS rebuilt (READ_ONLY)")
+        names = _tables(connection, "built")
+        assert names == _tables(connection, "rebuilt")
+        differ = {}
+        for name in names:
+            columns = [connection.execute(f"DESCRIBE {side}.main.{name}").fetchall() for side in ("built", "rebuilt")]
+            if columns[0] != columns[1]:
+                differ[name] = -1
+                continue
+            count = rows_apart(connection, f"built.main.{name}", f"rebuilt.main.{name}")
+            if count:
+                differ[name] = count
+        return differ
+
+
+def load_one_by_one(store: RunStore, warehouse: Path, trial_dirs: list[Path]) -> list:
+    """Each trial loaded and the marts updated after it, as a run or an import does; each update's results."""
+    updates = []
+    for directory in trial_dirs:
+        with connect(warehouse) as connection:
+            load_trials(connection, [TrialDirectory(directory)])
+            updates.append(update_marts(connection, MODELS))
+    return updates
+
+
+def suite_of(directory: Path) -> str:
+    return json.loads((directory / "trial.json").read_text())["suite"]
+
+
+def _rebuilt(store: RunStore, path: Path) -> Path:
+    result = rebuild(store, path, MODELS)
+    assert all(outcome.passed for outcome in result.tests)
+    return path
+
+
+def test_the_per_trial_models_are_per_trial_on_a_realistic_warehouse(store, tmp_path):
+    warehouse = _rebuilt(store, tmp_path / "w.duckdb")
+    models = discover(MODELS)
+    assert {name for name, model in models.items() if model.per_trial} == PER_TRIAL
+    with connect(warehouse) as connection:
+        assert connection.execute("SELECT count(*) FROM change_points").fetchone()[0] > 0  # the series move
+        assert {name: per_trial_mismatches(connection, models[name]) for name in sorted(PER_TRIAL)} == \
+            dict.fromkeys(sorted(PER_TRIAL), 0)
+        # The check sees a model that is not: capacity_history numbers each trial among its configuration's.
+        assert per_trial_mismatches(connection, models["capacity_history"]) > 0
+
+
+def test_trials_loaded_one_by_one_give_the_rebuilds_tables(store, tmp_path):
+    trial_dirs = store.trial_dirs()
+    random.Random(3).shuffle(trial_dirs)
+    warehouse = tmp_path / "w.duckdb"
+    updates = load_one_by_one(store, warehouse, trial_dirs)
+    assert differences(warehouse, _rebuilt(store, tmp_path / "r.duckdb")) == {}
+    built, outcomes = updates[-1]
+    last = TrialDirectory(trial_dirs[-1]).trial_id
+    by_name = {table.name: table for table in built}
+    # The last load rewrote only its own trial's rows of every per-trial model, tested only them, and rebuilt the
+    # others; change_points analysed again only the series of that trial (the trial is new).
+    assert {name: by_name[name].updated for name in PER_TRIAL} == dict.fromkeys(PER_TRIAL, (last,))
+    assert by_name["capacity_history"].updated is None and by_name[CHANGE_POINTS].updated == (last,)
+    assert outcomes and all(outcome.passed for outcome in outcomes)
+    with connect(warehouse) as connection:
+        # Every model took up every load: the copies of the loads are gone.
+        assert connection.execute(f"SELECT count(*) FROM {changes.STAGED}").fetchone()[0] == 0
+        assert connection.execute("SELECT count(*) FROM changes.request_samples").fetchone()[0] == 0
+
+
+def test_a_trial_loaded_again_with_other_files_gives_the_rebuilds_tables(store, tmp_path):
+    copy = RunStore(tmp_path / "store")
+    shutil.copytree(store.root, copy.root)
+    warehouse = tmp_path / "w.duckdb"
+    load_one_by_one(copy, warehouse, copy.trial_dirs())
+    # One alpha trial ran with other users (it leaves its series for another) and other wake latencies.
+    changed = next(directory for directory in copy.trial_dirs() if suite_of(directory) == "alpha")
+    manifest = json.loads((changed / "trial.json").read_text())
+    manifest["knobs"]["users"] = 16
+    (changed / "trial.json").write_text(json.dumps(manifest))
+    shutil.copy(next(directory for directory in copy.trial_dirs() if suite_of(directory) == "beta") / "requests.parquet",
+                changed / "requests.parquet")
+    [(built, outcomes)] = load_one_by_one(copy, warehouse, [changed])
+    assert all(outcome.passed for outcome in outcomes)
+    assert {table.name: table.updated for table in built}[CHANGE_POINTS] is None  # a series lost a trial: all again
+    assert differences(warehouse, _rebuilt(copy, tmp_path / "r.duckdb")) == {}
+
+
+def test_a_changed_model_is_built_whole(store, tmp_path):
+    models = tmp_path / "models"
+    shutil.copytree(MODELS, models)
+    warehouse = tmp_path / "w.duckdb"
+    first, *rest = store.trial_dirs()
+    with connect(warehouse) as connection:
+        load_trials(connection, [TrialDirectory(directory) for directory in rest])
+        update_marts(connection, models)
+    sql = models / "step_latency.sql"
+    sql.write_text(sql.read_text().replace("    substr(name, 6) AS step,", "    substr(name, 6) AS step,\n"
+                                           "    count(*) AS requests,"))
+    with connect(warehouse) as connection:
+        load_trials(connection, [TrialDirectory(first)])
+        built, _ = update_marts(connection, models)
+        by_name = {table.name: table for table in built}
+        assert by_name["step_latency"].updated is None and by_name["trials"].updated is not None
+        whole = connection.execute("SELECT count(*), sum(requests) FROM step_latency").fetchone()
+    with duckdb.connect() as connection:
+        connection.execute(f"ATTACH '{warehouse}' AS w (READ_ONLY)")
+        raw = connection.execute("SELECT count(*) FROM w.request_samples WHERE starts_with(name, 'Step_') "
+                                 "AND locust_counted IS NOT FALSE").fetchone()[0]
+    assert whole[0] > 0 and whole[1] == raw  # every trial's steps, under the new SQL
+
+
+def test_a_warehouse_from_before_the_bookkeeping_is_brought_up_to_date(store, tmp_path):
+    first, *rest = store.trial_dirs()
+    warehouse = tmp_path / "w.duckdb"
+    with connect(warehouse) as connection:
+        load_trials(connection, [TrialDirectory(directory) for directory in rest])
+        update_marts(connection, MODELS)
+        connection.execute(f"DROP SCHEMA {changes.SCHEMA} CASCADE")  # as a warehouse written before it existed
+    [(built, outcomes)] = load_one_by_one(store, warehouse, [first])
+    assert all(outcome.passed for outcome in outcomes)
+    assert all(table.updated is None for table in built)  # no marks: every model built whole, once
+    assert differences(warehouse, _rebuilt(store, tmp_path / "r.duckdb")) == {}
+    # From then on it updates per trial: a reload of one trial touches its rows only.
+    [(built, _)] = load_one_by_one(store, warehouse, [first])
+    assert {table.name: table.updated for table in built}["load_points"] == (TrialDirectory(first).trial_id,)
+    assert differences(warehouse, tmp_path / "r.duckdb") == {}

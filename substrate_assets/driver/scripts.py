@@ -12,11 +12,12 @@ import hashlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from substrate_assets.runtime.random_bytes import RandomStream
 from substrate_assets.workload import Script, ScriptFile, ScriptLibrary
 from substrate_assets.workload.library import parse_script_file
-from substrate_assets.workload.model import OpKind
+from substrate_assets.workload.model import Op, OpKind
 
 DEFAULT_SCRIPT = "coding-session"
 
@@ -27,6 +28,9 @@ class LoadedScript:
 
     file: ScriptFile
     payload: bytes = field(repr=False)  # as long as the script's largest ingest
+    # Each op's serialized call (driver/session.py's prepared_call), built on first use and shared by every
+    # session of the script: the bytes an op sends depend on the op and the payload only.
+    calls: dict[Op, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def script(self) -> Script:

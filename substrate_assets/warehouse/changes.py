@@ -24,6 +24,7 @@ which trials a raw table may hold: a trial it never loaded has no rows to delete
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import duckdb
 
@@ -38,8 +39,6 @@ def database(connection: duckdb.DuckDBPyConnection) -> str:
     return connection.execute("SELECT current_database()").fetchone()[0]
 
 
-def main_table(connection: duckdb.DuckDBPyConnection, name: str) -> str:
-    return f'"{database(connection)}".main.{name}'
 
 
 def has_bookkeeping(connection: duckdb.DuckDBPyConnection) -> bool:
@@ -62,6 +61,41 @@ def ensure_bookkeeping(connection: duckdb.DuckDBPyConnection, raw_tables: Iterab
     for name in raw_tables:
         if name in existing:
             connection.execute(f"INSERT INTO {LOADS} SELECT DISTINCT 0, ?, trial_id FROM main.{name}", [name])
+
+
+@dataclass
+class Books:
+    """What the bookkeeping says, read once for a refresh of every model (each query costs a millisecond or more)."""
+
+    database: str
+    latest: int
+    # model -> (the seq it is built through, its fingerprint)
+    marks: dict[str, tuple[int, str]]
+    # the tables of schema main
+    tables: set[str]
+    # raw table -> the trials whose rows changes.<raw table> holds
+    staged: dict[str, set[str]]
+
+    def mark(self, model: str) -> int | None:
+        return self.marks[model][0] if model in self.marks else None
+
+    def fingerprint(self, model: str) -> str | None:
+        return self.marks[model][1] if model in self.marks else None
+
+
+def read_books(connection: duckdb.DuckDBPyConnection) -> Books | None:
+    """The bookkeeping as it is now; None for a warehouse without it."""
+    name, booked, tables = connection.execute(
+        "SELECT current_database(), count(*) FILTER (WHERE schema_name = ? AND table_name = 'loads'), "
+        "coalesce(list(table_name) FILTER (WHERE schema_name = 'main'), []) "
+        "FROM duckdb_tables() WHERE database_name = current_database()", [SCHEMA]).fetchone()
+    if not booked:
+        return None
+    marks = {model: (seq, built_by) for model, seq, built_by in connection.execute(
+        f"SELECT model, through_seq, fingerprint FROM {MARKS}").fetchall()}
+    staged = {table: set(ids) for table, ids in connection.execute(
+        f"SELECT table_name, list(trial_id) FROM {STAGED} GROUP BY table_name").fetchall()}
+    return Books(name, latest_seq(connection), marks, set(tables), staged)
 
 
 def has_copy(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -113,22 +147,8 @@ def unstage(connection: duckdb.DuckDBPyConnection, table: str, trial_ids: Sequen
         connection.execute(f"DELETE FROM {STAGED} WHERE table_name = ? AND list_contains(?, trial_id)", [table, ids])
 
 
-def staged_trials(connection: duckdb.DuckDBPyConnection, table: str, trial_ids: Sequence[str]) -> set[str]:
-    return {row[0] for row in connection.execute(
-        f"SELECT trial_id FROM {STAGED} WHERE table_name = ? AND list_contains(?, trial_id)",
-        [table, list(trial_ids)]).fetchall()}
 
 
-def mark(connection: duckdb.DuckDBPyConnection, model: str) -> int | None:
-    """The seq ``model`` is built through; None when it never was (or was built before the bookkeeping)."""
-    row = connection.execute(f"SELECT max(through_seq) FROM {MARKS} WHERE model = ?", [model]).fetchone()
-    return row[0] if row else None
-
-
-def fingerprint(connection: duckdb.DuckDBPyConnection, model: str) -> str | None:
-    """What built ``model``'s table (its SQL): a model whose SQL changed is built whole."""
-    row = connection.execute(f"SELECT any_value(fingerprint) FROM {MARKS} WHERE model = ?", [model]).fetchone()
-    return row[0] if row else None
 
 
 def set_mark(connection: duckdb.DuckDBPyConnection, model: str, seq: int, built_by: str) -> None:

@@ -4,8 +4,8 @@
 from pathlib import Path
 
 import duckdb
-import yaml
 
+from substrate_assets.warehouse.checks import read_yaml
 from substrate_assets.warehouse.connection import prepare
 from substrate_assets.warehouse.models import build_marts, models_directory
 from substrate_assets.warehouse.raw import ensure_schema
@@ -35,10 +35,10 @@ def column_descriptions(directory: Path | None = None) -> dict[str, dict[str, st
     tables: dict[str, dict[str, str]] = {}
     schema, sources = directory / SCHEMA_FILE, directory / SOURCES_FILE
     if schema.is_file():
-        for model in (yaml.safe_load(schema.read_text()) or {}).get("models") or []:
+        for model in read_yaml(schema).get("models") or []:
             tables[model["name"]] = _columns(schema, model, f"model {model['name']}")
     if sources.is_file():
-        for source in (yaml.safe_load(sources.read_text()) or {}).get("sources") or []:
+        for source in read_yaml(sources).get("sources") or []:
             for table in source.get("tables") or []:
                 tables[table["name"]] = _columns(sources, table, f"table {table['name']}")
     return tables

@@ -112,13 +112,25 @@ def connect(path: Path, read_only: bool = False, *, wait_s: float | None = None,
         connection.close()
 
 
+# The connections inside a transaction() block, by id: a block opened inside another joins it.
+_OPEN: set[int] = set()
+
+
 @contextmanager
 def transaction(connection: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
-    """One transaction: committed when the block ends, rolled back (and the error raised on) when it fails."""
+    """One transaction: committed when the block ends, rolled back (and the error raised on) when it fails. Inside
+    another block on the same connection it is part of that one (committed or rolled back with it): a refresh of
+    every model is one commit, not one per model (each costs a write of the log)."""
+    if id(connection) in _OPEN:
+        yield connection
+        return
     connection.execute("BEGIN TRANSACTION")
+    _OPEN.add(id(connection))
     try:
         yield connection
     except BaseException:
+        _OPEN.discard(id(connection))
         connection.execute("ROLLBACK")
         raise
+    _OPEN.discard(id(connection))
     connection.execute("COMMIT")

@@ -27,7 +27,6 @@ from typing import Any
 
 import duckdb
 import sqlglot
-import yaml
 from sqlglot import exp
 
 from substrate_assets.project import project_root
@@ -38,7 +37,7 @@ from substrate_assets.warehouse.change_points import (
     replace_change_points,
     replace_series_change_points,
 )
-from substrate_assets.warehouse.checks import TestOutcome, load_tests, run_test
+from substrate_assets.warehouse.checks import TestOutcome, load_tests, read_yaml, run_tests
 from substrate_assets.warehouse.connection import transaction
 
 
@@ -109,7 +108,7 @@ def _per_trial_models(directory: Path) -> set[str]:
     if not path.is_file():
         return set()
     per_trial = set()
-    for entry in (yaml.safe_load(path.read_text()) or {}).get("models") or []:
+    for entry in read_yaml(path).get("models") or []:
         config = entry.get("config")
         if config is None or config == {"materialized": "table"}:
             continue
@@ -120,9 +119,25 @@ def _per_trial_models(directory: Path) -> set[str]:
     return per_trial
 
 
+# Per directory, the models last discovered there and the files (path, mtime, size) they came from: parsing the SQL
+# with sqlglot costs ~25 ms a model, paid again only when a file changed.
+_DISCOVERED: dict[Path, tuple[tuple[tuple[str, int, int], ...], dict[str, Model]]] = {}
+
+
 def discover(directory: Path | None = None) -> dict[str, Model]:
     """Every model under ``directory``, by name (the file stem, unique across folders)."""
     directory = directory or models_directory()
+    files = sorted(directory.rglob("*.sql")) + [path for path in [directory / "schema.yml"] if path.is_file()]
+    version = tuple((str(path), stat.st_mtime_ns, stat.st_size) for path in files for stat in [path.stat()])
+    known = _DISCOVERED.get(directory)
+    if known is not None and known[0] == version:
+        return dict(known[1])
+    models = _discover(directory)
+    _DISCOVERED[directory] = (version, models)
+    return dict(models)
+
+
+def _discover(directory: Path) -> dict[str, Model]:
     per_trial = _per_trial_models(directory)
     models: dict[str, Model] = {}
     for path in sorted(directory.rglob("*.sql")):
@@ -154,22 +169,21 @@ def describe_table(connection: duckdb.DuckDBPyConnection, name: str, preview_row
 
 
 @contextlib.contextmanager
-def narrowed(connection: duckdb.DuckDBPyConnection, tables: Collection[str],
-             trial_ids: Sequence[str]) -> Iterator[None]:
+def narrowed(connection: duckdb.DuckDBPyConnection, tables: Collection[str], trial_ids: Sequence[str],
+             books: changes.Books | None = None) -> Iterator[None]:
     """Within the block, each of ``tables`` holds only the rows of ``trial_ids``: a TEMP view of the same name, which
     DuckDB resolves before the warehouse's table. A raw table reads the copy :mod:`changes` keeps of a recent load
-    when it has one for every trial (picking a trial out of the raw table itself reads all its trial_ids). Not
-    inside a transaction: the views are dropped when the block ends, however it ends."""
+    when it has one for every trial (picking a trial out of the raw table itself reads all its trial_ids). The
+    views are dropped when the block ends, however it ends. ``books``: the bookkeeping, when already read."""
     ids = sorted(set(trial_ids))
-    database = changes.database(connection)
-    booked = changes.has_bookkeeping(connection)
+    books = books if books is not None else changes.read_books(connection)
+    database = books.database if books is not None else changes.database(connection)
     connection.execute("CREATE OR REPLACE TEMP TABLE narrowed_trials AS SELECT unnest(?::VARCHAR[]) AS trial_id",
                        [ids])
     created: list[str] = []
     try:
         for name in tables:
-            copied = booked and changes.has_copy(connection, name) and \
-                changes.staged_trials(connection, name, ids) == set(ids)
+            copied = books is not None and set(ids) <= books.staged.get(name, set())
             source = f'"{database}".{changes.SCHEMA if copied else "main"}.{name}'
             connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {source} "
                                "WHERE trial_id IN (SELECT trial_id FROM temp.main.narrowed_trials)")
@@ -181,35 +195,34 @@ def narrowed(connection: duckdb.DuckDBPyConnection, tables: Collection[str],
         connection.execute("DROP TABLE IF EXISTS temp.main.narrowed_trials")
 
 
-def _target(connection: duckdb.DuckDBPyConnection, upstream_models: Collection[str]) -> int:
+def _target(books: changes.Books, upstream_models: Collection[str]) -> int:
     """The seq a model can be built through now: the latest load, or less when a model it reads is behind (its rows
     of later trials are not there yet, so they are taken up when that model catches up)."""
-    target = changes.latest_seq(connection)
-    for name in upstream_models:
-        target = min(target, changes.mark(connection, name) or 0)
-    return target
-
-
-def _table_exists(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(connection.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-                                   "AND schema_name = 'main' AND table_name = ?", [name]).fetchone()[0])
+    return min([books.latest, *(books.mark(name) or 0 for name in upstream_models)])
 
 
 def _upstream_models(model: Model, models: dict[str, Model]) -> list[str]:
     return [name for name in model.upstream if name in models]
 
 
+def _set_mark(connection: duckdb.DuckDBPyConnection, books: changes.Books, name: str, seq: int,
+              built_by: str) -> None:
+    changes.set_mark(connection, name, seq, built_by)
+    books.marks[name] = (seq, built_by)
+    books.tables.add(name)
+
+
 def build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model] | None = None,
-          preview_rows: int = 10) -> BuiltTable:
+          preview_rows: int = 10, books: changes.Books | None = None) -> BuiltTable:
     """Replace ``model``'s table with the result of its SQL, in one transaction (and mark it built through the loads
     it read, where the warehouse keeps that bookkeeping)."""
-    booked = changes.has_bookkeeping(connection)
+    books = books if books is not None else changes.read_books(connection)
     try:
         with transaction(connection):
-            target = _target(connection, _upstream_models(model, models or {model.name: model})) if booked else 0
             connection.execute(f"CREATE OR REPLACE TABLE {model.name} AS\n{model.sql}")
-            if booked:
-                changes.set_mark(connection, model.name, target, model.fingerprint)
+            if books is not None:
+                target = _target(books, _upstream_models(model, models or {model.name: model}))
+                _set_mark(connection, books, model.name, target, model.fingerprint)
     except duckdb.Error as error:
         raise ModelError(f"{model.path}: {error}") from None
     return describe_table(connection, model.name, preview_rows)
@@ -224,45 +237,47 @@ def _same_columns(connection: duckdb.DuckDBPyConnection, model: Model) -> bool:
 
 
 def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model],
-           preview_rows: int = 10) -> BuiltTable:
+           preview_rows: int = 10, books: changes.Books | None = None) -> BuiltTable:
     """Bring ``model``'s table up to the loads since it was built: a per-trial model replaces the rows of the trials
     loaded since (``BuiltTable.updated``); another model is rebuilt whole when any trial was. Built whole when it
-    never was, its SQL changed, or the warehouse has no bookkeeping."""
-    if not changes.has_bookkeeping(connection) or not _table_exists(connection, model.name) or \
-            changes.fingerprint(connection, model.name) != model.fingerprint:
-        return build(connection, model, models, preview_rows)
-    built = changes.mark(connection, model.name) or 0
-    target = _target(connection, _upstream_models(model, models))
+    never was, its SQL changed, or the warehouse has no bookkeeping. ``books``: the bookkeeping, when already read
+    (kept up to date here)."""
+    books = books if books is not None else changes.read_books(connection)
+    if books is None or model.name not in books.tables or books.fingerprint(model.name) != model.fingerprint:
+        return build(connection, model, models, preview_rows, books)
+    built = books.mark(model.name) or 0
+    target = _target(books, _upstream_models(model, models))
     trial_ids = changes.changed_trials(connection, built, target)
     if not trial_ids:
         return describe_table(connection, model.name, preview_rows, updated=())
     if not model.per_trial:
-        return build(connection, model, models, preview_rows)
+        return build(connection, model, models, preview_rows, books)
     try:
-        with narrowed(connection, model.upstream, trial_ids):
+        with narrowed(connection, model.upstream, trial_ids, books):
             if not _same_columns(connection, model):
-                return build(connection, model, models, preview_rows)
+                return build(connection, model, models, preview_rows, books)
             with transaction(connection):
                 connection.execute(f"DELETE FROM {model.name} WHERE list_contains(?, trial_id)", [trial_ids])
                 connection.execute(f"INSERT INTO {model.name} BY NAME\n{model.sql}")
-                changes.set_mark(connection, model.name, target, model.fingerprint)
+                _set_mark(connection, books, model.name, target, model.fingerprint)
     except duckdb.Error as error:
         raise ModelError(f"{model.path}: {error}") from None
     return describe_table(connection, model.name, preview_rows, updated=trial_ids)
 
 
-def update_change_points(connection: duckdb.DuckDBPyConnection) -> BuiltTable:
+def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.Books | None = None) -> BuiltTable:
     """change_points brought up to metric_history: only the series of trials loaded for the first time since it was
     built are analysed again (a new trial can move a change point of its own series only); the whole table when a
     trial was loaded again (it may have left a series), when it never was built, or without bookkeeping."""
-    if not changes.has_bookkeeping(connection):
+    books = books if books is not None else changes.read_books(connection)
+    if books is None:
         replace_change_points(connection)
         return describe_table(connection, CHANGE_POINTS)
-    built = changes.mark(connection, CHANGE_POINTS)
-    target = _target(connection, [METRIC_HISTORY])
+    built = books.mark(CHANGE_POINTS)
+    target = _target(books, [METRIC_HISTORY])
     trial_ids = [] if built is None else changes.changed_trials(connection, built, target)
-    if built is not None and _table_exists(connection, CHANGE_POINTS) and \
-            changes.fingerprint(connection, CHANGE_POINTS) == CHANGE_POINTS_BUILT_BY and \
+    if built is not None and CHANGE_POINTS in books.tables and \
+            books.fingerprint(CHANGE_POINTS) == CHANGE_POINTS_BUILT_BY and \
             changes.first_loaded_after(connection, trial_ids, built):
         if trial_ids:
             replace_series_change_points(connection, trial_ids)
@@ -271,7 +286,7 @@ def update_change_points(connection: duckdb.DuckDBPyConnection) -> BuiltTable:
         replace_change_points(connection)
         updated = None
     with transaction(connection):
-        changes.set_mark(connection, CHANGE_POINTS, target, CHANGE_POINTS_BUILT_BY)
+        _set_mark(connection, books, CHANGE_POINTS, target, CHANGE_POINTS_BUILT_BY)
     return describe_table(connection, CHANGE_POINTS, updated=updated)
 
 
@@ -323,16 +338,16 @@ def build_marts(connection: duckdb.DuckDBPyConnection,
     one of them), then every column test of its schema.yml run over every row."""
     directory = directory or models_directory()
     models = discover(directory)
-    built = build_all(connection, models)
-    if METRIC_HISTORY in models:
-        replace_change_points(connection)
-        if changes.has_bookkeeping(connection):
-            with transaction(connection):
-                changes.set_mark(connection, CHANGE_POINTS, _target(connection, [METRIC_HISTORY]),
-                                 CHANGE_POINTS_BUILT_BY)
-        built.append(describe_table(connection, CHANGE_POINTS))
-    prune_copies(connection, models)
-    return built, [run_test(connection, test) for test in _tests(directory, models)]
+    with transaction(connection):
+        books = changes.read_books(connection)
+        built = [build(connection, model, models, books=books) for model in build_order(models)]
+        if METRIC_HISTORY in models:
+            replace_change_points(connection)
+            if books is not None:
+                _set_mark(connection, books, CHANGE_POINTS, _target(books, [METRIC_HISTORY]), CHANGE_POINTS_BUILT_BY)
+            built.append(describe_table(connection, CHANGE_POINTS))
+        prune_copies(connection, models)
+    return built, run_tests(connection, _tests(directory, models))
 
 
 def prune_copies(connection: duckdb.DuckDBPyConnection, models: dict[str, Model]) -> None:
@@ -356,16 +371,17 @@ def update_marts(connection: duckdb.DuckDBPyConnection,
     table, when it was rebuilt)."""
     directory = directory or models_directory()
     models = discover(directory)
-    built = [update(connection, model, models) for model in build_order(models)]
-    if METRIC_HISTORY in models:
-        built.append(update_change_points(connection))
-    prune_copies(connection, models)
+    with transaction(connection):  # one commit for the whole refresh
+        books = changes.read_books(connection)
+        built = [update(connection, model, models, books=books) for model in build_order(models)]
+        if METRIC_HISTORY in models:
+            built.append(update_change_points(connection, books))
+        prune_copies(connection, models)
     tests = load_tests(directory / "schema.yml", set(models))
     outcomes = []
     for table in built:
+        if table.updated == ():
+            continue  # nothing new in it since its tests last ran
         per_trial = table.name in models and models[table.name].per_trial
-        for test in tests.get(table.name, []):
-            if table.updated == ():
-                continue  # nothing new in it since its tests last ran
-            outcomes.append(run_test(connection, test, trial_ids=scope_of(table, per_trial)))
+        outcomes += run_tests(connection, tests.get(table.name, []), trial_ids=scope_of(table, per_trial))
     return built, outcomes

@@ -18,10 +18,19 @@ from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.change_points import CHANGE_POINTS
+from substrate_assets.warehouse.checks import load_tests, run_test, run_tests
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import discover, per_trial_mismatches, rows_apart, update_marts
-from substrate_assets.warehouse.raw import load_trials
+from substrate_assets.warehouse.models import (
+    build,
+    build_order,
+    discover,
+    per_trial_mismatches,
+    rows_apart,
+    update_marts,
+)
+from substrate_assets.warehouse.raw import ensure_schema, load_trials
 from substrate_assets.warehouse.rebuild import rebuild
+from tests.support.raw_rows import insert
 from tests.support.synthetic_trials import write_trial
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,3 +195,20 @@ def test_a_warehouse_from_before_the_bookkeeping_is_brought_up_to_date(store, tm
     [(built, _)] = load_one_by_one(store, warehouse, [first])
     assert {table.name: table.updated for table in built}["load_points"] == (TrialDirectory(first).trial_id,)
     assert differences(warehouse, tmp_path / "r.duckdb") == {}
+
+
+def test_the_tests_of_a_table_counted_in_one_scan_find_what_each_alone_finds(tmp_path):
+    with connect(tmp_path / "w.duckdb") as connection:
+        ensure_schema(connection)
+        insert(connection, "trial_manifests", [{"trial_id": "t", "suite": "s", "backend": "local"},
+                                                {"trial_id": "t", "suite": "s", "backend": "mars"},
+                                                {"trial_id": "u", "suite": "s", "backend": "mars"}])
+        for model in build_order(discover(MODELS)):
+            build(connection, model)
+        tests = load_tests(MODELS / "schema.yml", set(discover(MODELS)))["trials"]
+        for scope in (None, ["u"], []):
+            batched = run_tests(connection, tests, trial_ids=scope)
+            assert batched == [run_test(connection, test, trial_ids=scope) for test in tests]
+        by_name = {outcome.test.name: outcome for outcome in run_tests(connection, tests)}
+        assert by_name["trial_id_unique"].violations == 1 and by_name["backend_accepted_values"].violations == 2
+        assert by_name["backend_accepted_values"].sample[0]["backend"] == "mars"

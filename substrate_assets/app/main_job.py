@@ -15,6 +15,7 @@ import dagster as dg
 from substrate_assets.app.code_location import run_job
 from substrate_assets.app.pool_slots import Owner, Say, end_own_runs, wait_for_pools
 from substrate_assets.app.stop_signals import Stopped, raise_if_stopped
+from substrate_assets.app.time_to_insight import TimeToInsight, measure
 from substrate_assets.definitions import defs
 from substrate_assets.defs.partitions import script_partitions, trial_partitions
 from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_script
@@ -39,6 +40,8 @@ class MainJobError(RuntimeError):
 class JobOutcome:
     trial_id: str
     runs: list[str]
+    # A new trial's way from its last request to its rows in every mart; None for a reload.
+    insight: TimeToInsight | None = None
 
 
 def _quiet(_line: str) -> None:
@@ -124,7 +127,9 @@ def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance, say: 
     runs = [materialize_script(suite, instance, say)] if suite.script is not None else []
     trial_id, trial_run_id = _run_trial_job(TrialConfig(suite=suite.name), instance, say)
     loaded = reload_trial(trial_id, store, instance, say)
-    return JobOutcome(trial_id, [*runs, trial_run_id, *loaded.runs])
+    marts = [key for asset in mart_assets for key in asset.keys]
+    insight = measure(instance, store.find(trial_id), trial_run_id, loaded.runs[0], marts)
+    return JobOutcome(trial_id, [*runs, trial_run_id, *loaded.runs], insight)
 
 
 def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:

@@ -311,6 +311,8 @@ def run(suite_name: str) -> None:
                           highlight=False)
             _show_trial(console, outcome.trial_id)
             _show_verdict(console, outcome.trial_id)
+            if outcome.insight is not None:
+                console.print(outcome.insight.line(), highlight=False)
         except Stopped as stopped:
             _exit_stopped(stopped)
 

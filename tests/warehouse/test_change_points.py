@@ -15,7 +15,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from substrate_assets.defs.warehouse.models import change_points_asset
+from substrate_assets.defs.warehouse.models import model_assets
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.warehouse.change_points import COLUMNS, replace_change_points
 from substrate_assets.warehouse.checks import load_tests, run_test
@@ -242,9 +242,11 @@ def test_the_asset_reports_the_change_points(warehouse, path):
     history(warehouse)
     build_and_check(warehouse)
     warehouse.close()
-    result = dg.materialize([change_points_asset()], instance=dg.DagsterInstance.ephemeral(),
+    [marts] = model_assets()
+    result = dg.materialize([marts], selection=[dg.AssetKey("change_points")],
+                            instance=dg.DagsterInstance.ephemeral(),
                             resources={"warehouse": WarehouseResource(database=str(path))})
-    [materialization] = result.asset_materializations_for_node("change_points")
+    [materialization] = result.asset_materializations_for_node(marts.node_def.name)  # only change_points selected
     metadata = materialization.metadata
     assert metadata["dagster/row_count"].value == 4
     table = metadata["change_points"].value.splitlines()
@@ -259,10 +261,9 @@ def test_the_asset_reports_the_change_points(warehouse, path):
 
 
 def test_change_points_is_an_asset_only_beside_the_model_it_reads(tmp_path, monkeypatch):
-    from substrate_assets.defs.warehouse.models import model_assets
-
     monkeypatch.setenv("SUBSTRATE_BENCH_ROOT", str(tmp_path))
     assert model_assets() == []  # a project without models: nothing to read, no asset to fail
     (tmp_path / "dbt_like_sql").mkdir()
     (tmp_path / "dbt_like_sql" / "metric_history.sql").write_text("SELECT 1 AS value")
-    assert {asset.key.to_user_string() for asset in model_assets()} == {"metric_history", "change_points"}
+    assert {key.to_user_string() for asset in model_assets() for key in asset.keys} == {"metric_history",
+                                                                                        "change_points"}

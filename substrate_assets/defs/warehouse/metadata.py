@@ -1,7 +1,9 @@
 """What Dagster shows of a warehouse table, and how every load is reported: a raw asset's materialization, an
 import and a rebuild all describe a (table, trial) load with :func:`raw_load_metadata`."""
 
+import functools
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -12,15 +14,28 @@ from substrate_assets.report.figures import figure, rounded
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.column_docs import column_descriptions, table_columns
-from substrate_assets.warehouse.models import BuiltTable
+from substrate_assets.warehouse.models import BuiltTable, ModelError, models_directory
 from substrate_assets.warehouse.raw import LoadedTable
 from substrate_assets.warehouse.trial_figures import trial_densities
 
 PREVIEW_ROWS = 10
-COLUMN_DESCRIPTIONS = column_descriptions()
-# Built once per process, on an empty warehouse in memory (about 0.4 s): the catalog shows each table's columns
-# before any trial has loaded.
-TABLE_COLUMNS = table_columns()
+
+
+@functools.cache
+def _column_descriptions(directory: Path) -> dict[str, dict[str, str]]:
+    return column_descriptions(directory)
+
+
+@functools.cache
+def _table_columns(directory: Path) -> dict[str, list[tuple[str, str]]]:
+    """Built once per process and models directory, on an empty warehouse in memory (about 0.4 s): the catalog shows
+    each table's columns before any trial has loaded. Only the definitions need them; an import does not pay. None
+    for a project whose models do not build on empty tables: its catalog shows no columns until they are built, and
+    the refresh that builds them says what is wrong."""
+    try:
+        return table_columns()
+    except (duckdb.Error, ModelError):
+        return {}
 
 
 def _cell(value: Any, column: str) -> str:
@@ -54,15 +69,17 @@ def preview_markdown(columns: list[str], rows: list[dict[str, Any]]) -> str:
 
 def column_schema(name: str, columns: list[tuple[str, str]]) -> dg.TableSchema:
     """The table's columns with their types and, from schema.yml or sources.yml, what each holds."""
-    described = COLUMN_DESCRIPTIONS.get(name, {})
+    described = _column_descriptions(models_directory()).get(name, {})
     return dg.TableSchema(columns=[dg.TableColumn(column, kind, description=described.get(column))
                                    for column, kind in columns])
 
 
 def declared_table(name: str) -> dict[str, Any]:
-    """What the catalog shows of a table before it is built: its columns, their types and descriptions."""
-    return {"dagster/column_schema": column_schema(name, TABLE_COLUMNS[name]),
-            "dagster/table_name": f"warehouse.main.{name}"}
+    """What the catalog shows of a table before it is built: its columns, their types and descriptions (when the
+    table is one of those this process found at start)."""
+    columns = _table_columns(models_directory()).get(name)
+    schema = {} if columns is None else {"dagster/column_schema": column_schema(name, columns)}
+    return {**schema, "dagster/table_name": f"warehouse.main.{name}"}
 
 
 def table_metadata(name: str, columns: list[tuple[str, str]], rows: int,
@@ -100,9 +117,10 @@ def trial_figures(connection: duckdb.DuckDBPyConnection,
             for trial_id, figures in trial_densities(connection, trial_ids).items()}
 
 
-def check_result(outcome: TestOutcome) -> dg.AssetCheckResult:
+def check_result(outcome: TestOutcome, asset_key: str | None = None) -> dg.AssetCheckResult:
+    """``asset_key``: the asset the test's table is, where a step materializes several."""
     return dg.AssetCheckResult(
-        check_name=outcome.test.name, passed=outcome.passed,
+        asset_key=asset_key, check_name=outcome.test.name, passed=outcome.passed,
         severity=dg.AssetCheckSeverity.ERROR if outcome.test.blocking else dg.AssetCheckSeverity.WARN,
         metadata={"violations": outcome.violations,
                   "sample": dg.MetadataValue.json([{k: str(v) for k, v in row.items()} for row in outcome.sample])})

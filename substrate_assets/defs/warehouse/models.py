@@ -1,7 +1,10 @@
 """One asset per ``dbt_like_sql`` model (pool ``duckdb``), its schema.yml tests as asset checks, and
 ``change_points`` over ``metric_history`` in Python; all refreshed declaratively (``warehouse_refresh``) whenever a
-trial's raw tables land."""
+trial's raw tables land. A refresh updates the model for the trials loaded since it last ran (a per-trial model
+rewrites just their rows, and its checks look at just those rows); ``rebuild`` builds everything whole."""
 
+import time
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import dagster as dg
@@ -12,9 +15,21 @@ from substrate_assets.analysis.comparison_text import figure_text, p_value_text,
 from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.warehouse.metadata import check_result, declared_table, model_metadata
 from substrate_assets.defs.warehouse.resources import WarehouseResource
-from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, MetricChange, replace_change_points
-from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_test
-from substrate_assets.warehouse.models import Model, ModelError, build, describe_table, discover, models_directory
+from substrate_assets.warehouse import changes
+from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, MetricChange, read_change_points
+from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_tests
+from substrate_assets.warehouse.connection import transaction
+from substrate_assets.warehouse.models import (
+    Model,
+    ModelError,
+    build_order,
+    discover,
+    models_directory,
+    prune_copies,
+    scope_of,
+    update,
+    update_change_points,
+)
 from substrate_assets.warehouse.raw import RAW_TABLES
 
 # The marts are refreshed when a trial lands, so their age is the age of the newest trial: a day without one warns,
@@ -22,45 +37,140 @@ from substrate_assets.warehouse.raw import RAW_TABLES
 MART_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(days=7), warn_window=timedelta(days=1))
 
 
-def _model_asset(model: Model, tests: list[ColumnTest], known: set[str]) -> dg.AssetsDefinition:
+def _check_specs(model: Model, tests: list[ColumnTest]) -> list[dg.AssetCheckSpec]:
+    return [dg.AssetCheckSpec(test.name, asset=model.name, description=test.description(), blocking=test.blocking)
+            for test in tests]
+
+
+def _model_spec(model: Model, known: set[str]) -> dg.AssetSpec:
     unknown = [name for name in model.upstream if name not in known]
     if unknown:
         raise ModelError(f"{model.path}: reads {', '.join(unknown)}, which is neither a raw table nor a model "
                          f"(have {', '.join(sorted(known))})")
-
-    @dg.asset(
-        name=model.name,
+    return dg.AssetSpec(
+        model.name,
         deps=[dg.AssetKey(name) for name in model.upstream],
         group_name="marts",
         owners=OWNERS,
         kinds={"duckdb", "sql"},
-        pool="duckdb",
         automation_condition=dg.AutomationCondition.eager(),
-        check_specs=[dg.AssetCheckSpec(test.name, asset=model.name, description=test.description(),
-                                       blocking=test.blocking) for test in tests],
         description=model.description or f"Model {model.name} ({model.path.name}).",
         freshness_policy=MART_FRESHNESS,
         metadata={"sql_file": dg.MetadataValue.path(str(model.path)), "sql": dg.MetadataValue.md(
             f"```sql\n{model.sql}\n```"), **declared_table(model.name)},
     )
-    def materialize(warehouse: WarehouseResource) -> dg.MaterializeResult:
-        with warehouse.connect() as connection:
-            built = build(connection, model)
-            outcomes = [run_test(connection, test) for test in tests]
-        return dg.MaterializeResult(metadata=model_metadata(built),
-                                    check_results=[check_result(outcome) for outcome in outcomes])
 
-    return materialize
+
+CHANGE_POINTS_SPEC = dg.AssetSpec(
+    CHANGE_POINTS,
+    deps=[dg.AssetKey(METRIC_HISTORY)],
+    group_name="marts",
+    owners=OWNERS,
+    kinds={"duckdb", "python"},
+    automation_condition=dg.AutomationCondition.eager(),
+    freshness_policy=MART_FRESHNESS,
+    metadata=declared_table(CHANGE_POINTS),
+    description=(
+        "Where each headline metric of a configuration moved to another level: one row per change point of "
+        "each metric_history series (suite, configuration, metric, measured values in trial order), with the "
+        "trial it starts at, the means before and after, the change in %, the p-value and whether it regressed "
+        "or improved. Found by Hunter's split/merge with a t-test (Apache Otava's compute_change_points): "
+        f"{DEFAULT_PARAMETERS.describe()}."),
+)
+
+
+# When the refresh's writes were committed and the warehouse closed: from then on a reader sees the rows.
+COMMITTED_AT = "committed_at"
+
+
+@dataclass
+class _Refresh:
+    """What one refresh of the marts did, model by model, in build order."""
+
+    # Per model refreshed: its metadata and its checks' results.
+    results: list[tuple[str, dict[str, dg.MetadataValue], list[dg.AssetCheckResult]]] = field(default_factory=list)
+    # A model whose blocking test failed: what reads it, directly or not, is not refreshed (as Dagster skips what
+    # depends on an asset whose blocking check failed).
+    blocked: dict[str, str] = field(default_factory=dict)
+    change_points: dict[str, dg.MetadataValue] | None = None
+
+
+def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], tests: dict[str, list[ColumnTest]],
+               selected: set[str], checks: set[tuple[str, str]]) -> _Refresh:
+    """The selected models updated in build order and their selected checks run, in one transaction (one commit;
+    a model that fails rolls the whole refresh back)."""
+    refresh = _Refresh()
+    with transaction(connection):
+        books = changes.read_books(connection)
+        for model in build_order(models):
+            if model.name not in selected:
+                continue
+            blocked_by = next((refresh.blocked[name] for name in model.upstream if name in refresh.blocked), None)
+            if blocked_by is not None:
+                refresh.blocked[model.name] = blocked_by
+                continue
+            built = update(connection, model, models, books=books)
+            chosen = [test for test in tests.get(model.name, []) if (model.name, test.name) in checks]
+            # Every selected check reports, even over no new rows: Dagster expects a result from each.
+            outcomes = run_tests(connection, chosen, trial_ids=scope_of(built, model.per_trial))
+            failed = [outcome.test.name for outcome in outcomes if outcome.test.blocking and not outcome.passed]
+            if failed:
+                refresh.blocked[model.name] = f"{model.name}: {', '.join(failed)}"
+            refresh.results.append((model.name, model_metadata(built),
+                                    [check_result(outcome, asset_key=model.name) for outcome in outcomes]))
+        if CHANGE_POINTS in selected and METRIC_HISTORY in models:
+            if METRIC_HISTORY in refresh.blocked:
+                refresh.blocked[CHANGE_POINTS] = refresh.blocked[METRIC_HISTORY]
+            else:
+                built = update_change_points(connection, books)
+                refresh.change_points = {**model_metadata(built), "change_points": dg.MetadataValue.md(
+                    change_points_markdown(read_change_points(connection)))}
+        prune_copies(connection, models)
+    return refresh
+
+
+def marts_asset(models: dict[str, Model], tests: dict[str, list[ColumnTest]],
+                known: set[str]) -> dg.AssetsDefinition:
+    """Every model (and change_points) as one asset step: each model is still its own asset, with its own checks and
+    lineage, but a refresh opens the warehouse once and updates the models one after another in build order, instead
+    of paying a Dagster step (and a DuckDB open) per model. The warehouse is closed (readers see every new row) before
+    anything is drawn or recorded. Any subset can be materialized."""
+    specs = [_model_spec(model, known) for model in models.values()]
+    if METRIC_HISTORY in models:
+        specs.append(CHANGE_POINTS_SPEC)
+
+    @dg.multi_asset(name="marts", specs=specs, can_subset=True, pool="duckdb",
+                    check_specs=[spec for model in models.values()
+                                 for spec in _check_specs(model, tests.get(model.name, []))],
+                    description="Refreshes the selected marts in one step, in build order.")
+    def refresh_marts(context: dg.AssetExecutionContext, warehouse: WarehouseResource):  # noqa: ANN202
+        selected = {key.to_user_string() for key in context.selected_asset_keys}
+        checks = {(key.asset_key.to_user_string(), key.name) for key in context.selected_asset_check_keys}
+        with warehouse.connect() as connection:
+            refresh = _refreshed(connection, models, tests, selected, checks)
+        committed = {COMMITTED_AT: dg.MetadataValue.timestamp(time.time())}
+        for name, metadata, check_results in refresh.results:
+            yield dg.MaterializeResult(asset_key=name, metadata={**metadata, **committed}, check_results=check_results)
+        if refresh.change_points is not None:
+            with warehouse.read() as connection:
+                histories = suite_histories(connection)
+            yield dg.MaterializeResult(asset_key=CHANGE_POINTS,
+                                       metadata={**refresh.change_points, **committed, **histories})
+        skipped = [f"{name} (after {why})" for name, why in refresh.blocked.items() if not why.startswith(f"{name}:")]
+        if skipped:
+            raise ModelError(f"not refreshed, a blocking test of what they read failed: {'; '.join(skipped)}")
+
+    return refresh_marts
 
 
 def model_assets() -> list[dg.AssetsDefinition]:
-    """One asset per SQL model, and change_points where metric_history, which it reads, is one of them (as
-    build_marts builds it)."""
+    """The marts: every SQL model, and change_points where metric_history, which it reads, is one of them (as
+    update_marts builds it); none for a project without models."""
     models = discover(models_directory())
+    if not models:
+        return []
     tests = load_tests(models_directory() / "schema.yml", set(models))
-    known = set(RAW_TABLES) | set(models)
-    assets = [_model_asset(model, tests.get(name, []), known) for name, model in models.items()]
-    return [*assets, change_points_asset()] if METRIC_HISTORY in models else assets
+    return [marts_asset(models, tests, set(RAW_TABLES) | set(models))]
 
 
 def change_points_markdown(changes: list[MetricChange]) -> str:
@@ -97,36 +207,6 @@ def suite_histories(connection: duckdb.DuckDBPyConnection) -> dict[str, dg.Metad
         if drawn is not None:
             shown[f"history/{suite}"] = dg.MetadataValue.md(markdown_image(drawn, f"history of suite {suite}"))
     return shown
-
-
-def change_points_asset() -> dg.AssetsDefinition:
-    @dg.asset(
-        name=CHANGE_POINTS,
-        deps=[dg.AssetKey(METRIC_HISTORY)],
-        group_name="marts",
-        owners=OWNERS,
-        kinds={"duckdb", "python"},
-        pool="duckdb",
-        automation_condition=dg.AutomationCondition.eager(),
-        freshness_policy=MART_FRESHNESS,
-        metadata=declared_table(CHANGE_POINTS),
-        description=(
-            "Where each headline metric of a configuration moved to another level: one row per change point of "
-            "each metric_history series (suite, configuration, metric, measured values in trial order), with the "
-            "trial it starts at, the means before and after, the change in %, the p-value and whether it regressed "
-            "or improved. Found by Hunter's split/merge with a t-test (Apache Otava's compute_change_points): "
-            f"{DEFAULT_PARAMETERS.describe()}."),
-    )
-    def materialize(warehouse: WarehouseResource) -> dg.MaterializeResult:
-        with warehouse.connect() as connection:
-            changes = replace_change_points(connection)
-            built = describe_table(connection, CHANGE_POINTS)
-            histories = suite_histories(connection)
-        return dg.MaterializeResult(metadata={**model_metadata(built),
-                                              "change_points": dg.MetadataValue.md(change_points_markdown(changes)),
-                                              **histories})
-
-    return materialize
 
 
 mart_assets = model_assets()

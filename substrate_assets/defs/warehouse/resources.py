@@ -26,3 +26,7 @@ class WarehouseResource(DuckDBResource):
 
     def connect(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
         return self.get_connection()
+
+    def read(self) -> AbstractContextManager[duckdb.DuckDBPyConnection]:
+        """A reader's connection: it does not wait, and holds no writer's lock."""
+        return connect(Path(self.database), read_only=True)

@@ -1,22 +1,33 @@
-"""Warehouse rebuild time for 10, 100 and 1000 synthetic trials of 10k request samples each, and the
-incremental load of one more trial (its raw tables, then every model).
+"""Warehouse figures (issue 16, targets 3 and 4), at 10, 1,000 and (with --big) 10,000 synthetic trials of 10k
+request samples each:
 
-    .venv/bin/python bench/warehouse_rebuild.py [--sizes 10,100,1000] [--samples 10000]
+- one more trial loaded into the warehouse (its raw tables, then every model updated: what an import or a
+  run's refresh does), median of a few, and its ratio to the figure at the smallest size (target: every ratio
+  within 1.2, every figure <= 0.5 s);
+- the rebuild of the whole warehouse from the run store, and DuckDB alone bulk-scanning the same store in the same
+  run (read_parquet of every requests.parquet, per-trial wake quantiles), with the ratio (target <= 1.5);
+- the peak RSS of this process (target < 4 GiB).
+
+    .venv/bin/python bench/warehouse_rebuild.py [--sizes 10,1000] [--big] [--samples 10000] [--repeats 5]
 
 Synthetic trials have every file a local trial has, in the same formats (trial.json with cluster
-facts, status.json, stats.csv, stats_history.csv, requests.parquet, server_summary.json).
+facts, status.json, stats.csv, stats_history.csv, requests.parquet, server_summary.json). 10,000 trials take
+~2 GB of disk under $TMPDIR.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
+import resource
+import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import duckdb
+import numpy as np
 import polars as pl
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,7 +38,7 @@ from substrate_assets.results.readers import REQUESTS_SCHEMA  # noqa: E402
 from substrate_assets.results.server_summary import FLAT_KEYS  # noqa: E402
 from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
 from substrate_assets.warehouse.connection import connect  # noqa: E402
-from substrate_assets.warehouse.models import build_marts  # noqa: E402
+from substrate_assets.warehouse.models import update_marts  # noqa: E402
 from substrate_assets.warehouse.raw import load_trials  # noqa: E402
 from substrate_assets.warehouse.rebuild import rebuild  # noqa: E402
 
@@ -38,13 +49,14 @@ HISTORY = ("Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%
            "Total Request Count,Total Failure Count,Total Median Response Time,Total Average Response Time,"
            "Total Min Response Time,Total Max Response Time,Total Average Content Size")
 NAMES = ["WakeFirstTouch", "SuspendActor", *(f"Step_0{i}_step" for i in range(1, 6))]
+MODELS = ROOT / "dbt_like_sql"
 
 
-def write_trial(store: RunStore, index: int, samples: int, rng: random.Random) -> None:
+def write_trial(store: RunStore, index: int, samples: int, rng: np.random.Generator) -> Path:
     key = TrialKey("synthetic", 1_700_000_000 + index * 100, "bench")
     directory = store.trial_dir(key)
     directory.mkdir(parents=True)
-    users = rng.randint(2, 64)
+    users = int(rng.integers(2, 65))
     (directory / "trial.json").write_text(json.dumps({
         "trial_id": key.trial_id, "suite": "synthetic", "tag": "bench", "backend": "local", "run_ts": key.run_ts,
         "started_at": "2023-11-14T22:13:20Z", "ended_at": "2023-11-14T22:14:20Z", "completed": True,
@@ -61,50 +73,83 @@ def write_trial(store: RunStore, index: int, samples: int, rng: random.Random) -
     history = [f"{key.run_ts + t},{min(users, t)},,Aggregated,10.0,0.0,20,25,30,33,40,55,80,120,300,400,400,"
                f"{t * 10},0,20,25.5,3,400,0.0" for t in range(60)]
     (directory / "stats_history.csv").write_text("\n".join([HISTORY, *history]) + "\n")
-    latency = [rng.lognormvariate(3.0, 0.6) for _ in range(samples)]
-    names = [NAMES[i % len(NAMES)] for i in range(samples)]
-    frame = pl.DataFrame({"ts": [key.run_ts + i * 0.006 for i in range(samples)], "request_type": "http",
-                          "name": names, "latency_ms": latency, "response_time_ms": [int(v) for v in latency],
-                          "response_length": 0, "success": True, "error": None, "session_id": "agent-x",
-                          "step": "s", "step_index": 0, "lap": 0, "phase": "steady",
-                          "locust_seq": [i // len(NAMES) + 1 for i in range(samples)], "locust_counted": True},
+    latency = rng.lognormal(3.0, 0.6, samples)
+    order = np.arange(samples)
+    names = np.array(NAMES)[order % len(NAMES)]
+    frame = pl.DataFrame({"ts": key.run_ts + order * 0.006, "request_type": "http", "name": names,
+                          "latency_ms": latency, "wake": names == "WakeFirstTouch",
+                          "response_time_ms": latency.astype(np.int64), "response_length": 0, "success": True,
+                          "error": None, "session_id": "agent-x", "step": "s", "step_index": 0, "lap": 0,
+                          "phase": "steady", "locust_seq": order // len(NAMES) + 1, "locust_counted": True},
                          schema=REQUESTS_SCHEMA)
     frame.write_parquet(directory / "requests.parquet")
     summary = {"cluster_packing": {"summary": {"p50": 0.5, "p90": 0.75, "p95": 0.75, "p99": 1.0}},
                "snapshots": {"size_p50_mb": 16.0, "checkpoints_in_window": 40, "restore_p50_s": 0.02}}
     (directory / "server_summary.json").write_text(json.dumps(summary))
     assert len(FLAT_KEYS) == 45
+    return directory
+
+
+def duckdb_bulk_scan(store: RunStore) -> float:
+    """DuckDB alone over the same store: every requests.parquet read into one table, then per-trial wake quantiles.
+    Its seconds."""
+    files = [str(directory / "requests.parquet") for directory in store.trial_dirs()]
+    started = time.perf_counter()
+    with duckdb.connect() as connection:
+        connection.execute("CREATE TABLE samples AS SELECT * FROM read_parquet(?, filename = true)", [files])
+        connection.execute("SELECT filename, quantile_disc(latency_ms, [0.5, 0.9, 0.99]) FROM samples "
+                           "WHERE name = 'WakeFirstTouch' GROUP BY filename").fetchall()
+    return time.perf_counter() - started
+
+
+def one_more_trial(warehouse: Path, extra: RunStore, index: int, samples: int, rng: np.random.Generator) -> float:
+    """Seconds to load one new trial and update every model, as an import does (files written beforehand)."""
+    directory = write_trial(extra, index, samples, rng)
+    started = time.perf_counter()
+    with connect(warehouse) as connection:
+        load_trials(connection, [TrialDirectory(directory)])
+        _, outcomes = update_marts(connection, MODELS)
+    seconds = time.perf_counter() - started
+    assert all(outcome.passed for outcome in outcomes), [o.test.name for o in outcomes if not o.passed]
+    return seconds
+
+
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # Linux: KiB
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="10,100,1000")
+    parser.add_argument("--sizes", default="10,1000")
+    parser.add_argument("--big", action="store_true", help="also 10,000 trials (~100M samples, ~2 GB of disk)")
     parser.add_argument("--samples", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    sizes = [int(size) for size in args.sizes.split(",")]
-    rng = random.Random(1)
-    print(f"{'trials':>7} {'request samples':>16} {'rebuild s':>10} {'per trial ms':>13} {'incremental s':>14}")
+    sizes = [int(size) for size in args.sizes.split(",")] + ([10_000] if args.big else [])
+    rng = np.random.default_rng(1)
+    print(f"{'trials':>7} {'samples':>11} {'rebuild s':>10} {'duckdb s':>9} {'ratio':>6} "
+          f"{'one more trial s (median)':>26} {'vs smallest':>11} {'peak RSS GiB':>12}", flush=True)
     with tempfile.TemporaryDirectory() as work:
         store = RunStore(Path(work) / "store")
-        written = 0
+        written, smallest = 0, None
         for size in sizes:
             while written < size:
                 write_trial(store, written, args.samples, rng)
                 written += 1
             warehouse = Path(work) / f"w{size}.duckdb"
+            scan = duckdb_bulk_scan(store)
             started = time.perf_counter()
-            result = rebuild(store, warehouse, ROOT / "dbt_like_sql")
+            result = rebuild(store, warehouse, MODELS)
             seconds = time.perf_counter() - started
             assert len(result.trials) == size and all(outcome.passed for outcome in result.tests)
             extra = RunStore(Path(work) / f"extra{size}")
-            write_trial(extra, 10_000 + size, args.samples, rng)
-            started = time.perf_counter()
-            with connect(warehouse) as connection:
-                load_trials(connection, [TrialDirectory(extra.trial_dirs()[0])])
-                build_marts(connection, ROOT / "dbt_like_sql")
-            incremental = time.perf_counter() - started
-            print(f"{size:>7} {result.raw_rows['request_samples']:>16} {seconds:>10.2f} "
-                  f"{seconds / size * 1e3:>13.1f} {incremental:>14.2f}")
+            loads = [one_more_trial(warehouse, extra, 100_000 + size * 10 + repeat, args.samples, rng)
+                     for repeat in range(args.repeats)]
+            one = statistics.median(loads)
+            smallest = smallest or one
+            print(f"{size:>7} {result.raw_rows['request_samples']:>11} {seconds:>10.2f} {scan:>9.2f} "
+                  f"{seconds / scan:>6.2f} {one:>26.3f} {one / smallest:>11.2f} {peak_rss_gib():>12.2f}", flush=True)
+            warehouse.unlink()
 
 
 if __name__ == "__main__":

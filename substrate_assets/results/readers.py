@@ -146,9 +146,9 @@ def read_exceptions(path: Path) -> pl.DataFrame:
     return _read_csv(path, EXCEPTIONS_SCHEMA)
 
 
-def read_requests(path: Path) -> pl.DataFrame:
-    """requests.parquet: every request with its exact latency."""
-    frame = pl.read_parquet(path)
+def read_requests(path: Path, n_rows: int | None = None) -> pl.DataFrame:
+    """requests.parquet: every request with its exact latency (the first ``n_rows``, when given)."""
+    frame = pl.read_parquet(path, n_rows=n_rows)
     return frame.select([
         (pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype)).alias(name)
         for name, dtype in REQUESTS_SCHEMA.items()

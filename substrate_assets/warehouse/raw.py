@@ -422,6 +422,48 @@ def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames],
     return loaded
 
 
+def bulk_request_samples(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames],
+                         preview_rows: int = 0) -> LoadedTable | None:
+    """The request_samples of the ``read`` trials (loaded just now, as one load: the latest seq, without copies)
+    inserted by DuckDB straight from their requests.parquet files, in the caller's transaction: one parallel scan
+    of every file instead of polars reading each into memory and DuckDB copying it in again. None, having written
+    nothing, when a file's columns are not of the table's types (polars' casts, in read_requests, are the rule
+    then); a file that does not read raises duckdb.Error."""
+    table = RAW_TABLES["request_samples"]
+    present = [(part.trial_id, path) for part in read if (path := part.trial.file(REQUESTS_PARQUET)) is not None]
+    rows = dict.fromkeys((part.trial_id for part in read), 0)
+    previews: dict[str, list[dict[str, Any]]] = {part.trial_id: [] for part in read} if preview_rows else {}
+    files = [str(path) for _, path in present]
+    source = "read_parquet(?, union_by_name = true, hive_partitioning = false)"
+    wanted = {name: _duckdb_type(dtype) for name, dtype in table.schema.items()}
+    found = {row[0]: row[1] for row in connection.execute(f"DESCRIBE SELECT * FROM {source}", [files]).fetchall()} \
+        if files else {}
+    if any(name in found and found[name] != kind for name, kind in wanted.items()):
+        return None
+    held = loaded_before(connection, table.name, list(rows))
+    if held:  # loaded before: their rows go first, as any load's
+        connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest(?::VARCHAR[]))", [held])
+    if files:
+        columns = ", ".join(f'r."{name}"' if name in found else f'NULL::{kind} AS "{name}"'
+                            for name, kind in wanted.items())
+        connection.execute("CREATE OR REPLACE TEMP TABLE bulk_files AS "
+                           "SELECT unnest(range(?)) AS file_index, unnest(?::VARCHAR[]) AS trial_id",
+                           [len(files), [trial_id for trial_id, _ in present]])
+        # A join on the file's index (the trial_id of each file) costs nothing beside the scan. (A failed insert
+        # leaves bulk_files to the rollback.)
+        connection.execute(f"INSERT INTO {table.name} BY NAME SELECT f.trial_id, {columns} FROM {source} AS r "
+                           "JOIN temp.main.bulk_files AS f ON f.file_index = r.file_index", [files])
+        connection.execute("DROP TABLE temp.main.bulk_files")
+        counted = dict(connection.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)",
+                                          [files]).fetchall())
+        rows.update({trial_id: counted[str(path)] for trial_id, path in present})
+        if preview_rows:
+            previews.update({trial_id: read_requests(path, preview_rows).rows(named=True)
+                             for trial_id, path in present})
+    record_load(connection, changes.latest_seq(connection), table.name, list(rows))
+    return LoadedTable(table.name, table_columns(connection, table.name), rows, previews)
+
+
 def table_columns(connection: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str]]:
     """``name``'s columns and their types, in order."""
     return [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall()]

@@ -26,9 +26,17 @@ import duckdb
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
-from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect
+from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect, transaction
 from substrate_assets.warehouse.models import BuiltTable, build_marts
-from substrate_assets.warehouse.raw import LoadedTable, UnreadableTrial, read_trials, write_trials
+from substrate_assets.warehouse.raw import (
+    RAW_TABLES,
+    LoadedTable,
+    UnreadableTrial,
+    bulk_request_samples,
+    ensure_schema,
+    read_trials,
+    write_trials,
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,36 @@ def _merged(before: dict[str, LoadedTable], after: dict[str, LoadedTable]) -> di
     return {name: before[name].merged(table) if name in before else table for name, table in after.items()}
 
 
+# Trials loaded per transaction: the memory a rebuild holds is a batch's small tables, not the whole store's.
+BATCH_TRIALS = 500
+SMALL_TABLES = [name for name in RAW_TABLES if name != "request_samples"]
+
+
+class _NotBulk(Exception):
+    """A batch's request logs are not all of the table's types: polars reads them, as a single load does."""
+
+
+def _load_batch(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirectory], preview_rows: int
+                ) -> tuple[list[TrialDirectory], list[UnreadableTrial], dict[str, LoadedTable]]:
+    """One batch of trials loaded in one transaction: the small tables read by polars, the request logs scanned by
+    DuckDB from their files (:func:`bulk_request_samples`); when that cannot be, or a file does not read, every
+    table read by polars trial by trial, which names the trial whose file does not read. The trials loaded,
+    those skipped, and what each table received."""
+    read, unreadable = read_trials(trials, SMALL_TABLES)
+    try:
+        with transaction(connection):
+            written = write_trials(connection, read, SMALL_TABLES, preview_rows, copy=False)
+            samples = bulk_request_samples(connection, read, preview_rows)
+            if samples is None:
+                raise _NotBulk
+    except (_NotBulk, duckdb.Error) as error:
+        log.info("loading request logs trial by trial: %s", error or "a file's columns are not the table's types")
+        read, unreadable = read_trials(trials)
+        return [part.trial for part in read], unreadable, write_trials(connection, read, preview_rows=preview_rows,
+                                                                         copy=False)
+    return [part.trial for part in read], unreadable, {**written, samples.name: samples}
+
+
 def rebuild(store: RunStore, warehouse: Path, models_directory: Path, *, wait_s: float = WRITER_WAIT_S,
             on_wait: Callable[[str], None] | None = None, preview_rows: int = 0,
             on_listed: Callable[[list[Path]], None] | None = None) -> Rebuilt:
@@ -79,15 +117,19 @@ def rebuild(store: RunStore, warehouse: Path, models_directory: Path, *, wait_s:
             raw: dict[str, LoadedTable] = {}
             seen: set[Path] = set()
             with connect(partial) as connection:
+                connection.execute("SET enable_progress_bar = false")  # a long scan would draw one on the terminal
+                ensure_schema(connection)  # every table, even with no trial to load
                 new = store.trial_dirs()
                 while True:
                     seen.update(new)
                     if on_listed is not None:
                         on_listed(new)
-                    read, unreadable = read_trials([TrialDirectory(directory) for directory in new])
-                    skipped += unreadable
-                    loaded += [part.trial for part in read]
-                    raw = _merged(raw, write_trials(connection, read, preview_rows=preview_rows, copy=False))
+                    for start in range(0, len(new), BATCH_TRIALS):
+                        batch = [TrialDirectory(directory) for directory in new[start:start + BATCH_TRIALS]]
+                        read, unreadable, written = _load_batch(connection, batch, preview_rows)
+                        skipped += unreadable
+                        loaded += read
+                        raw = _merged(raw, written)
                     new = [directory for directory in store.trial_dirs() if directory not in seen]
                     if not new:
                         break

@@ -5,12 +5,14 @@ changes, or the warehouse predates the bookkeeping. The store is realistic: two 
 two suites whose configurations repeat (series with a change point), some with failures, one stopped early."""
 
 import json
+import logging
 import random
 import shutil
 from pathlib import Path
 
 import duckdb
 import numpy as np
+import polars as pl
 import pytest
 
 from substrate_assets.results.importer import import_runs
@@ -212,3 +214,27 @@ def test_the_tests_of_a_table_counted_in_one_scan_find_what_each_alone_finds(tmp
         by_name = {outcome.test.name: outcome for outcome in run_tests(connection, tests)}
         assert by_name["trial_id_unique"].violations == 1 and by_name["backend_accepted_values"].violations == 2
         assert by_name["backend_accepted_values"].sample[0]["backend"] == "mars"
+
+
+def test_a_rebuild_reads_request_logs_of_other_types_or_that_do_not_read_as_a_single_load_does(store, tmp_path,
+                                                                                                caplog):
+    """The rebuild scans the request logs with DuckDB; a log whose columns are of other types (an older writer's
+    Int64 step_index) goes through polars' casts, and one that does not read is skipped with its trial."""
+    copy = RunStore(tmp_path / "store")
+    shutil.copytree(store.root, copy.root)
+    logs = [directory / "requests.parquet" for directory in copy.trial_dirs()
+            if (directory / "requests.parquet").exists()]
+    older = pl.read_parquet(logs[0])
+    older.with_columns(pl.col("step_index").cast(pl.Int64)).drop("wake").write_parquet(logs[0])
+    with caplog.at_level(logging.INFO, logger="substrate_assets.warehouse.rebuild"):
+        rebuilt = _rebuilt(copy, tmp_path / "r.duckdb")
+    assert "loading request logs trial by trial" in caplog.text
+    load_one_by_one(copy, tmp_path / "w.duckdb", copy.trial_dirs())
+    assert differences(tmp_path / "w.duckdb", rebuilt) == {}
+    broken = logs[1].parent
+    logs[1].write_bytes(logs[1].read_bytes()[:-100])
+    result = rebuild(copy, tmp_path / "r.duckdb", MODELS)
+    assert [problem.trial_dir for problem in result.skipped] == [broken]
+    assert broken not in {trial.path for trial in result.trials} and len(result.trials) == len(copy.trial_dirs()) - 1
+    shutil.rmtree(broken)
+    assert differences(tmp_path / "r.duckdb", _rebuilt(copy, tmp_path / "without.duckdb")) == {}

@@ -20,9 +20,10 @@ rows and inserts the new ones in every table: never duplicates, never half a tab
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 from collections.abc import Callable, Collection, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -221,6 +222,10 @@ class UnreadableTrial(ValueError):
         self.trial_dir, self.where, self.reason = trial_dir, where, reason
         super().__init__(f"{where}: {reason}")
 
+    def __reduce__(self) -> tuple[type[UnreadableTrial], tuple[Path, str, str]]:
+        # Rebuilt from its three parts when it comes back from a reading process (pickled).
+        return UnreadableTrial, (self.trial_dir, self.where, self.reason)
+
 
 def _first_line(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -381,18 +386,29 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2))
 
 
-def read_trials(trials: list[TrialDirectory], tables: Collection[str] | None = None
-                ) -> tuple[list[TrialFrames], list[UnreadableTrial]]:
-    """Every trial read into memory (on a thread pool: polars releases the GIL while it parses): those that read,
-    in order, and why each other one does not."""
-    def attempt(trial: TrialDirectory) -> TrialFrames | UnreadableTrial:
-        try:
-            return read_trial(trial, tables)
-        except UnreadableTrial as error:
-            return error
+def _attempt(trial: TrialDirectory, tables: Collection[str] | None) -> TrialFrames | UnreadableTrial:
+    try:
+        return read_trial(trial, tables)
+    except UnreadableTrial as error:
+        return error
 
-    with _pool() as pool:
-        outcomes = list(pool.map(attempt, trials))
+
+def reading_processes() -> ProcessPoolExecutor:
+    """Worker processes for :func:`read_trials` over thousands of trials: reading a trial's small files is mostly
+    Python (a dozen small polars frames), which one process runs on one core whatever its threads. Spawned, not
+    forked: the caller holds DuckDB's threads."""
+    return ProcessPoolExecutor(max_workers=max(2, os.cpu_count() or 2), mp_context=multiprocessing.get_context("spawn"))
+
+
+def read_trials(trials: list[TrialDirectory], tables: Collection[str] | None = None,
+                processes: Executor | None = None) -> tuple[list[TrialFrames], list[UnreadableTrial]]:
+    """Every trial read into memory (on a thread pool: polars releases the GIL while it parses; or on
+    ``processes``, from :func:`reading_processes`): those that read, in order, and why each other one does not."""
+    if processes is not None:
+        outcomes = list(processes.map(_attempt, trials, [tables] * len(trials), chunksize=max(1, len(trials) // 8)))
+    else:
+        with _pool() as pool:
+            outcomes = list(pool.map(_attempt, trials, [tables] * len(trials)))
     return ([outcome for outcome in outcomes if isinstance(outcome, TrialFrames)],
             [outcome for outcome in outcomes if isinstance(outcome, UnreadableTrial)])
 

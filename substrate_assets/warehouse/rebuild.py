@@ -18,6 +18,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,6 +36,7 @@ from substrate_assets.warehouse.raw import (
     bulk_request_samples,
     ensure_schema,
     read_trials,
+    reading_processes,
     write_trials,
 )
 
@@ -74,6 +76,8 @@ def _merged(before: dict[str, LoadedTable], after: dict[str, LoadedTable]) -> di
 
 # Trials loaded per transaction: the memory a rebuild holds is a batch's small tables, not the whole store's.
 BATCH_TRIALS = 500
+# From this many trials on, their small files are read in worker processes (which take ~1 s to start).
+PROCESS_READ_TRIALS = 200
 SMALL_TABLES = [name for name in RAW_TABLES if name != "request_samples"]
 
 
@@ -81,13 +85,14 @@ class _NotBulk(Exception):
     """A batch's request logs are not all of the table's types: polars reads them, as a single load does."""
 
 
-def _load_batch(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirectory], preview_rows: int
+def _load_batch(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirectory], preview_rows: int,
+                processes: Executor | None
                 ) -> tuple[list[TrialDirectory], list[UnreadableTrial], dict[str, LoadedTable]]:
     """One batch of trials loaded in one transaction: the small tables read by polars, the request logs scanned by
     DuckDB from their files (:func:`bulk_request_samples`); when that cannot be, or a file does not read, every
     table read by polars trial by trial, which names the trial whose file does not read. The trials loaded,
     those skipped, and what each table received."""
-    read, unreadable = read_trials(trials, SMALL_TABLES)
+    read, unreadable = read_trials(trials, SMALL_TABLES, processes)
     try:
         with transaction(connection):
             written = write_trials(connection, read, SMALL_TABLES, preview_rows, copy=False)
@@ -96,7 +101,7 @@ def _load_batch(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirecto
                 raise _NotBulk
     except (_NotBulk, duckdb.Error) as error:
         log.info("loading request logs trial by trial: %s", error or "a file's columns are not the table's types")
-        read, unreadable = read_trials(trials)
+        read, unreadable = read_trials(trials, processes=processes)
         return [part.trial for part in read], unreadable, write_trials(connection, read, preview_rows=preview_rows,
                                                                          copy=False)
     return [part.trial for part in read], unreadable, {**written, samples.name: samples}
@@ -116,7 +121,8 @@ def rebuild(store: RunStore, warehouse: Path, models_directory: Path, *, wait_s:
             skipped: list[UnreadableTrial] = []
             raw: dict[str, LoadedTable] = {}
             seen: set[Path] = set()
-            with connect(partial) as connection:
+            with connect(partial) as connection, contextlib.ExitStack() as stack:
+                processes: Executor | None = None
                 connection.execute("SET enable_progress_bar = false")  # a long scan would draw one on the terminal
                 ensure_schema(connection)  # every table, even with no trial to load
                 new = store.trial_dirs()
@@ -126,13 +132,16 @@ def rebuild(store: RunStore, warehouse: Path, models_directory: Path, *, wait_s:
                         on_listed(new)
                     for start in range(0, len(new), BATCH_TRIALS):
                         batch = [TrialDirectory(directory) for directory in new[start:start + BATCH_TRIALS]]
-                        read, unreadable, written = _load_batch(connection, batch, preview_rows)
+                        if processes is None and len(new) >= PROCESS_READ_TRIALS:
+                            processes = stack.enter_context(reading_processes())
+                        read, unreadable, written = _load_batch(connection, batch, preview_rows, processes)
                         skipped += unreadable
                         loaded += read
                         raw = _merged(raw, written)
                     new = [directory for directory in store.trial_dirs() if directory not in seen]
                     if not new:
                         break
+                stack.close()  # the reading processes, before the models take the cores
                 built, outcomes = build_marts(connection, models_directory)
                 connection.execute("CHECKPOINT")
             os.replace(partial, warehouse)

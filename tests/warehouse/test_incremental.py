@@ -19,6 +19,7 @@ from substrate_assets.results.importer import import_runs
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse import changes
+from substrate_assets.warehouse import rebuild as rebuild_module
 from substrate_assets.warehouse.change_points import CHANGE_POINTS
 from substrate_assets.warehouse.checks import load_tests, run_test, run_tests
 from substrate_assets.warehouse.connection import connect
@@ -216,10 +217,14 @@ def test_the_tests_of_a_table_counted_in_one_scan_find_what_each_alone_finds(tmp
         assert by_name["backend_accepted_values"].sample[0]["backend"] == "mars"
 
 
-def test_a_rebuild_reads_request_logs_of_other_types_or_that_do_not_read_as_a_single_load_does(store, tmp_path,
-                                                                                                caplog):
+@pytest.mark.parametrize(("batch", "processes_from"), [(500, 200), (4, 1)], ids=["one-batch", "batches-processes"])
+def test_a_rebuild_reads_request_logs_of_other_types_or_that_do_not_read_as_a_single_load_does(
+        store, tmp_path, caplog, monkeypatch, batch, processes_from):
     """The rebuild scans the request logs with DuckDB; a log whose columns are of other types (an older writer's
-    Int64 step_index) goes through polars' casts, and one that does not read is skipped with its trial."""
+    Int64 step_index) goes through polars' casts, and one that does not read is skipped with its trial; in one
+    batch on threads, or in batches of 4 read by worker processes."""
+    monkeypatch.setattr(rebuild_module, "BATCH_TRIALS", batch)
+    monkeypatch.setattr(rebuild_module, "PROCESS_READ_TRIALS", processes_from)
     copy = RunStore(tmp_path / "store")
     shutil.copytree(store.root, copy.root)
     logs = [directory / "requests.parquet" for directory in copy.trial_dirs()

@@ -31,6 +31,10 @@ from grpc.experimental import gevent as grpc_gevent
 # gRPC must cooperate with gevent before any channel exists.
 grpc_gevent.init_gevent()
 
+from substrate_assets.driver.heap import keep_freed_memory  # noqa: E402
+
+keep_freed_memory()  # large request and reply buffers reused, not faulted in afresh for every step
+
 from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING  # noqa: E402

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import fsspec
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from substrate_assets.results.atomic import WriteFailed, atomic_path
 from substrate_assets.results.readers import REQUESTS_SCHEMA, read_requests
@@ -53,6 +55,8 @@ PHASES = ("ramp_up", "steady", "stopping")
 # stop-reason file could not be written either.
 WRITE_FAILED_EXIT_CODE = 3
 STOP_REASON_FILE = "locust-stop-reason.txt"
+_PART_FIELDS = tuple(PART_SCHEMA)
+_PART_ARROW = pl.DataFrame(schema=PART_SCHEMA).to_arrow().schema
 log = logging.getLogger(__name__)
 
 
@@ -132,11 +136,11 @@ class RequestLogWriter:
         self.last_flush = time.monotonic()
         path = None
         if rows:
-            frame = pl.DataFrame([row.__dict__ for row in rows], schema=PART_SCHEMA, orient="row")
+            data = part_bytes(rows)
             path = self.directory / f"part-{self._writer}-{number:06d}.parquet"
             try:
                 with atomic_path(path) as partial:
-                    frame.write_parquet(partial)
+                    partial.write_bytes(data)
             except WriteFailed as error:
                 with self._lock:
                     self.failed = error
@@ -183,6 +187,18 @@ class RequestLogWriter:
                 time.sleep(pause_s)
         log.error("request log: %d parts never reached %s", len(self._unsent), self.upload_to)
         return False
+
+
+def part_bytes(rows: list[RequestRecord]) -> bytes:
+    """One part's Parquet file, the same table polars writes for ``PART_SCHEMA``, built column by column with
+    pyarrow in memory: a part every 2 s woke polars' thread pools in the Locust process (about 1.5 ms of CPU for
+    a few rows); the bytes then go to disk as a plain write, so a full disk is an ``OSError`` with its errno."""
+    columns = zip(*([getattr(row, name) for name in _PART_FIELDS] for row in rows), strict=True)
+    table = pa.Table.from_arrays([pa.array(column, type=field.type) for column, field in zip(
+        columns, _PART_ARROW, strict=True)], schema=_PART_ARROW)
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    return sink.getvalue().to_pybytes()
 
 
 def write_stop_reason(path: Path, reason: str) -> bool:

@@ -68,7 +68,7 @@ def test_a_rebuild_records_new_partitions_models_and_tests_only_once(store, tmp_
         "trial"))
     assert instance.get_latest_materialization_event(dg.AssetKey("density_frontiers")) is not None
     evaluations = instance.event_log_storage.get_asset_check_execution_history(
-        dg.AssetCheckKey(dg.AssetKey("trials"), "trial_id_unique"), limit=5)
+        dg.AssetCheckKey(dg.AssetKey("trials"), "key_tests"), limit=5)
     assert len(evaluations) == 1
     assert len(instance.fetch_materializations(dg.AssetKey("request_samples"), limit=10).records) == 2
     rebuild_warehouse(store, tmp_path / "w.duckdb", instance)  # the same trials again: nothing new to record

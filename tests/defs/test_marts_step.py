@@ -17,6 +17,9 @@ models:
     columns:
       - name: trial_id
         tests: [not_null]
+      - name: n
+        tests:
+          - expression: "n >= 0"
   - name: second
     columns:
       - name: trial_id
@@ -57,13 +60,14 @@ def test_every_model_is_its_own_asset_with_its_own_checks(project):
     [marts] = model_assets()
     assert {key.to_user_string() for key in marts.keys} == {"first", "second"}
     assert {(key.asset_key.to_user_string(), key.name) for key in marts.check_keys} == {
-        ("first", "trial_id_not_null"), ("second", "trial_id_not_null")}
+        ("first", "key_tests"), ("first", "value_tests"), ("second", "key_tests")}
     result = refresh(project, "SELECT 'a' AS trial_id, 1 AS n")
     assert result.success
     metadata = materialized(result)
     assert set(metadata) == {"first", "second"} and metadata["first"][COMMITTED_AT].value > 0
-    assert [(evaluation.asset_key.to_user_string(), evaluation.passed)
-            for evaluation in result.get_asset_check_evaluations()] == [("first", True), ("second", True)]
+    assert [(evaluation.asset_key.to_user_string(), evaluation.check_name, evaluation.passed)
+            for evaluation in result.get_asset_check_evaluations()] == [
+        ("first", "key_tests", True), ("first", "value_tests", True), ("second", "key_tests", True)]
     assert rows(project, "second") == [("a", 2)]
 
 
@@ -78,7 +82,20 @@ def test_a_failed_blocking_test_stops_what_reads_the_table(project):
     result = refresh(project, "SELECT NULL::VARCHAR AS trial_id, 1 AS n")
     assert not result.success
     assert set(materialized(result)) == {"first"}  # second read a table with a null key: not refreshed
-    [evaluation] = result.get_asset_check_evaluations()
-    assert (evaluation.asset_key.to_user_string(), evaluation.passed) == ("first", False)
+    [evaluation, _] = result.get_asset_check_evaluations()
+    assert (evaluation.asset_key.to_user_string(), evaluation.check_name, evaluation.passed) == (
+        "first", "key_tests", False)
+    assert evaluation.metadata["violations"].value == 1
+    assert evaluation.metadata["failed_tests"].value == "trial_id_not_null"
+    assert "| trial_id_not_null | trial_id is never null | 1 |" in evaluation.metadata["tests"].value
     [failure] = [event for event in result.all_events if event.event_type_value == "STEP_FAILURE"]
     assert "second (after first: trial_id_not_null)" in failure.event_specific_data.error.to_string()
+
+
+def test_a_failed_value_test_warns_and_blocks_nothing(project):
+    result = refresh(project, "SELECT 'a' AS trial_id, -1 AS n")
+    assert result.success and set(materialized(result)) == {"first", "second"}
+    [values] = [evaluation for evaluation in result.get_asset_check_evaluations()
+                if evaluation.check_name == "value_tests"]
+    assert not values.passed and values.severity == dg.AssetCheckSeverity.WARN
+    assert rows(project, "second") == [("a", -2)]

@@ -10,6 +10,7 @@ import dagster as dg
 import duckdb
 
 from substrate_assets.defs.partitions import trial_partitions
+from substrate_assets.defs.warehouse.column_checks import check_evaluations
 from substrate_assets.report.figures import figure, rounded
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
@@ -117,21 +118,12 @@ def trial_figures(connection: duckdb.DuckDBPyConnection,
             for trial_id, figures in trial_densities(connection, trial_ids).items()}
 
 
-def check_result(outcome: TestOutcome, asset_key: str | None = None) -> dg.AssetCheckResult:
-    """``asset_key``: the asset the test's table is, where a step materializes several."""
-    return dg.AssetCheckResult(
-        asset_key=asset_key, check_name=outcome.test.name, passed=outcome.passed,
-        severity=dg.AssetCheckSeverity.ERROR if outcome.test.blocking else dg.AssetCheckSeverity.WARN,
-        metadata={"violations": outcome.violations,
-                  "sample": dg.MetadataValue.json([{k: str(v) for k, v in row.items()} for row in outcome.sample])})
-
-
 def report_loads(instance: dg.DagsterInstance, trials: list[TrialDirectory], raw: Mapping[str, LoadedTable],
                  models: Sequence[BuiltTable], tests: Sequence[TestOutcome] = (), *, new_partitions_only: bool = False,
                  extra: Mapping[str, Mapping[str, Any]] | None = None,
                  figures: Mapping[str, Mapping[str, Any]] | None = None) -> int:
     """Record on ``instance`` what a load outside a run did (an import, a rebuild), as the assets record it in a
-    run: each trial's partition of each raw table, each model, each column test. With ``new_partitions_only``,
+    run: each trial's partition of each raw table, each model, each model's column checks. With ``new_partitions_only``,
     partitions the instance has seen materialized are left alone (a rebuild reloads them unchanged; a
     materialization event costs ~10 ms). ``extra`` is metadata for every table of a trial, ``figures`` (from
     :func:`trial_figures`) for its trial_manifests row, as the raw asset records it. The number of events reported."""
@@ -153,10 +145,7 @@ def report_loads(instance: dg.DagsterInstance, trials: list[TrialDirectory], raw
         instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=table.name,
                                                                     metadata=model_metadata(table)))
         reported += 1
-    for outcome in tests:
-        result = check_result(outcome)
-        instance.report_runless_asset_event(dg.AssetCheckEvaluation(
-            asset_key=dg.AssetKey(outcome.test.model), check_name=result.check_name, passed=result.passed,
-            severity=result.severity, metadata=result.metadata))
+    for evaluation in check_evaluations(tests):
+        instance.report_runless_asset_event(evaluation)
         reported += 1
     return reported

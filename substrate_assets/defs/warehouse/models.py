@@ -13,7 +13,8 @@ import duckdb
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
 from substrate_assets.analysis.comparison_text import figure_text, p_value_text, percent_text
 from substrate_assets.defs.catalog import OWNERS
-from substrate_assets.defs.warehouse.metadata import check_result, declared_table, model_metadata
+from substrate_assets.defs.warehouse.column_checks import check_results, column_checks
+from substrate_assets.defs.warehouse.metadata import declared_table, model_metadata
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, MetricChange, read_change_points
@@ -35,11 +36,6 @@ from substrate_assets.warehouse.raw import RAW_TABLES
 # The marts are refreshed when a trial lands, so their age is the age of the newest trial: a day without one warns,
 # a week fails (the history that regressions are judged against has gone stale).
 MART_FRESHNESS = dg.FreshnessPolicy.time_window(fail_window=timedelta(days=7), warn_window=timedelta(days=1))
-
-
-def _check_specs(model: Model, tests: list[ColumnTest]) -> list[dg.AssetCheckSpec]:
-    return [dg.AssetCheckSpec(test.name, asset=model.name, description=test.description(), blocking=test.blocking)
-            for test in tests]
 
 
 def _model_spec(model: Model, known: set[str]) -> dg.AssetSpec:
@@ -110,14 +106,14 @@ def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], 
                 refresh.blocked[model.name] = blocked_by
                 continue
             built = update(connection, model, models, books=books)
-            chosen = [test for test in tests.get(model.name, []) if (model.name, test.name) in checks]
+            chosen = [test for check in column_checks(model.name, tests.get(model.name, []))
+                      if (model.name, check.name) in checks for test in check.tests]
             # Every selected check reports, even over no new rows: Dagster expects a result from each.
             outcomes = run_tests(connection, chosen, trial_ids=scope_of(built, model.per_trial))
             failed = [outcome.test.name for outcome in outcomes if outcome.test.blocking and not outcome.passed]
             if failed:
                 refresh.blocked[model.name] = f"{model.name}: {', '.join(failed)}"
-            refresh.results.append((model.name, model_metadata(built),
-                                    [check_result(outcome, asset_key=model.name) for outcome in outcomes]))
+            refresh.results.append((model.name, model_metadata(built), check_results(model.name, outcomes)))
         if CHANGE_POINTS in selected and METRIC_HISTORY in models:
             if METRIC_HISTORY in refresh.blocked:
                 refresh.blocked[CHANGE_POINTS] = refresh.blocked[METRIC_HISTORY]
@@ -140,8 +136,8 @@ def marts_asset(models: dict[str, Model], tests: dict[str, list[ColumnTest]],
         specs.append(CHANGE_POINTS_SPEC)
 
     @dg.multi_asset(name="marts", specs=specs, can_subset=True, pool="duckdb",
-                    check_specs=[spec for model in models.values()
-                                 for spec in _check_specs(model, tests.get(model.name, []))],
+                    check_specs=[check.spec() for model in models.values()
+                                 for check in column_checks(model.name, tests.get(model.name, []))],
                     description="Refreshes the selected marts in one step, in build order.")
     def refresh_marts(context: dg.AssetExecutionContext, warehouse: WarehouseResource):  # noqa: ANN202
         selected = {key.to_user_string() for key in context.selected_asset_keys}
@@ -149,8 +145,8 @@ def marts_asset(models: dict[str, Model], tests: dict[str, list[ColumnTest]],
         with warehouse.connect() as connection:
             refresh = _refreshed(connection, models, tests, selected, checks)
         committed = {COMMITTED_AT: dg.MetadataValue.timestamp(time.time())}
-        for name, metadata, check_results in refresh.results:
-            yield dg.MaterializeResult(asset_key=name, metadata={**metadata, **committed}, check_results=check_results)
+        for name, metadata, evaluated in refresh.results:
+            yield dg.MaterializeResult(asset_key=name, metadata={**metadata, **committed}, check_results=evaluated)
         if refresh.change_points is not None:
             with warehouse.read() as connection:
                 histories = suite_histories(connection)

@@ -5,8 +5,10 @@ It lives in the schema ``changes``, beside the tables (``main``) that people que
 
 - ``changes.loads``: one row per raw table per trial per load: the load's sequence number (``seq``), the table,
   the trial.
-- ``changes.marks``: per model, the ``seq`` it is built through (every load up to it is in its table) and a
-  fingerprint of what built it.
+- ``changes.marks``: per model, the ``seq`` it is built through (every load up to it is in its table), a
+  fingerprint of what built it, the generation of its last whole build (a counter over the warehouse's whole builds)
+  and the newest generation of the models it reads when it was last brought up to date: a model read by one that
+  was built whole since is built whole too (every row of the model it reads may have changed).
 - ``changes.staged``: per raw table, the trials whose rows are also kept in ``changes.<raw table>``, and the load's
   ``seq``.
 - ``changes.<raw table>``: a copy of the rows of recently loaded trials, for the models that have not taken them up.
@@ -55,12 +57,23 @@ def ensure_bookkeeping(connection: duckdb.DuckDBPyConnection, raw_tables: Iterab
         "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND schema_name = 'main'"
     ).fetchall()}
     connection.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-    connection.execute(f"CREATE TABLE IF NOT EXISTS {MARKS} (model VARCHAR, through_seq BIGINT, fingerprint VARCHAR)")
+    connection.execute(f"CREATE TABLE IF NOT EXISTS {MARKS} (model VARCHAR, through_seq BIGINT, fingerprint VARCHAR, "
+                       "generation BIGINT, upstream_generation BIGINT)")
     connection.execute(f"CREATE TABLE IF NOT EXISTS {STAGED} (table_name VARCHAR, trial_id VARCHAR, seq BIGINT)")
     connection.execute(f"CREATE TABLE IF NOT EXISTS {LOADS} (seq BIGINT, table_name VARCHAR, trial_id VARCHAR)")
     for name in raw_tables:
         if name in existing:
             connection.execute(f"INSERT INTO {LOADS} SELECT DISTINCT 0, ?, trial_id FROM main.{name}", [name])
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One row of changes.marks."""
+
+    seq: int
+    fingerprint: str
+    generation: int
+    upstream_generation: int
 
 
 @dataclass
@@ -69,18 +82,21 @@ class Books:
 
     database: str
     latest: int
-    # model -> (the seq it is built through, its fingerprint)
-    marks: dict[str, tuple[int, str]]
+    marks: dict[str, Mark]
     # the tables of schema main
     tables: set[str]
     # raw table -> the trials whose rows changes.<raw table> holds
     staged: dict[str, set[str]]
 
     def mark(self, model: str) -> int | None:
-        return self.marks[model][0] if model in self.marks else None
+        return self.marks[model].seq if model in self.marks else None
 
     def fingerprint(self, model: str) -> str | None:
-        return self.marks[model][1] if model in self.marks else None
+        return self.marks[model].fingerprint if model in self.marks else None
+
+    def generation(self, models: Iterable[str]) -> int:
+        """The newest whole build among ``models`` (0: none marked)."""
+        return max([0, *(self.marks[name].generation for name in models if name in self.marks)])
 
 
 def read_books(connection: duckdb.DuckDBPyConnection) -> Books | None:
@@ -91,8 +107,15 @@ def read_books(connection: duckdb.DuckDBPyConnection) -> Books | None:
         "FROM duckdb_tables() WHERE database_name = current_database()", [SCHEMA]).fetchone()
     if not booked:
         return None
-    marks = {model: (seq, built_by) for model, seq, built_by in connection.execute(
-        f"SELECT model, through_seq, fingerprint FROM {MARKS}").fetchall()}
+    if not connection.execute("SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database() AND "
+                              "schema_name = ? AND table_name = 'marks' AND column_name = 'upstream_generation'",
+                              [SCHEMA]).fetchone()[0]:
+        # Marks kept before the generations were: none is trusted, so every model's next update builds it whole.
+        connection.execute(f"DROP TABLE {MARKS}")
+        connection.execute(f"CREATE TABLE {MARKS} (model VARCHAR, through_seq BIGINT, fingerprint VARCHAR, "
+                           "generation BIGINT, upstream_generation BIGINT)")
+    marks = {row[0]: Mark(*row[1:]) for row in connection.execute(
+        f"SELECT model, through_seq, fingerprint, generation, upstream_generation FROM {MARKS}").fetchall()}
     staged = {table: set(ids) for table, ids in connection.execute(
         f"SELECT table_name, list(trial_id) FROM {STAGED} GROUP BY table_name").fetchall()}
     return Books(name, latest_seq(connection), marks, set(tables), staged)
@@ -151,9 +174,10 @@ def unstage(connection: duckdb.DuckDBPyConnection, table: str, trial_ids: Sequen
 
 
 
-def set_mark(connection: duckdb.DuckDBPyConnection, model: str, seq: int, built_by: str) -> None:
+def set_mark(connection: duckdb.DuckDBPyConnection, model: str, mark: Mark) -> None:
     connection.execute(f"DELETE FROM {MARKS} WHERE model = ?", [model])
-    connection.execute(f"INSERT INTO {MARKS} VALUES (?, ?, ?)", [model, seq, built_by])
+    connection.execute(f"INSERT INTO {MARKS} VALUES (?, ?, ?, ?, ?)",
+                       [model, mark.seq, mark.fingerprint, mark.generation, mark.upstream_generation])
 
 
 def changed_trials(connection: duckdb.DuckDBPyConnection, after: int, through: int) -> list[str]:

@@ -133,6 +133,12 @@ def discover(directory: Path | None = None) -> dict[str, Model]:
     if known is not None and known[0] == version:
         return dict(known[1])
     models = _discover(directory)
+    for model in models.values():
+        # Its update reads the new trials' rows of the models it reads: those must be updated trial by trial too.
+        whole = [name for name in model.upstream if name in models and not models[name].per_trial]
+        if model.per_trial and whole:
+            raise ModelError(f"{model.path}: a per-trial model (schema.yml config {PER_TRIAL_CONFIG}) reads "
+                             f"{', '.join(whole)}, which is not per trial")
     _DISCOVERED[directory] = (version, models)
     return dict(models)
 
@@ -205,24 +211,37 @@ def _upstream_models(model: Model, models: dict[str, Model]) -> list[str]:
     return [name for name in model.upstream if name in models]
 
 
-def _set_mark(connection: duckdb.DuckDBPyConnection, books: changes.Books, name: str, seq: int,
-              built_by: str) -> None:
-    changes.set_mark(connection, name, seq, built_by)
-    books.marks[name] = (seq, built_by)
+def _set_mark(connection: duckdb.DuckDBPyConnection, books: changes.Books, name: str, seq: int, built_by: str,
+              upstream_models: Collection[str], *, whole: bool) -> None:
+    """``name`` built through ``seq``: a whole build is the warehouse's newest generation; an update keeps its own.
+    Either way it has taken up the newest whole build of the models it reads."""
+    generation = books.generation(books.marks) + 1 if whole or name not in books.marks \
+        else books.marks[name].generation
+    mark = changes.Mark(seq, built_by, generation, books.generation(upstream_models))
+    changes.set_mark(connection, name, mark)
+    books.marks[name] = mark
     books.tables.add(name)
 
 
+def _behind_a_whole_build(books: changes.Books, name: str, upstream_models: Collection[str]) -> bool:
+    """Whether a model ``name`` reads was built whole since ``name`` was brought up to date: any of its rows may
+    have changed, so ``name`` is built whole too."""
+    return books.generation(upstream_models) > books.marks[name].upstream_generation
+
+
 def build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model] | None = None,
-          preview_rows: int = 10, books: changes.Books | None = None) -> BuiltTable:
+          preview_rows: int = 10, books: changes.Books | None = None, *, routine: bool = False) -> BuiltTable:
     """Replace ``model``'s table with the result of its SQL, in one transaction (and mark it built through the loads
-    it read, where the warehouse keeps that bookkeeping)."""
+    it read, where the warehouse keeps that bookkeeping). ``routine``: a model that is not per trial, rebuilt for
+    new loads under the SQL it was built with (its rows change as its SQL says they may: no new generation)."""
     books = books if books is not None else changes.read_books(connection)
     try:
         with transaction(connection):
             connection.execute(f"CREATE OR REPLACE TABLE {model.name} AS\n{model.sql}")
             if books is not None:
-                target = _target(books, _upstream_models(model, models or {model.name: model}))
-                _set_mark(connection, books, model.name, target, model.fingerprint)
+                upstream = _upstream_models(model, models or {model.name: model})
+                _set_mark(connection, books, model.name, _target(books, upstream), model.fingerprint, upstream,
+                          whole=not routine)
     except duckdb.Error as error:
         raise ModelError(f"{model.path}: {error}") from None
     return describe_table(connection, model.name, preview_rows)
@@ -243,15 +262,17 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
     never was, its SQL changed, or the warehouse has no bookkeeping. ``books``: the bookkeeping, when already read
     (kept up to date here)."""
     books = books if books is not None else changes.read_books(connection)
-    if books is None or model.name not in books.tables or books.fingerprint(model.name) != model.fingerprint:
+    upstream = _upstream_models(model, models)
+    if books is None or model.name not in books.tables or books.fingerprint(model.name) != model.fingerprint or \
+            _behind_a_whole_build(books, model.name, upstream):
         return build(connection, model, models, preview_rows, books)
     built = books.mark(model.name) or 0
-    target = _target(books, _upstream_models(model, models))
+    target = _target(books, upstream)
     trial_ids = changes.changed_trials(connection, built, target)
     if not trial_ids:
         return describe_table(connection, model.name, preview_rows, updated=())
     if not model.per_trial:
-        return build(connection, model, models, preview_rows, books)
+        return build(connection, model, models, preview_rows, books, routine=True)
     try:
         with narrowed(connection, model.upstream, trial_ids, books):
             if not _same_columns(connection, model):
@@ -259,7 +280,7 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
             with transaction(connection):
                 connection.execute(f"DELETE FROM {model.name} WHERE list_contains(?, trial_id)", [trial_ids])
                 connection.execute(f"INSERT INTO {model.name} BY NAME\n{model.sql}")
-                _set_mark(connection, books, model.name, target, model.fingerprint)
+                _set_mark(connection, books, model.name, target, model.fingerprint, upstream, whole=False)
     except duckdb.Error as error:
         raise ModelError(f"{model.path}: {error}") from None
     return describe_table(connection, model.name, preview_rows, updated=trial_ids)
@@ -278,6 +299,7 @@ def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.B
     trial_ids = [] if built is None else changes.changed_trials(connection, built, target)
     if built is not None and CHANGE_POINTS in books.tables and \
             books.fingerprint(CHANGE_POINTS) == CHANGE_POINTS_BUILT_BY and \
+            not _behind_a_whole_build(books, CHANGE_POINTS, [METRIC_HISTORY]) and \
             changes.first_loaded_after(connection, trial_ids, built):
         if trial_ids:
             replace_series_change_points(connection, trial_ids)
@@ -286,7 +308,8 @@ def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.B
         replace_change_points(connection)
         updated = None
     with transaction(connection):
-        _set_mark(connection, books, CHANGE_POINTS, target, CHANGE_POINTS_BUILT_BY)
+        _set_mark(connection, books, CHANGE_POINTS, target, CHANGE_POINTS_BUILT_BY, [METRIC_HISTORY],
+                  whole=updated is None)
     return describe_table(connection, CHANGE_POINTS, updated=updated)
 
 
@@ -344,7 +367,8 @@ def build_marts(connection: duckdb.DuckDBPyConnection,
         if METRIC_HISTORY in models:
             replace_change_points(connection)
             if books is not None:
-                _set_mark(connection, books, CHANGE_POINTS, _target(books, [METRIC_HISTORY]), CHANGE_POINTS_BUILT_BY)
+                _set_mark(connection, books, CHANGE_POINTS, _target(books, [METRIC_HISTORY]), CHANGE_POINTS_BUILT_BY,
+                          [METRIC_HISTORY], whole=True)
             built.append(describe_table(connection, CHANGE_POINTS))
         prune_copies(connection, models)
     return built, run_tests(connection, _tests(directory, models))

@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 import duckdb
 
-from substrate_assets.warehouse.models import discover
+from substrate_assets.warehouse.models import discover, narrowed
 
 DENSITY_MODEL = "density_frontiers"
 DENSITY_FIGURES = ("actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "aggregate_failure_ratio")
@@ -15,8 +15,11 @@ def trial_densities(connection: duckdb.DuckDBPyConnection,
                     trial_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
     """Each trial's actors per node, vCPU and GiB and its failure ratio as density_frontiers computes them, in one
     query; every figure null for a trial without a frontier (no session started)."""
-    sql = discover()[DENSITY_MODEL].sql.rstrip().rstrip(";")
-    rows = connection.execute(f"SELECT trial_id, {', '.join(DENSITY_FIGURES)} FROM ({sql}) "
-                              "WHERE list_contains(?, trial_id)", [list(trial_ids)]).fetchall()
+    model = discover()[DENSITY_MODEL]
+    # Over those trials' rows only (the copies of their load, where the warehouse keeps them): the cost of a load's
+    # figures is the trials', not the history's.
+    with narrowed(connection, model.upstream, trial_ids):
+        rows = connection.execute(f"SELECT trial_id, {', '.join(DENSITY_FIGURES)} FROM ({model.sql}) "
+                                  "WHERE list_contains(?, trial_id)", [list(trial_ids)]).fetchall()
     found = {row[0]: dict(zip(DENSITY_FIGURES, row[1:], strict=True)) for row in rows}
     return {trial_id: found.get(trial_id, dict.fromkeys(DENSITY_FIGURES)) for trial_id in trial_ids}

@@ -33,6 +33,7 @@ from substrate_assets.warehouse.models import (
 )
 from substrate_assets.warehouse.raw import ensure_schema, load_trials
 from substrate_assets.warehouse.rebuild import rebuild
+from substrate_assets.warehouse.trial_figures import DENSITY_FIGURES, trial_densities
 from tests.support.raw_rows import insert
 from tests.support.synthetic_trials import write_trial
 
@@ -136,6 +137,10 @@ def test_trials_loaded_one_by_one_give_the_rebuilds_tables(store, tmp_path):
     assert by_name["capacity_history"].updated is None and by_name[CHANGE_POINTS].updated == (last,)
     assert outcomes and all(outcome.passed for outcome in outcomes)
     with connect(warehouse) as connection:
+        # A load's figures (density_frontiers over its trial's rows alone) are the model's.
+        assert trial_densities(connection, [last])[last] == dict(zip(DENSITY_FIGURES, connection.execute(
+            f"SELECT {', '.join(DENSITY_FIGURES)} FROM density_frontiers WHERE trial_id = ?", [last]).fetchone(),
+            strict=True))
         # Every model took up every load: the copies of the loads are gone.
         assert connection.execute(f"SELECT count(*) FROM {changes.STAGED}").fetchone()[0] == 0
         assert connection.execute("SELECT count(*) FROM changes.request_samples").fetchone()[0] == 0
@@ -159,7 +164,7 @@ def test_a_trial_loaded_again_with_other_files_gives_the_rebuilds_tables(store, 
     assert differences(warehouse, _rebuilt(copy, tmp_path / "r.duckdb")) == {}
 
 
-def test_a_changed_model_is_built_whole(store, tmp_path):
+def test_a_changed_model_is_built_whole_and_so_is_every_model_that_reads_it(store, tmp_path):
     models = tmp_path / "models"
     shutil.copytree(MODELS, models)
     warehouse = tmp_path / "w.duckdb"
@@ -167,20 +172,22 @@ def test_a_changed_model_is_built_whole(store, tmp_path):
     with connect(warehouse) as connection:
         load_trials(connection, [TrialDirectory(directory) for directory in rest])
         update_marts(connection, models)
+    # A new column in step_latency; every trial's actors_per_node doubled in density_frontiers, which trial_summary
+    # reads (and so takes up whole, though its own SQL did not change).
     sql = models / "step_latency.sql"
     sql.write_text(sql.read_text().replace("    substr(name, 6) AS step,", "    substr(name, 6) AS step,\n"
                                            "    count(*) AS requests,"))
+    sql = models / "density_frontiers.sql"
+    sql.write_text(sql.read_text().replace("recomputed_actors_per_node END AS actors_per_node,",
+                                           "recomputed_actors_per_node END * 2 AS actors_per_node,"))
     with connect(warehouse) as connection:
         load_trials(connection, [TrialDirectory(first)])
         built, _ = update_marts(connection, models)
-        by_name = {table.name: table for table in built}
-        assert by_name["step_latency"].updated is None and by_name["trials"].updated is not None
-        whole = connection.execute("SELECT count(*), sum(requests) FROM step_latency").fetchone()
-    with duckdb.connect() as connection:
-        connection.execute(f"ATTACH '{warehouse}' AS w (READ_ONLY)")
-        raw = connection.execute("SELECT count(*) FROM w.request_samples WHERE starts_with(name, 'Step_') "
-                                 "AND locust_counted IS NOT FALSE").fetchone()[0]
-    assert whole[0] > 0 and whole[1] == raw  # every trial's steps, under the new SQL
+    updated = {table.name: table.updated for table in built}
+    assert updated["step_latency"] is None and updated["density_frontiers"] is None
+    assert updated["trial_summary"] is None and updated["trials"] == (TrialDirectory(first).trial_id,)
+    rebuild(store, tmp_path / "r.duckdb", models)
+    assert differences(warehouse, tmp_path / "r.duckdb") == {}
 
 
 def test_a_warehouse_from_before_the_bookkeeping_is_brought_up_to_date(store, tmp_path):

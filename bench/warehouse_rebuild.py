@@ -8,7 +8,7 @@ request samples each:
   run (read_parquet of every requests.parquet, per-trial wake quantiles), with the ratio (target <= 1.5);
 - the peak RSS of this process (target < 4 GiB).
 
-    .venv/bin/python bench/warehouse_rebuild.py [--sizes 10,1000] [--big] [--samples 10000] [--repeats 5]
+    .venv/bin/python bench/warehouse_rebuild.py [--sizes 10,1000] [--big] [--samples 10000] [--repeats 5] [--work DIR]
 
 Synthetic trials have every file a local trial has, in the same formats (trial.json with cluster
 facts, status.json, stats.csv, stats_history.csv, requests.parquet, server_summary.json). 10,000 trials take
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import statistics
 import sys
 import tempfile
@@ -102,16 +103,18 @@ def duckdb_bulk_scan(store: RunStore) -> float:
     return time.perf_counter() - started
 
 
-def one_more_trial(warehouse: Path, extra: RunStore, index: int, samples: int, rng: np.random.Generator) -> float:
-    """Seconds to load one new trial and update every model, as an import does (files written beforehand)."""
+def one_more_trial(warehouse: Path, extra: RunStore, index: int, samples: int,
+                   rng: np.random.Generator) -> tuple[float, float]:
+    """Seconds, wall and CPU (every thread of this process: what the load cost, however busy the machine), to load
+    one new trial and update every model, as an import does (files written beforehand)."""
     directory = write_trial(extra, index, samples, rng)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     with connect(warehouse) as connection:
         load_trials(connection, [TrialDirectory(directory)])
         _, outcomes = update_marts(connection, MODELS)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert all(outcome.passed for outcome in outcomes), [o.test.name for o in outcomes if not o.passed]
-    return seconds
+    return seconds, cpu
 
 
 def peak_rss_gib() -> float:
@@ -124,31 +127,39 @@ def main() -> None:
     parser.add_argument("--big", action="store_true", help="also 10,000 trials (~100M samples, ~2 GB of disk)")
     parser.add_argument("--samples", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--work", type=Path, help="keep the synthetic store here (and reuse the trials it holds) "
+                        "instead of a temporary directory")
     args = parser.parse_args()
     sizes = [int(size) for size in args.sizes.split(",")] + ([10_000] if args.big else [])
     rng = np.random.default_rng(1)
     print(f"{'trials':>7} {'samples':>11} {'rebuild s':>10} {'duckdb s':>9} {'ratio':>6} "
-          f"{'one more trial s (median)':>26} {'vs smallest':>11} {'peak RSS GiB':>12}", flush=True)
-    with tempfile.TemporaryDirectory() as work:
-        store = RunStore(Path(work) / "store")
-        written, smallest = 0, None
+          f"{'one more trial s (median)':>26} {'vs smallest':>11} {'its CPU s':>9} {'peak RSS GiB':>12}", flush=True)
+    with tempfile.TemporaryDirectory() as temporary:
+        work = args.work or Path(temporary)
+        store = RunStore(work / "store")
+        written, smallest = len(store.trial_dirs()) if store.root.exists() else 0, None
         for size in sizes:
             while written < size:
                 write_trial(store, written, args.samples, rng)
                 written += 1
-            warehouse = Path(work) / f"w{size}.duckdb"
+            if len(store.trial_dirs()) != size:
+                raise SystemExit(f"{store.root} holds {len(store.trial_dirs())} trials, not {size}: sizes go up")
+            warehouse = work / f"w{size}.duckdb"
             scan = duckdb_bulk_scan(store)
             started = time.perf_counter()
             result = rebuild(store, warehouse, MODELS)
             seconds = time.perf_counter() - started
             assert len(result.trials) == size and all(outcome.passed for outcome in result.tests)
-            extra = RunStore(Path(work) / f"extra{size}")
+            extra = RunStore(work / f"extra{size}")
+            shutil.rmtree(extra.root, ignore_errors=True)
             loads = [one_more_trial(warehouse, extra, 100_000 + size * 10 + repeat, args.samples, rng)
                      for repeat in range(args.repeats)]
-            one = statistics.median(loads)
+            shutil.rmtree(extra.root)
+            one, cpu = statistics.median(wall for wall, _ in loads), statistics.median(cpu for _, cpu in loads)
             smallest = smallest or one
             print(f"{size:>7} {result.raw_rows['request_samples']:>11} {seconds:>10.2f} {scan:>9.2f} "
-                  f"{seconds / scan:>6.2f} {one:>26.3f} {one / smallest:>11.2f} {peak_rss_gib():>12.2f}", flush=True)
+                  f"{seconds / scan:>6.2f} {one:>26.3f} {one / smallest:>11.2f} {cpu:>9.3f} {peak_rss_gib():>12.2f}",
+                  flush=True)
             warehouse.unlink()
 
 

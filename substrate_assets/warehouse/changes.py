@@ -25,7 +25,7 @@ which trials a raw table may hold: a trial it never loaded has no rows to delete
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import duckdb
@@ -180,17 +180,24 @@ def set_mark(connection: duckdb.DuckDBPyConnection, model: str, mark: Mark) -> N
                        [model, mark.seq, mark.fingerprint, mark.generation, mark.upstream_generation])
 
 
-def changed_trials(connection: duckdb.DuckDBPyConnection, after: int, through: int) -> list[str]:
-    """The trials loaded (into any raw table) after seq ``after`` up to ``through``, sorted."""
+def changed_trials(connection: duckdb.DuckDBPyConnection, after: int, through: int, models: Collection[str] = (),
+                   upstream: Collection[str] = ()) -> list[str]:
+    """The trials loaded after seq ``after`` up to ``through``, sorted: into any raw table, or, among the loads a
+    partitioned model records for the other trials of the partitions it rewrote (its table name in the loads,
+    ``models`` all of them), those of the models in ``upstream``."""
     return [row[0] for row in connection.execute(
-        f"SELECT DISTINCT trial_id FROM {LOADS} WHERE seq > ? AND seq <= ? ORDER BY trial_id",
-        [after, through]).fetchall()]
+        f"SELECT DISTINCT trial_id FROM {LOADS} WHERE seq > ? AND seq <= ? AND "
+        "(NOT list_contains(?::VARCHAR[], table_name) OR list_contains(?::VARCHAR[], table_name)) ORDER BY trial_id",
+        [after, through, list(models), list(upstream)]).fetchall()]
 
 
-def first_loaded_after(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str], after: int) -> bool:
-    """Whether every one of ``trial_ids`` was first loaded after seq ``after`` (none is a reload)."""
-    return not connection.execute(f"SELECT count(*) FROM {LOADS} WHERE seq <= ? AND list_contains(?, trial_id)",
-                                  [after, list(trial_ids)]).fetchone()[0]
+def first_loaded_after(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str], after: int,
+                       models: Collection[str] = ()) -> bool:
+    """Whether every one of ``trial_ids`` was first loaded (into a raw table: not one of ``models``) after seq
+    ``after`` (none is a reload)."""
+    return not connection.execute(f"SELECT count(*) FROM {LOADS} WHERE seq <= ? AND list_contains(?, trial_id) "
+                                  "AND NOT list_contains(?::VARCHAR[], table_name)",
+                                  [after, list(trial_ids), list(models)]).fetchone()[0]
 
 
 def prune(connection: duckdb.DuckDBPyConnection, models: Iterable[str]) -> None:

@@ -10,14 +10,18 @@ each of its rows depends only on rows of the same trial_id in the tables it read
 trials loaded since it was last built (:func:`update`): their rows are deleted and its SQL is run again with every
 table it reads narrowed to those trials (TEMP views of the same names, which DuckDB resolves before the warehouse's
 own tables), so an update costs the new trials, not the history. :func:`per_trial_mismatches` checks the claim on a
-warehouse (the model over every trial against the union of it over each one). Any other model is rebuilt whole
-when a trial it may read changed; they read small per-trial tables. ``changes.marks`` (:mod:`changes`) says how far
-each model is built.
+warehouse (the model over every trial against the union of it over each one). With ``partition_by: [columns]``
+in its config, a row depends on the rows of the trials of its partition (those columns of the model's rows, as
+capacity_history numbers a trial among its configuration's): an update rewrites every trial of the partitions the
+new trials join or leave, and records the other trials as a load of the model's own, so what reads it (and
+change_points) takes them up as new rows. Any other model is rebuilt whole when a trial it may read changed.
+``changes.marks`` (:mod:`changes`) says how far each model is built.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
@@ -54,11 +58,14 @@ class Model:
     description: str
     # Each row depends only on rows of its own trial_id: updated trial by trial (schema.yml's config).
     per_trial: bool = False
+    # Or on the rows of the trials of its partition (config partition_by: these columns of the model's own rows):
+    # updated for the trials of the partitions the new trials join or leave.
+    partition_by: tuple[str, ...] = ()
 
     @property
     def fingerprint(self) -> str:
         """What the model's table was built by: a changed SQL file means a whole build."""
-        return hashlib.sha256(f"{self.per_trial}\n{self.sql}".encode()).hexdigest()
+        return hashlib.sha256(f"{self.per_trial}\n{self.partition_by}\n{self.sql}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -102,20 +109,24 @@ CHANGE_POINTS_BUILT_BY = "change_points (Python)"
 PER_TRIAL_CONFIG = {"materialized": "incremental", "unique_key": "trial_id"}
 
 
-def _per_trial_models(directory: Path) -> set[str]:
-    """The models schema.yml configures per trial; any other ``config`` is refused, naming the file and model."""
+def _per_trial_models(directory: Path) -> dict[str, tuple[str, ...]]:
+    """The models schema.yml configures per trial, with the columns they are partitioned by (none: each trial its
+    own partition); any other ``config`` is refused, naming the file and model."""
     path = directory / "schema.yml"
     if not path.is_file():
-        return set()
-    per_trial = set()
+        return {}
+    per_trial = {}
     for entry in read_yaml(path).get("models") or []:
         config = entry.get("config")
         if config is None or config == {"materialized": "table"}:
             continue
-        if config != PER_TRIAL_CONFIG:
+        partition_by = config.get("partition_by", []) if isinstance(config, dict) else None
+        if {key: value for key, value in config.items() if key != "partition_by"} != PER_TRIAL_CONFIG or \
+                not isinstance(partition_by, list) or not all(isinstance(column, str) for column in partition_by):
             raise ModelError(f"{path}: model {entry.get('name')!r}: config {config!r} is neither "
-                             f"{PER_TRIAL_CONFIG!r} nor {{'materialized': 'table'}}")
-        per_trial.add(entry["name"])
+                             f"{PER_TRIAL_CONFIG!r} (with, optionally, partition_by: [columns]) nor "
+                             "{'materialized': 'table'}")
+        per_trial[entry["name"]] = tuple(partition_by)
     return per_trial
 
 
@@ -152,7 +163,7 @@ def _discover(directory: Path) -> dict[str, Model]:
             raise ModelError(f"{path}: model {name!r} is also defined in {models[name].path}")
         sql = path.read_text()
         models[name] = Model(name, path, sql.strip().rstrip(";"), referenced_tables(sql, path), _description(sql),
-                             name in per_trial)
+                             name in per_trial, per_trial.get(name, ()))
     return models
 
 
@@ -209,6 +220,53 @@ def _target(books: changes.Books, upstream_models: Collection[str]) -> int:
 
 def _upstream_models(model: Model, models: dict[str, Model]) -> list[str]:
     return [name for name in model.upstream if name in models]
+
+
+def _read_by(name: str, models: dict[str, Model]) -> set[str]:
+    """The models ``name`` reads, directly or not."""
+    found: set[str] = set()
+    waiting = [name]
+    while waiting:
+        current = waiting.pop()
+        for upstream in models[current].upstream if current in models else ():
+            if upstream in models and upstream not in found:
+                found.add(upstream)
+                waiting.append(upstream)
+    return found
+
+
+def _changed_trials(connection: duckdb.DuckDBPyConnection, name: str, models: dict[str, Model], after: int,
+                    through: int) -> list[str]:
+    """The trials whose rows of what ``name`` reads changed after seq ``after`` up to ``through``: loaded, or
+    rewritten by a partitioned model it reads (directly or not) as another trial of a new trial's partition."""
+    return changes.changed_trials(connection, after, through, list(models), _read_by(name, models))
+
+
+def _past_a_load_of(connection: duckdb.DuckDBPyConnection, books: changes.Books, name: str,
+                    models: dict[str, Model], caught_up: int, seq: int) -> None:
+    """Every model built through ``caught_up`` that does not read ``name`` is built through ``seq`` too: the load
+    ``name`` recorded at ``seq`` changed nothing it reads, and a model that reads it would wait for it otherwise."""
+    for other, mark in list(books.marks.items()):
+        reads = {METRIC_HISTORY, *_read_by(METRIC_HISTORY, models)} if other == CHANGE_POINTS \
+            else _read_by(other, models)
+        if mark.seq == caught_up and other != name and name not in reads:
+            books.marks[other] = dataclasses.replace(mark, seq=seq)
+            changes.set_mark(connection, other, books.marks[other])
+
+
+def _partition_trials(connection: duckdb.DuckDBPyConnection, model: Model, trial_ids: Sequence[str],
+                      books: changes.Books) -> list[str]:
+    """``trial_ids`` and every trial of the partitions they join (the model's SQL over them) or leave (their rows
+    in its table): the trials whose rows a partitioned model rewrites."""
+    table = f'"{books.database}".main.{model.name}'
+    keys = ", ".join(f'"{column}"' for column in model.partition_by)
+    match = " AND ".join(f't."{column}" IS NOT DISTINCT FROM k."{column}"' for column in model.partition_by)
+    with narrowed(connection, model.upstream, trial_ids, books):
+        related = connection.execute(
+            f"WITH k AS (SELECT DISTINCT {keys} FROM ({model.sql}) UNION "
+            f"SELECT DISTINCT {keys} FROM {table} WHERE list_contains(?, trial_id)) "
+            f"SELECT DISTINCT t.trial_id FROM {table} AS t JOIN k ON {match}", [list(trial_ids)]).fetchall()
+    return sorted(set(trial_ids) | {row[0] for row in related})
 
 
 def _set_mark(connection: duckdb.DuckDBPyConnection, books: changes.Books, name: str, seq: int, built_by: str,
@@ -268,11 +326,24 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
         return build(connection, model, models, preview_rows, books)
     built = books.mark(model.name) or 0
     target = _target(books, upstream)
-    trial_ids = changes.changed_trials(connection, built, target)
+    trial_ids = _changed_trials(connection, model.name, models, built, target)
     if not trial_ids:
         return describe_table(connection, model.name, preview_rows, updated=())
     if not model.per_trial:
         return build(connection, model, models, preview_rows, books, routine=True)
+    if model.partition_by:
+        if target != books.latest:  # a model it reads is behind: no seq to record the other trials at
+            return build(connection, model, models, preview_rows, books)
+        changed = trial_ids
+        trial_ids = _partition_trials(connection, model, changed, books)
+        others = sorted(set(trial_ids) - set(changed))
+        if others:
+            # The other trials of the partitions, recorded as a load of this model's: the models that read it
+            # (and change_points) take them up as they take up a loaded trial.
+            caught_up, target = books.latest, books.latest + 1
+            books.latest = target
+            changes.record_load(connection, target, model.name, others)
+            _past_a_load_of(connection, books, model.name, models, caught_up, target)
     try:
         with narrowed(connection, model.upstream, trial_ids, books):
             if not _same_columns(connection, model):
@@ -286,7 +357,8 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
     return describe_table(connection, model.name, preview_rows, updated=trial_ids)
 
 
-def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.Books | None = None) -> BuiltTable:
+def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.Books | None = None,
+                         models: dict[str, Model] | None = None) -> BuiltTable:
     """change_points brought up to metric_history: only the series of trials loaded for the first time since it was
     built are analysed again (a new trial can move a change point of its own series only); the whole table when a
     trial was loaded again (it may have left a series), when it never was built, or without bookkeeping."""
@@ -294,13 +366,16 @@ def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.B
     if books is None:
         replace_change_points(connection)
         return describe_table(connection, CHANGE_POINTS)
+    models = models if models is not None else discover()
     built = books.mark(CHANGE_POINTS)
     target = _target(books, [METRIC_HISTORY])
-    trial_ids = [] if built is None else changes.changed_trials(connection, built, target)
+    trial_ids = [] if built is None else changes.changed_trials(
+        connection, built, target, list(models), {METRIC_HISTORY, *_read_by(METRIC_HISTORY, models)})
     if built is not None and CHANGE_POINTS in books.tables and \
             books.fingerprint(CHANGE_POINTS) == CHANGE_POINTS_BUILT_BY and \
             not _behind_a_whole_build(books, CHANGE_POINTS, [METRIC_HISTORY]) and \
-            changes.first_loaded_after(connection, trial_ids, built):
+            changes.first_loaded_after(connection, changes.changed_trials(connection, built, target, list(models)),
+                                       built, list(models)):
         if trial_ids:
             replace_series_change_points(connection, trial_ids)
         updated: tuple[str, ...] | None = tuple(trial_ids)
@@ -331,15 +406,25 @@ def rows_apart(connection: duckdb.DuckDBPyConnection, left: str, right: str) -> 
 
 
 def per_trial_mismatches(connection: duckdb.DuckDBPyConnection, model: Model) -> int:
-    """Rows in which ``model`` over every trial differs from ``model`` run over each trial alone (both ways): 0 when
-    it is truly per trial on this warehouse's rows. The tables it reads must be built."""
+    """Rows in which ``model`` over every trial differs from ``model`` run over each trial alone (over each
+    partition's trials alone, for a partitioned model), both ways: 0 when it is truly per trial (per partition) on
+    this warehouse's rows. The tables it reads must be built."""
     trial_ids = sorted({row[0] for name in model.upstream for row in connection.execute(
         f"SELECT DISTINCT trial_id FROM {name} WHERE trial_id IS NOT NULL").fetchall()})
     connection.execute(f"CREATE OR REPLACE TEMP TABLE whole_run AS {model.sql}")
     connection.execute("CREATE OR REPLACE TEMP TABLE trial_runs AS SELECT * FROM whole_run LIMIT 0")
+    if model.partition_by:
+        keys = ", ".join(f'"{column}"' for column in model.partition_by)
+        groups = [row[0] for row in connection.execute(
+            f"SELECT list(trial_id) FROM temp.main.whole_run GROUP BY {keys}").fetchall()]
+        # A trial with no row of the model is a partition of its own (its run gives no rows either).
+        alone = set(trial_ids) - {trial_id for group in groups for trial_id in group}
+        groups += [[trial_id] for trial_id in sorted(alone)]
+    else:
+        groups = [[trial_id] for trial_id in trial_ids]
     try:
-        for trial_id in trial_ids:
-            with narrowed(connection, model.upstream, [trial_id]):
+        for group in groups:
+            with narrowed(connection, model.upstream, group):
                 connection.execute(f"INSERT INTO trial_runs BY NAME {model.sql}")
         return rows_apart(connection, "temp.main.whole_run", "temp.main.trial_runs")
     finally:
@@ -399,7 +484,7 @@ def update_marts(connection: duckdb.DuckDBPyConnection,
         books = changes.read_books(connection)
         built = [update(connection, model, models, books=books) for model in build_order(models)]
         if METRIC_HISTORY in models:
-            built.append(update_change_points(connection, books))
+            built.append(update_change_points(connection, books, models))
         prune_copies(connection, models)
     tests = load_tests(directory / "schema.yml", set(models))
     outcomes = []

@@ -4,6 +4,7 @@ bookkeeping), and the tables it leaves are the tables a rebuild of the same stor
 changes, or the warehouse predates the bookkeeping. The store is realistic: two upstream runs and local trials of
 two suites whose configurations repeat (series with a change point), some with failures, one stopped early."""
 
+import dataclasses
 import json
 import logging
 import random
@@ -40,7 +41,8 @@ from tests.support.synthetic_trials import write_trial
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "dbt_like_sql"
 PER_TRIAL = {"trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram", "step_latency",
-             "trial_summary", "load_points", "slo_capacity"}
+             "trial_summary", "load_points", "slo_capacity", "metric_history"}
+PARTITIONED = {"capacity_history": ("suite", "configuration")}
 
 
 def _latencies(rng: np.random.Generator, wake_ms: float) -> dict[str, np.ndarray]:
@@ -113,13 +115,16 @@ def _rebuilt(store: RunStore, path: Path) -> Path:
 def test_the_per_trial_models_are_per_trial_on_a_realistic_warehouse(store, tmp_path):
     warehouse = _rebuilt(store, tmp_path / "w.duckdb")
     models = discover(MODELS)
-    assert {name for name, model in models.items() if model.per_trial} == PER_TRIAL
+    assert {name for name, model in models.items() if model.per_trial} == PER_TRIAL | set(PARTITIONED)
+    assert {name: model.partition_by for name, model in models.items() if model.partition_by} == PARTITIONED
     with connect(warehouse) as connection:
         assert connection.execute("SELECT count(*) FROM change_points").fetchone()[0] > 0  # the series move
-        assert {name: per_trial_mismatches(connection, models[name]) for name in sorted(PER_TRIAL)} == \
-            dict.fromkeys(sorted(PER_TRIAL), 0)
-        # The check sees a model that is not: capacity_history numbers each trial among its configuration's.
-        assert per_trial_mismatches(connection, models["capacity_history"]) > 0
+        every = sorted(PER_TRIAL | set(PARTITIONED))
+        assert {name: per_trial_mismatches(connection, models[name]) for name in every} == dict.fromkeys(every, 0)
+        # The check sees a model that is not: capacity_history numbers each trial among its configuration's, so
+        # run over each trial alone it is not itself.
+        alone = dataclasses.replace(models["capacity_history"], partition_by=())
+        assert per_trial_mismatches(connection, alone) > 0
 
 
 def test_trials_loaded_one_by_one_give_the_rebuilds_tables(store, tmp_path):
@@ -133,8 +138,12 @@ def test_trials_loaded_one_by_one_give_the_rebuilds_tables(store, tmp_path):
     by_name = {table.name: table for table in built}
     # The last load rewrote only its own trial's rows of every per-trial model, tested only them, and rebuilt the
     # others; change_points analysed again only the series of that trial (the trial is new).
-    assert {name: by_name[name].updated for name in PER_TRIAL} == dict.fromkeys(PER_TRIAL, (last,))
-    assert by_name["capacity_history"].updated is None and by_name[CHANGE_POINTS].updated == (last,)
+    partition = by_name["capacity_history"].updated
+    assert {name: by_name[name].updated for name in PER_TRIAL - {"metric_history"}} == \
+        dict.fromkeys(PER_TRIAL - {"metric_history"}, (last,))
+    # capacity_history rewrote the trials of the last one's configuration; metric_history and change_points those.
+    assert last in partition and len(partition) > 1
+    assert by_name["metric_history"].updated == partition and by_name[CHANGE_POINTS].updated == partition
     assert outcomes and all(outcome.passed for outcome in outcomes)
     with connect(warehouse) as connection:
         # A load's figures (density_frontiers over its trial's rows alone) are the model's.

@@ -33,3 +33,13 @@ def test_no_rows_is_a_header():
 def test_times_in_epoch_seconds_read_without_separators():
     lines = preview_markdown(["started_at", "window_s"], [{"started_at": 1796103342.0, "window_s": 12345.0}])
     assert "| started_at | 1796103342 |" in lines.splitlines() and "| window_s | 12,345 |" in lines.splitlines()
+
+
+def test_a_long_value_is_cut_in_the_middle_so_the_preview_fits_the_page():
+    path = "/tmp/pytest-of-root/pytest-1/project0/store/runs/smoke/run_date=2026-12-01/run_ts=1796159138/run_tag=local"
+    sha = "69e9cef622e729bcc0da1e6cd79e149f267271c58892dc4fd9a4aaa9f8c0cc98"
+    lines = preview_markdown(["trial_dir", "script_sha256"], [{"trial_dir": path, "script_sha256": sha}]).splitlines()
+    cut_path, cut_sha = (line.removesuffix(" |").split(" | ")[1] for line in lines[2:])
+    assert len(cut_path) == 48 and cut_path.startswith("/tmp/pytest-of-root/") and cut_path.endswith("run_tag=local")
+    assert cut_sha == f"{sha[:23]}…{sha[-24:]}"
+    assert preview_markdown(["a"], [{"a": "x" * 48}]).splitlines()[2] == f"| a | {'x' * 48} |"  # up to 48: whole

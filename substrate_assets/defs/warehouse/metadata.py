@@ -39,10 +39,18 @@ def _table_columns(directory: Path) -> dict[str, list[tuple[str, str]]]:
         return {}
 
 
+# A preview cell longer than this is cut in the middle: a value without spaces (a path, a sha256) does not wrap, and
+# would push the table past the page. The table holds the whole value.
+PREVIEW_CELL_CHARS = 48
+
+
 def _cell(value: Any, column: str) -> str:
     # null, not a dash: in the warehouse a null is a figure that was not measured. Whole numbers as they are: a count
     # of bytes reads better without separators here.
     text = "null" if value is None else str(value) if isinstance(value, int) else figure(value, column)
+    if len(text) > PREVIEW_CELL_CHARS:
+        kept = PREVIEW_CELL_CHARS - 1
+        text = f"{text[:kept // 2]}…{text[-(kept - kept // 2):]}"
     return text.replace("|", "\\|").replace("\n", " ")
 
 

@@ -13,7 +13,7 @@ WITH operations AS (
     WHERE name IS NOT NULL AND name <> '' AND name <> 'Aggregated'
 ),
 ratios AS (
-    SELECT trial_id, map_from_entries(list(struct_pack(k := operation, v := ratio))) AS operation_failure_ratios
+    SELECT trial_id, map_from_entries(list(struct_pack(k := operation, v := ratio) ORDER BY operation)) AS operation_failure_ratios
     FROM (SELECT trial_id, operation, any_value(ratio) AS ratio FROM operations GROUP BY ALL)
     GROUP BY trial_id
 )

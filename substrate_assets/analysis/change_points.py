@@ -123,6 +123,12 @@ def _levels_long_enough(points: list[OtavaChangePoint], series: list[float],
     return merge(points, series, parameters.max_pvalue, parameters.min_magnitude)
 
 
+def load_engine() -> None:
+    """Import Otava (and scipy under it) now, ~1 s: a process about to time a load (``run``, before its trial) pays
+    for it here rather than inside the first change_points build."""
+    import otava.analysis  # noqa: F401
+
+
 def find_change_points(values: Sequence[float],
                        parameters: ChangePointParameters = DEFAULT_PARAMETERS) -> list[ChangePoint]:
     """The change points of ``values`` (measurements in trial order, every one finite), in order."""

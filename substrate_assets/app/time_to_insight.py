@@ -39,15 +39,12 @@ class TimeToInsight:
 
     def line(self) -> str:
         """One line for the end of a run: the total and where it went."""
-        total = self.seconds
-        if total is None:
+        total, start = self.seconds, self.last_request_end
+        if total is None or start is None:
             return "time to insight: not measured (no request ended, or no mart was materialized)"
-        parts = [f"{what} +{moment - self.last_request_end:.1f} s" for what, moment in (
-            ("trial written", self.trial_written), ("load started", self.load_started))
-            if moment is not None and self.last_request_end is not None]
-        parts.append(f"rows in every mart +{total:.1f} s")
-        if self.marts_recorded is not None and self.last_request_end is not None:
-            parts.append(f"recorded in Dagster +{self.marts_recorded - self.last_request_end:.1f} s")
+        moments = (("trial written", self.trial_written), ("load started", self.load_started),
+                   ("rows in every mart", self.marts_written), ("recorded in Dagster", self.marts_recorded))
+        parts = [f"{what} +{moment - start:.1f} s" for what, moment in moments if moment is not None]
         over = f", over the {TARGET_S:.0f} s target" if total > TARGET_S else ""
         return (f"time to insight: {total:.1f} s from the last request to the trial's rows in every mart"
                 f" ({', '.join(parts)}){over}")

@@ -34,8 +34,8 @@ class ColumnCheck:
         return self.name == KEY_TESTS
 
     @property
-    def key(self) -> dg.AssetCheckKey:
-        return dg.AssetCheckKey(dg.AssetKey(self.model), self.name)
+    def severity(self) -> dg.AssetCheckSeverity:
+        return dg.AssetCheckSeverity.ERROR if self.blocking else dg.AssetCheckSeverity.WARN
 
     def spec(self) -> dg.AssetCheckSpec:
         what = "blocking: what reads the table waits for it" if self.blocking else "a failure warns"
@@ -65,7 +65,7 @@ def _table(outcomes: Sequence[TestOutcome]) -> str:
     return "\n".join(lines)
 
 
-def _verdict(check: ColumnCheck, outcomes: Sequence[TestOutcome]) -> tuple[bool, dict[str, dg.MetadataValue]]:
+def _verdict(outcomes: Sequence[TestOutcome]) -> tuple[bool, dict[str, dg.MetadataValue]]:
     failed = [outcome.test.name for outcome in outcomes if not outcome.passed]
     return not failed, {
         "violations": dg.MetadataValue.int(sum(outcome.violations for outcome in outcomes)),
@@ -74,18 +74,14 @@ def _verdict(check: ColumnCheck, outcomes: Sequence[TestOutcome]) -> tuple[bool,
     }
 
 
-def _severity(check: ColumnCheck) -> dg.AssetCheckSeverity:
-    return dg.AssetCheckSeverity.ERROR if check.blocking else dg.AssetCheckSeverity.WARN
-
-
 def check_results(model: str, outcomes: Sequence[TestOutcome]) -> list[dg.AssetCheckResult]:
     """The results of the model's checks, from the outcomes of its column tests."""
     results = []
     for check in column_checks(model, [outcome.test for outcome in outcomes]):
         mine = [outcome for outcome in outcomes if outcome.test in check.tests]
-        passed, metadata = _verdict(check, mine)
+        passed, metadata = _verdict(mine)
         results.append(dg.AssetCheckResult(asset_key=model, check_name=check.name, passed=passed,
-                                           severity=_severity(check), metadata=metadata))
+                                           severity=check.severity, metadata=metadata))
     return results
 
 

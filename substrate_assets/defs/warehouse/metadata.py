@@ -30,7 +30,7 @@ def _column_descriptions(directory: Path) -> dict[str, dict[str, str]]:
 @functools.cache
 def _table_columns(directory: Path) -> dict[str, list[tuple[str, str]]]:
     """Built once per process and models directory, on an empty warehouse in memory (about 0.4 s): the catalog shows
-    each table's columns before any trial has loaded. Only the definitions need them; an import does not pay. None
+    each table's columns before any trial has loaded. Only the definitions need them; an import does not pay. Empty
     for a project whose models do not build on empty tables: its catalog shows no columns until they are built, and
     the refresh that builds them says what is wrong."""
     try:

@@ -1,7 +1,8 @@
-"""One asset per ``dbt_like_sql`` model (pool ``duckdb``), its schema.yml tests as asset checks, and
-``change_points`` over ``metric_history`` in Python; all refreshed declaratively (``warehouse_refresh``) whenever a
-trial's raw tables land. A refresh updates the model for the trials loaded since it last ran (a per-trial model
-rewrites just their rows, and its checks look at just those rows); ``rebuild`` builds everything whole."""
+"""The marts: one multi-asset step (``marts``, pool ``duckdb``) with an asset per ``dbt_like_sql`` model, its
+schema.yml tests as two asset checks, and ``change_points`` over ``metric_history`` in Python; refreshed declaratively
+(``warehouse_refresh``) whenever a trial's raw tables land. A refresh updates the models for the trials loaded since
+they last ran (a per-trial model rewrites just their rows, and its checks look at just those rows); ``rebuild``
+builds everything whole."""
 
 import time
 from dataclasses import dataclass, field
@@ -85,9 +86,11 @@ class _Refresh:
 
     # Per model refreshed: its metadata and its checks' results.
     results: list[tuple[str, dict[str, dg.MetadataValue], list[dg.AssetCheckResult]]] = field(default_factory=list)
-    # A model whose blocking test failed: what reads it, directly or not, is not refreshed (as Dagster skips what
-    # depends on an asset whose blocking check failed).
-    blocked: dict[str, str] = field(default_factory=dict)
+    # Per model that stops what reads it, directly or not (as Dagster skips what depends on an asset whose blocking
+    # check failed): the model and blocking tests that failed, "first: trial_id_not_null".
+    blocking: dict[str, str] = field(default_factory=dict)
+    # The models not refreshed for it, each with its cause.
+    skipped: dict[str, str] = field(default_factory=dict)
     change_points: dict[str, dg.MetadataValue] | None = None
 
 
@@ -101,9 +104,9 @@ def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], 
         for model in build_order(models):
             if model.name not in selected:
                 continue
-            blocked_by = next((refresh.blocked[name] for name in model.upstream if name in refresh.blocked), None)
-            if blocked_by is not None:
-                refresh.blocked[model.name] = blocked_by
+            cause = next((refresh.blocking[name] for name in model.upstream if name in refresh.blocking), None)
+            if cause is not None:
+                refresh.blocking[model.name] = refresh.skipped[model.name] = cause
                 continue
             built = update(connection, model, models, books=books)
             chosen = [test for check in column_checks(model.name, tests.get(model.name, []))
@@ -112,11 +115,11 @@ def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], 
             outcomes = run_tests(connection, chosen, trial_ids=scope_of(built, model.per_trial))
             failed = [outcome.test.name for outcome in outcomes if outcome.test.blocking and not outcome.passed]
             if failed:
-                refresh.blocked[model.name] = f"{model.name}: {', '.join(failed)}"
+                refresh.blocking[model.name] = f"{model.name}: {', '.join(failed)}"
             refresh.results.append((model.name, model_metadata(built), check_results(model.name, outcomes)))
         if CHANGE_POINTS in selected and METRIC_HISTORY in models:
-            if METRIC_HISTORY in refresh.blocked:
-                refresh.blocked[CHANGE_POINTS] = refresh.blocked[METRIC_HISTORY]
+            if METRIC_HISTORY in refresh.blocking:
+                refresh.skipped[CHANGE_POINTS] = refresh.blocking[METRIC_HISTORY]
             else:
                 built = update_change_points(connection, books)
                 refresh.change_points = {**model_metadata(built), "change_points": dg.MetadataValue.md(
@@ -152,9 +155,9 @@ def marts_asset(models: dict[str, Model], tests: dict[str, list[ColumnTest]],
                 histories = suite_histories(connection)
             yield dg.MaterializeResult(asset_key=CHANGE_POINTS,
                                        metadata={**refresh.change_points, **committed, **histories})
-        skipped = [f"{name} (after {why})" for name, why in refresh.blocked.items() if not why.startswith(f"{name}:")]
-        if skipped:
-            raise ModelError(f"not refreshed, a blocking test of what they read failed: {'; '.join(skipped)}")
+        if refresh.skipped:
+            raise ModelError("not refreshed, a blocking test of what they read failed: " + "; ".join(
+                f"{name} (after {cause})" for name, cause in refresh.skipped.items()))
 
     return refresh_marts
 

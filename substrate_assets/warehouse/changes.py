@@ -26,7 +26,7 @@ which trials a raw table may hold: a trial it never loaded has no rows to delete
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import duckdb
 
@@ -78,15 +78,21 @@ class Mark:
 
 @dataclass
 class Books:
-    """What the bookkeeping says, read once for a refresh of every model (each query costs a millisecond or more)."""
+    """What the bookkeeping says, read once for a refresh of every model (each query costs a millisecond or more,
+    and a refresh would otherwise ask the same few dozen times)."""
 
     database: str
     latest: int
     marks: dict[str, Mark]
     # the tables of schema main
     tables: set[str]
-    # raw table -> the trials whose rows changes.<raw table> holds
-    staged: dict[str, set[str]]
+    # raw table -> the trials whose rows changes.<raw table> holds -> the seq of the load that copied them
+    staged: dict[str, dict[str, int]]
+    # table of schema main -> its columns and their types, in order (None: ask the table)
+    columns: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    # The loads after seq ``loads_after`` (None: none read yet), as (seq, table, trial_id): read once, on first use.
+    loads: list[tuple[int, str, str]] = field(default_factory=list)
+    loads_after: int | None = None
 
     def mark(self, model: str) -> int | None:
         return self.marks[model].seq if model in self.marks else None
@@ -98,27 +104,56 @@ class Books:
         """The newest whole build among ``models`` (0: none marked)."""
         return max([0, *(self.marks[name].generation for name in models if name in self.marks)])
 
+    def copied(self, table: str, trial_ids: Iterable[str]) -> bool:
+        """Whether changes.<table> holds the rows of every one of ``trial_ids``."""
+        return set(trial_ids) <= self.staged.get(table, {}).keys()
+
 
 def read_books(connection: duckdb.DuckDBPyConnection) -> Books | None:
     """The bookkeeping as it is now; None for a warehouse without it."""
-    name, booked, tables = connection.execute(
-        "SELECT current_database(), count(*) FILTER (WHERE schema_name = ? AND table_name = 'loads'), "
-        "coalesce(list(table_name) FILTER (WHERE schema_name = 'main'), []) "
-        "FROM duckdb_tables() WHERE database_name = current_database()", [SCHEMA]).fetchone()
-    if not booked:
+    catalog = connection.execute(
+        "SELECT current_database(), schema_name, table_name, column_name, data_type FROM duckdb_columns() "
+        "WHERE database_name = current_database() AND schema_name IN ('main', ?) "
+        "ORDER BY schema_name, table_name, column_index", [SCHEMA]).fetchall()
+    name = catalog[0][0] if catalog else database(connection)
+    columns: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for _, schema, table, column, kind in catalog:
+        columns.setdefault((schema, table), []).append((column, kind))
+    if (SCHEMA, "loads") not in columns:
         return None
-    if not connection.execute("SELECT count(*) FROM duckdb_columns() WHERE database_name = current_database() AND "
-                              "schema_name = ? AND table_name = 'marks' AND column_name = 'upstream_generation'",
-                              [SCHEMA]).fetchone()[0]:
+    if "upstream_generation" not in {column for column, _ in columns.get((SCHEMA, "marks"), [])}:
         # Marks kept before the generations were: none is trusted, so every model's next update builds it whole.
-        connection.execute(f"DROP TABLE {MARKS}")
+        connection.execute(f"DROP TABLE IF EXISTS {MARKS}")
         connection.execute(f"CREATE TABLE {MARKS} (model VARCHAR, through_seq BIGINT, fingerprint VARCHAR, "
                            "generation BIGINT, upstream_generation BIGINT)")
     marks = {row[0]: Mark(*row[1:]) for row in connection.execute(
         f"SELECT model, through_seq, fingerprint, generation, upstream_generation FROM {MARKS}").fetchall()}
-    staged = {table: set(ids) for table, ids in connection.execute(
-        f"SELECT table_name, list(trial_id) FROM {STAGED} GROUP BY table_name").fetchall()}
-    return Books(name, latest_seq(connection), marks, set(tables), staged)
+    staged: dict[str, dict[str, int]] = {}
+    for table, trial_id, seq in connection.execute(f"SELECT table_name, trial_id, seq FROM {STAGED}").fetchall():
+        staged.setdefault(table, {})[trial_id] = seq
+    main = {table: listed for (schema, table), listed in columns.items() if schema == "main"}
+    return Books(name, latest_seq(connection), marks, set(main), staged, main)
+
+
+def recent_loads(connection: duckdb.DuckDBPyConnection, books: Books, after: int) -> list[tuple[int, str, str]]:
+    """The loads after seq ``after``, as (seq, table, trial_id): read from the warehouse once per refresh (and again
+    only for an earlier ``after``), then from ``books``."""
+    if books.loads_after is None or after < books.loads_after:
+        upto = books.loads_after
+        earlier = connection.execute(
+            f"SELECT seq, table_name, trial_id FROM {LOADS} WHERE seq > ? AND (? IS NULL OR seq <= ?)",
+            [after, upto, upto]).fetchall()
+        books.loads = [*earlier, *books.loads]
+        books.loads_after = after
+    return [load for load in books.loads if load[0] > after]
+
+
+def book_load(connection: duckdb.DuckDBPyConnection, books: Books, seq: int, table: str,
+              trial_ids: Sequence[str]) -> None:
+    """:func:`record_load`, kept in ``books`` too."""
+    record_load(connection, seq, table, trial_ids)
+    if books.loads_after is not None:
+        books.loads += [(seq, table, trial_id) for trial_id in trial_ids]
 
 
 def has_copy(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
@@ -150,6 +185,35 @@ def record_load(connection: duckdb.DuckDBPyConnection, seq: int, table: str, tri
     connection.execute(f"INSERT INTO {LOADS} SELECT ?, ?, unnest(?::VARCHAR[])", [seq, table, list(trial_ids)])
 
 
+def held_and_staged(connection: duckdb.DuckDBPyConnection, tables: Sequence[str], trial_ids: Sequence[str]
+                    ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Per table of ``tables``, those of ``trial_ids`` it has loaded (the only ones it can hold rows of), and those
+    whose rows changes.<table> holds a copy of: both in one query."""
+    held: dict[str, list[str]] = {}
+    staged: dict[str, list[str]] = {}
+    for kind, table, trial_id in connection.execute(
+            f"SELECT DISTINCT 'held', table_name, trial_id FROM {LOADS} "
+            "WHERE list_contains(?::VARCHAR[], table_name) AND list_contains(?::VARCHAR[], trial_id) UNION ALL "
+            f"SELECT 'staged', table_name, trial_id FROM {STAGED} "
+            "WHERE list_contains(?::VARCHAR[], table_name) AND list_contains(?::VARCHAR[], trial_id)",
+            [list(tables), list(trial_ids)] * 2).fetchall():
+        (held if kind == "held" else staged).setdefault(table, []).append(trial_id)
+    return held, staged
+
+
+def record_loads(connection: duckdb.DuckDBPyConnection, seq: int, tables: Sequence[str], trial_ids: Sequence[str],
+                 *, staged: bool) -> None:
+    """One load of ``trial_ids`` into each of ``tables`` at ``seq``; with ``staged``, their rows of each table are
+    (now) copied in changes.<table>, replacing any earlier copy's entry; without, no copy of them is kept."""
+    pairs = [(table, trial_id) for table in tables for trial_id in trial_ids]
+    tables_of, ids_of = [table for table, _ in pairs], [trial_id for _, trial_id in pairs]
+    connection.execute(f"INSERT INTO {LOADS} SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
+                       [seq, tables_of, ids_of])
+    if staged:
+        connection.execute(f"INSERT INTO {STAGED} SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
+                           [tables_of, ids_of, seq])
+
+
 def stage(connection: duckdb.DuckDBPyConnection, seq: int, table: str, trial_ids: Sequence[str],
           relation: str | None) -> None:
     """Replace the copy of ``trial_ids``' rows of ``table`` with ``relation``'s rows (None: they have none)."""
@@ -174,17 +238,28 @@ def unstage(connection: duckdb.DuckDBPyConnection, table: str, trial_ids: Sequen
 
 
 
-def set_mark(connection: duckdb.DuckDBPyConnection, model: str, mark: Mark) -> None:
-    connection.execute(f"DELETE FROM {MARKS} WHERE model = ?", [model])
-    connection.execute(f"INSERT INTO {MARKS} VALUES (?, ?, ?, ?, ?)",
-                       [model, mark.seq, mark.fingerprint, mark.generation, mark.upstream_generation])
+def set_mark(connection: duckdb.DuckDBPyConnection, model: str, mark: Mark, *, marked: bool | None = None) -> None:
+    """``model``'s row of changes.marks replaced with ``mark``; ``marked``: whether it has one (known to the caller's
+    books: one statement instead of two)."""
+    values = [mark.seq, mark.fingerprint, mark.generation, mark.upstream_generation, model]
+    if marked:
+        connection.execute(f"UPDATE {MARKS} SET through_seq = ?, fingerprint = ?, generation = ?, "
+                           "upstream_generation = ? WHERE model = ?", values)
+        return
+    if marked is None:
+        connection.execute(f"DELETE FROM {MARKS} WHERE model = ?", [model])
+    connection.execute(f"INSERT INTO {MARKS} (through_seq, fingerprint, generation, upstream_generation, model) "
+                       "VALUES (?, ?, ?, ?, ?)", values)
 
 
 def changed_trials(connection: duckdb.DuckDBPyConnection, after: int, through: int, models: Collection[str] = (),
-                   upstream: Collection[str] = ()) -> list[str]:
+                   upstream: Collection[str] = (), books: Books | None = None) -> list[str]:
     """The trials loaded after seq ``after`` up to ``through``, sorted: into any raw table, or, among the loads a
     partitioned model records for the other trials of the partitions it rewrote (its table name in the loads,
-    ``models`` all of them), those of the models in ``upstream``."""
+    ``models`` all of them), those of the models in ``upstream``. ``books``: the loads read once for a refresh."""
+    if books is not None:
+        return sorted({trial_id for seq, table, trial_id in recent_loads(connection, books, after)
+                       if seq <= through and (table not in models or table in upstream)})
     return [row[0] for row in connection.execute(
         f"SELECT DISTINCT trial_id FROM {LOADS} WHERE seq > ? AND seq <= ? AND "
         "(NOT list_contains(?::VARCHAR[], table_name) OR list_contains(?::VARCHAR[], table_name)) ORDER BY trial_id",
@@ -200,9 +275,28 @@ def first_loaded_after(connection: duckdb.DuckDBPyConnection, trial_ids: Sequenc
                                   [after, list(trial_ids), list(models)]).fetchone()[0]
 
 
-def prune(connection: duckdb.DuckDBPyConnection, models: Iterable[str]) -> None:
+def prune(connection: duckdb.DuckDBPyConnection, models: Iterable[str], books: Books | None = None) -> None:
     """Drop the copies every marked one of ``models`` is built through (they were read, and never will be again).
-    A model without a mark builds whole from the raw tables: it needs no copy."""
+    A model without a mark builds whole from the raw tables: it needs no copy. ``books``: the bookkeeping as the
+    refresh left it (kept up to date)."""
+    if books is not None:
+        seqs = [books.marks[name].seq for name in models if name in books.marks]
+        if not seqs:
+            return
+        done = {table: [trial_id for trial_id, seq in trials.items() if seq <= min(seqs)]
+                for table, trials in books.staged.items()}
+        done = {table: trial_ids for table, trial_ids in done.items() if trial_ids}
+        if not done:
+            return
+        # Names come from the bookkeeping (raw tables), the seq is an integer: one script, no round trip per table.
+        connection.execute(";\n".join(
+            [f"DELETE FROM {SCHEMA}.{table} WHERE trial_id IN (SELECT trial_id FROM {STAGED} "
+             f"WHERE table_name = '{table}' AND seq <= {int(min(seqs))})" for table in done]
+            + [f"DELETE FROM {STAGED} WHERE seq <= {int(min(seqs))}"]))
+        for table, trial_ids in done.items():
+            for trial_id in trial_ids:
+                del books.staged[table][trial_id]
+        return
     threshold = connection.execute(f"SELECT min(through_seq) FROM {MARKS} WHERE list_contains(?, model)",
                                    [list(models)]).fetchone()[0]
     if threshold is None:

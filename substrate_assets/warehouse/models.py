@@ -91,8 +91,14 @@ def referenced_tables(sql: str, path: Path) -> tuple[str, ...]:
         raise ModelError(f"{path}: a model is exactly one SELECT statement")
     query = statements[0]
     ctes = {cte.alias_or_name for cte in query.find_all(exp.CTE)}
-    tables = {table.name for table in query.find_all(exp.Table) if table.name and table.name not in ctes}
-    return tuple(sorted(tables))
+    references = [table for table in query.find_all(exp.Table) if table.name and table.name not in ctes]
+    qualified = sorted({".".join(part for part in (table.catalog, table.db, table.name) if part)
+                        for table in references if table.db or table.catalog})
+    if qualified:
+        # An update narrows each table a model reads to the trials it updates, by the table's name alone.
+        raise ModelError(f"{path}: reads {', '.join(qualified)}: a model names the tables it reads without a "
+                         "schema or database")
+    return tuple(sorted({table.name for table in references}))
 
 
 def _description(sql: str) -> str:
@@ -176,13 +182,44 @@ def build_order(models: dict[str, Model]) -> list[Model]:
 
 
 def describe_table(connection: duckdb.DuckDBPyConnection, name: str, preview_rows: int = 10,
-                   updated: Sequence[str] | None = None) -> BuiltTable:
-    columns = [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall()]
+                   updated: Sequence[str] | None = None, books: changes.Books | None = None) -> BuiltTable:
+    """``name``'s columns (as ``books`` knows them, when given), row count and first rows."""
+    columns = _table_columns(connection, name, books)
     rows = connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     cursor = connection.execute(f"SELECT * FROM {name} LIMIT {preview_rows}")
     names = [d[0] for d in cursor.description]
     return BuiltTable(name, rows, columns, [dict(zip(names, values, strict=True)) for values in cursor.fetchall()],
                       None if updated is None else tuple(updated))
+
+
+# The parameter a narrowed query (:func:`narrowed_query`) takes the trials' ids in.
+NARROWED_IDS = "narrowed_ids"
+# The temporary table an update computes a per-trial model's new rows into, before they replace the old ones.
+UPDATE_ROWS = "model_update_rows"
+
+
+def narrowed_query(select: str, tables: Collection[str], trial_ids: Sequence[str], books: changes.Books) -> str:
+    """``select`` with each of ``tables`` holding only the rows of the trials given in the parameter
+    ``$narrowed_ids`` (:data:`NARROWED_IDS`): a CTE of each table's name around it, which its table references
+    resolve to before the warehouse's tables (within nested queries and CTEs too). A raw table reads the copy
+    :mod:`changes` keeps of a recent load when it has one for every trial (picking a trial out of the raw table
+    itself reads all its trial_ids). Unlike :func:`narrowed`'s views, it costs no statement of its own."""
+    ctes = [f'"{name}" AS (SELECT * FROM "{books.database}".'
+            f'{changes.SCHEMA if books.copied(name, trial_ids) else "main"}."{name}" '
+            f"WHERE list_contains(${NARROWED_IDS}::VARCHAR[], trial_id))" for name in sorted(tables)]
+    return f"WITH {', '.join(ctes)}\nSELECT * FROM (\n{select}\n)" if ctes else select
+
+
+def _table_columns(connection: duckdb.DuckDBPyConnection, name: str,
+                   books: changes.Books | None = None) -> list[tuple[str, str]]:
+    """``name``'s columns and their types, in order: from ``books`` when it knows them (read with the bookkeeping,
+    for every table at once), else asked (and kept there)."""
+    if books is not None and name in books.columns:
+        return books.columns[name]
+    columns = [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall()]
+    if books is not None:
+        books.columns[name] = columns
+    return columns
 
 
 @contextlib.contextmanager
@@ -200,7 +237,7 @@ def narrowed(connection: duckdb.DuckDBPyConnection, tables: Collection[str], tri
     created: list[str] = []
     try:
         for name in tables:
-            copied = books is not None and set(ids) <= books.staged.get(name, set())
+            copied = books is not None and books.copied(name, ids)
             source = f'"{database}".{changes.SCHEMA if copied else "main"}.{name}'
             connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {source} "
                                "WHERE trial_id IN (SELECT trial_id FROM temp.main.narrowed_trials)")
@@ -236,10 +273,10 @@ def _read_by(name: str, models: dict[str, Model]) -> set[str]:
 
 
 def _changed_trials(connection: duckdb.DuckDBPyConnection, name: str, models: dict[str, Model], after: int,
-                    through: int) -> list[str]:
+                    through: int, books: changes.Books) -> list[str]:
     """The trials whose rows of what ``name`` reads changed after seq ``after`` up to ``through``: loaded, or
     rewritten by a partitioned model it reads (directly or not) as another trial of a new trial's partition."""
-    return changes.changed_trials(connection, after, through, list(models), _read_by(name, models))
+    return changes.changed_trials(connection, after, through, set(models), _read_by(name, models), books)
 
 
 def _past_a_load_of(connection: duckdb.DuckDBPyConnection, books: changes.Books, name: str,
@@ -251,7 +288,7 @@ def _past_a_load_of(connection: duckdb.DuckDBPyConnection, books: changes.Books,
             else _read_by(other, models)
         if mark.seq == caught_up and other != name and name not in reads:
             books.marks[other] = dataclasses.replace(mark, seq=seq)
-            changes.set_mark(connection, other, books.marks[other])
+            changes.set_mark(connection, other, books.marks[other], marked=True)
 
 
 def _partition_trials(connection: duckdb.DuckDBPyConnection, model: Model, trial_ids: Sequence[str],
@@ -261,11 +298,11 @@ def _partition_trials(connection: duckdb.DuckDBPyConnection, model: Model, trial
     table = f'"{books.database}".main.{model.name}'
     keys = ", ".join(f'"{column}"' for column in model.partition_by)
     match = " AND ".join(f't."{column}" IS NOT DISTINCT FROM k."{column}"' for column in model.partition_by)
-    with narrowed(connection, model.upstream, trial_ids, books):
-        related = connection.execute(
-            f"WITH k AS (SELECT DISTINCT {keys} FROM ({model.sql}) UNION "
-            f"SELECT DISTINCT {keys} FROM {table} WHERE list_contains(?, trial_id)) "
-            f"SELECT DISTINCT t.trial_id FROM {table} AS t JOIN k ON {match}", [list(trial_ids)]).fetchall()
+    keys_of = narrowed_query(f"SELECT DISTINCT {keys} FROM (\n{model.sql}\n)", model.upstream, trial_ids, books)
+    related = connection.execute(
+        f"WITH k AS (SELECT * FROM ({keys_of}) UNION "
+        f"SELECT DISTINCT {keys} FROM {table} WHERE list_contains(${NARROWED_IDS}::VARCHAR[], trial_id)) "
+        f"SELECT DISTINCT t.trial_id FROM {table} AS t JOIN k ON {match}", {NARROWED_IDS: list(trial_ids)}).fetchall()
     return sorted(set(trial_ids) | {row[0] for row in related})
 
 
@@ -276,7 +313,7 @@ def _set_mark(connection: duckdb.DuckDBPyConnection, books: changes.Books, name:
     generation = books.generation(books.marks) + 1 if whole or name not in books.marks \
         else books.marks[name].generation
     mark = changes.Mark(seq, built_by, generation, books.generation(upstream_models))
-    changes.set_mark(connection, name, mark)
+    changes.set_mark(connection, name, mark, marked=name in books.marks)
     books.marks[name] = mark
     books.tables.add(name)
 
@@ -297,6 +334,7 @@ def build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str,
         with transaction(connection):
             connection.execute(f"CREATE OR REPLACE TABLE {model.name} AS\n{model.sql}")
             if books is not None:
+                books.columns.pop(model.name, None)  # its columns are its SQL's now
                 upstream = _upstream_models(model, models or {model.name: model})
                 _set_mark(connection, books, model.name, _target(books, upstream), model.fingerprint, upstream,
                           whole=not routine)
@@ -305,19 +343,12 @@ def build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str,
     return describe_table(connection, model.name, preview_rows)
 
 
-def _same_columns(connection: duckdb.DuckDBPyConnection, model: Model) -> bool:
-    """Whether the model's SQL still gives its table's columns (a raw table that gained a column a model selects
-    with ``*`` changes them): if not, the table is built whole."""
-    table = connection.execute(f"DESCRIBE {model.name}").fetchall()
-    query = connection.execute(f"DESCRIBE {model.sql}").fetchall()
-    return [row[:2] for row in table] == [row[:2] for row in query]
-
-
 def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model],
            preview_rows: int = 10, books: changes.Books | None = None) -> BuiltTable:
     """Bring ``model``'s table up to the loads since it was built: a per-trial model replaces the rows of the trials
     loaded since (``BuiltTable.updated``); another model is rebuilt whole when any trial was. Built whole when it
-    never was, its SQL changed, or the warehouse has no bookkeeping. ``books``: the bookkeeping, when already read
+    never was, its SQL changed, its SQL no longer gives its table's columns (a raw table that gained a column a
+    model selects with ``*``), or the warehouse has no bookkeeping. ``books``: the bookkeeping, when already read
     (kept up to date here)."""
     books = books if books is not None else changes.read_books(connection)
     upstream = _upstream_models(model, models)
@@ -326,9 +357,9 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
         return build(connection, model, models, preview_rows, books)
     built = books.mark(model.name) or 0
     target = _target(books, upstream)
-    trial_ids = _changed_trials(connection, model.name, models, built, target)
+    trial_ids = _changed_trials(connection, model.name, models, built, target, books)
     if not trial_ids:
-        return describe_table(connection, model.name, preview_rows, updated=())
+        return describe_table(connection, model.name, preview_rows, updated=(), books=books)
     if not model.per_trial:
         return build(connection, model, models, preview_rows, books, routine=True)
     if model.partition_by:
@@ -342,19 +373,25 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
             # (and change_points) take them up as they take up a loaded trial.
             caught_up, target = books.latest, books.latest + 1
             books.latest = target
-            changes.record_load(connection, target, model.name, others)
+            changes.book_load(connection, books, target, model.name, others)
             _past_a_load_of(connection, books, model.name, models, caught_up, target)
     try:
-        with narrowed(connection, model.upstream, trial_ids, books):
-            if not _same_columns(connection, model):
+        with transaction(connection):
+            # The new rows computed once into a temporary table: its columns say whether they still fit the
+            # model's table (no second binding of the SQL to ask), and the insert copies them.
+            connection.execute(f"CREATE OR REPLACE TEMP TABLE {UPDATE_ROWS} AS\n"
+                               f"{narrowed_query(model.sql, model.upstream, trial_ids, books)}",
+                               {NARROWED_IDS: list(trial_ids)})
+            rows = f"temp.main.{UPDATE_ROWS}"
+            if _table_columns(connection, rows) != _table_columns(connection, model.name, books):
                 return build(connection, model, models, preview_rows, books)
-            with transaction(connection):
-                connection.execute(f"DELETE FROM {model.name} WHERE list_contains(?, trial_id)", [trial_ids])
-                connection.execute(f"INSERT INTO {model.name} BY NAME\n{model.sql}")
-                _set_mark(connection, books, model.name, target, model.fingerprint, upstream, whole=False)
+            table = f'"{books.database}".main.{model.name}'
+            connection.execute(f"DELETE FROM {table} WHERE list_contains(?, trial_id)", [list(trial_ids)])
+            connection.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {rows}")
+            _set_mark(connection, books, model.name, target, model.fingerprint, upstream, whole=False)
     except duckdb.Error as error:
         raise ModelError(f"{model.path}: {error}") from None
-    return describe_table(connection, model.name, preview_rows, updated=trial_ids)
+    return describe_table(connection, model.name, preview_rows, updated=trial_ids, books=books)
 
 
 def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.Books | None = None,
@@ -370,12 +407,12 @@ def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.B
     built = books.mark(CHANGE_POINTS)
     target = _target(books, [METRIC_HISTORY])
     trial_ids = [] if built is None else changes.changed_trials(
-        connection, built, target, list(models), {METRIC_HISTORY, *_read_by(METRIC_HISTORY, models)})
+        connection, built, target, set(models), {METRIC_HISTORY, *_read_by(METRIC_HISTORY, models)}, books)
     if built is not None and CHANGE_POINTS in books.tables and \
             books.fingerprint(CHANGE_POINTS) == CHANGE_POINTS_BUILT_BY and \
             not _behind_a_whole_build(books, CHANGE_POINTS, [METRIC_HISTORY]) and \
-            changes.first_loaded_after(connection, changes.changed_trials(connection, built, target, list(models)),
-                                       built, list(models)):
+            changes.first_loaded_after(connection, changes.changed_trials(connection, built, target, set(models),
+                                                                          books=books), built, list(models)):
         if trial_ids:
             replace_series_change_points(connection, trial_ids)
         updated: tuple[str, ...] | None = tuple(trial_ids)
@@ -459,12 +496,17 @@ def build_marts(connection: duckdb.DuckDBPyConnection,
     return built, run_tests(connection, _tests(directory, models))
 
 
-def prune_copies(connection: duckdb.DuckDBPyConnection, models: dict[str, Model]) -> None:
+def prune_copies(connection: duckdb.DuckDBPyConnection, models: dict[str, Model],
+                 books: changes.Books | None = None) -> None:
     """Drop the copies of loads (:mod:`changes`) that every one of ``models`` (and change_points, built on
-    metric_history) has taken up."""
-    if changes.has_bookkeeping(connection):
+    metric_history) has taken up. ``books``: the bookkeeping the refresh kept up to date (none asked again)."""
+    names = [*models, CHANGE_POINTS] if METRIC_HISTORY in models else list(models)
+    if books is not None:
         with transaction(connection):
-            changes.prune(connection, [*models, CHANGE_POINTS] if METRIC_HISTORY in models else models)
+            changes.prune(connection, names, books)
+    elif changes.has_bookkeeping(connection):
+        with transaction(connection):
+            changes.prune(connection, names)
 
 
 def scope_of(table: BuiltTable, per_trial: bool) -> Sequence[str] | None:
@@ -485,7 +527,7 @@ def update_marts(connection: duckdb.DuckDBPyConnection,
         built = [update(connection, model, models, books=books) for model in build_order(models)]
         if METRIC_HISTORY in models:
             built.append(update_change_points(connection, books, models))
-        prune_copies(connection, models)
+        prune_copies(connection, models, books)
     tests = load_tests(directory / "schema.yml", set(models))
     outcomes = []
     for table in built:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,9 +63,12 @@ from substrate_assets.telemetry.window import window_from_history
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.changes import (
     ensure_bookkeeping,
+    ensure_copy,
+    held_and_staged,
     loaded_before,
     next_seq,
     record_load,
+    record_loads,
     stage,
     unstage,
 )
@@ -309,22 +312,44 @@ def check_staged_run(path: Path, key: TrialKey) -> None:
     read_trial(StagedTrial(path, key))
 
 
-def ensure_schema(connection: duckdb.DuckDBPyConnection) -> None:
-    """Every raw table, with every column, and the bookkeeping of loads (:mod:`changes`): a warehouse written before
-    a column existed gains it, null for the trials already loaded (not measured then), until a rebuild reads their
-    files again."""
+def _catalog(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """(schema, table) -> its columns and their types, in order, for the schemas main and changes: one query."""
+    catalog: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    for schema, table, column, kind in connection.execute(
+            "SELECT schema_name, table_name, column_name, data_type FROM duckdb_columns() "
+            "WHERE database_name = current_database() AND schema_name IN ('main', ?) "
+            "ORDER BY schema_name, table_name, column_index", [changes.SCHEMA]).fetchall():
+        catalog.setdefault((schema, table), []).append((column, kind))
+    return catalog
+
+
+def ensure_schema(connection: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[str, str]]]:
+    """Every raw table, with every column, the bookkeeping of loads (:mod:`changes`) and a (maybe empty) copy table
+    per raw table: a warehouse written before a column existed gains it, null for the trials already loaded (not
+    measured then), until a rebuild reads their files again. Each raw table's columns and their types, in order.
+    Asks the catalog once when nothing is missing (every load asks)."""
+    catalog = _catalog(connection)
+    changed = False
     for table in RAW_TABLES.values():
-        connection.execute(table.ddl())
-    ensure_bookkeeping(connection, RAW_TABLES)
-    present = set(connection.execute(
-        "SELECT schema_name, table_name, column_name FROM duckdb_columns() WHERE database_name = current_database()"
-    ).fetchall())
+        if ("main", table.name) not in catalog:
+            connection.execute(table.ddl())
+            changed = True
+    if (changes.SCHEMA, "loads") not in catalog:
+        ensure_bookkeeping(connection, RAW_TABLES)
+        changed = True
     for table in RAW_TABLES.values():
-        copied = any((changes.SCHEMA, table.name) == (schema, name) for schema, name, _ in present)
-        for name, dtype in table.columns.items():
-            for schema in ("main", changes.SCHEMA) if copied else ("main",):
-                if (schema, table.name, name) not in present:
+        for schema in ("main", changes.SCHEMA):
+            have = {name for name, _ in catalog.get((schema, table.name), [])}
+            for name, dtype in table.columns.items():
+                if have and name not in have:
                     connection.execute(f'ALTER TABLE {schema}.{table.name} ADD COLUMN "{name}" {_duckdb_type(dtype)}')
+                    changed = True
+        if (changes.SCHEMA, table.name) not in catalog:
+            ensure_copy(connection, table.name)
+            changed = True
+    if changed:
+        catalog = _catalog(connection)
+    return {name: catalog["main", name] for name in RAW_TABLES}
 
 
 def _replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],
@@ -413,25 +438,54 @@ def read_trials(trials: list[TrialDirectory], tables: Collection[str] | None = N
             [outcome for outcome in outcomes if isinstance(outcome, UnreadableTrial)])
 
 
+def _write_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, held: Sequence[str], frame: pl.DataFrame,
+                copy: bool) -> None:
+    """Delete ``held`` trials' rows of ``table`` and insert ``frame`` (with ``copy``, into changes.<table> too), in the
+    caller's transaction."""
+    if held:
+        connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest(?::VARCHAR[]))", [list(held)])
+    if frame.height:
+        if frame.n_chunks() > 1 and frame.height < SMALL_FRAME_ROWS:
+            frame = frame.rechunk()  # DuckDB pays per Arrow chunk: a thousand one-row chunks cost seconds
+        # Plain (not view) strings: DuckDB takes them without a conversion pass.
+        connection.register("incoming_rows", frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
+        # Unregistered once written (DuckDB refuses while a query's result is unread: only writes run before it);
+        # a failed write leaves it registered, and the next load's register replaces it.
+        connection.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM incoming_rows")
+        if copy:
+            connection.execute(f"INSERT INTO {changes.SCHEMA}.{table.name} BY NAME SELECT * FROM incoming_rows")
+        connection.unregister("incoming_rows")
+
+
 def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames], tables: Collection[str] | None = None,
                  preview_rows: int = 0, *, copy: bool = True) -> dict[str, LoadedTable]:
     """Replace the rows of the ``read`` trials in ``tables`` (default: every raw table), all in one transaction and
     one insert per table, recorded as one load in the bookkeeping (with ``copy``, the rows are also kept for the
     models' next update: a rebuild, which builds every model whole, has no use for them); what each table
-    received."""
-    ensure_schema(connection)
+    received. The bookkeeping of every table is read and written in a statement or two for them all (a load of one
+    trial is some twenty statements, not seventy)."""
+    columns = ensure_schema(connection)
     chosen = [RAW_TABLES[name] for name in (tables if tables is not None else RAW_TABLES)]
-    ids = [part.trial_id for part in read]
+    ids = sorted({part.trial_id for part in read})
+    names = [table.name for table in chosen]
     with transaction(connection):
         seq = next_seq(connection)
+        held, staged = held_and_staged(connection, names, ids)
         for table in chosen:
+            if table.name in staged:  # a copy of an earlier load of these trials: stale now
+                connection.execute(f"DELETE FROM {changes.SCHEMA}.{table.name} WHERE list_contains(?, trial_id)",
+                                   [staged[table.name]])
             frames = [part.frames[table.name] for part in read]
-            _replace_rows(connection, table, ids, pl.concat(frames) if frames else pl.DataFrame(schema=table.columns),
-                          seq, copy)
+            _write_rows(connection, table, held.get(table.name, []),
+                        pl.concat(frames) if frames else pl.DataFrame(schema=table.columns), copy)
+        if staged:
+            connection.execute(f"DELETE FROM {changes.STAGED} WHERE list_contains(?, table_name) "
+                               "AND list_contains(?, trial_id)", [list(staged), ids])
+        record_loads(connection, seq, names, ids, staged=copy)
     loaded = {}
     for table in chosen:
         loaded[table.name] = LoadedTable(
-            table.name, table_columns(connection, table.name),
+            table.name, columns[table.name],
             rows={part.trial_id: part.frames[table.name].height for part in read},
             previews={part.trial_id: part.frames[table.name].head(preview_rows).rows(named=True) for part in read}
             if preview_rows else {})

@@ -1,8 +1,10 @@
 """RouterClient over a real local HTTP server: kept-alive connections reused, one the server closed while idle
-replaced without a failed request, bodies sent and replies read whole, and statuses of 400 or more raised."""
+replaced without a failed request, bodies sent and replies read whole (with a length, chunked, or up to the
+connection's end), statuses of 400 or more raised, and a broken reply raised as http.client raises it."""
 
 from __future__ import annotations
 
+import http.client
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +24,28 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
         Handler.seen.append((self.command, self.path, self.headers[TARGET_HEADER], len(body), self.client_address[1]))
+        if self.path == "/hangup":  # closes without a word
+            self.close_connection = True
+            return
+        if self.path == "/short":  # promises more than it sends, then closes
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+            self.close_connection = True
+            return
+        if self.path == "/chunked":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for part in (body, b"-", body[::-1]):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\nX-Trailer: yes\r\n\r\n")
+            return
+        if self.path == "/until-close":  # HTTP/1.0 style: no length, the end of the connection ends the body
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(body * 3)
+            self.close_connection = True
+            return
         if self.path == "/missing":
             reply, status = b"no such actor", 404
         elif self.path == "/big":
@@ -101,3 +125,65 @@ def test_concurrency_bounds_the_connections(server):
     assert len(Handler.seen) == 120
     assert len({port for *_, port in Handler.seen}) <= 3
     client.close()
+
+
+def test_chunked_and_until_close_replies_are_read_whole(server):
+    client = RouterClient(url(server))
+    assert client.post("space/actor", "/chunked", b"abc") == b"abc-cba"
+    assert client.post("space/actor", "/echo", b"xy") == b"yx"  # the same connection, after the trailer
+    assert client.post("space/actor", "/until-close", b"ab") == b"ababab"
+    assert client.post("space/actor", "/echo", b"xy") == b"yx"  # a new connection
+    ports = [port for *_, port in Handler.seen]
+    assert ports[0] == ports[1] == ports[2] != ports[3]  # closed after the reply that ran to its end
+    client.close()
+
+
+def test_a_broken_reply_raises_what_http_client_raises(server):
+    client = RouterClient(url(server))
+    with pytest.raises(http.client.RemoteDisconnected) as hung_up:
+        client.post("space/actor", "/hangup", b"x")
+    assert str(hung_up.value) == "Remote end closed connection without response"
+    with pytest.raises(http.client.IncompleteRead) as short:
+        client.post("space/actor", "/short", b"x")
+    assert str(short.value) == "IncompleteRead(3 bytes read, 7 more expected)"
+    assert client.post("space/actor", "/echo", b"x") == b"x"
+    client.close()
+
+
+def test_the_request_head_is_the_one_http_client_sends():
+    """The exact bytes on the wire, against a listening socket: request line, Host, Accept-Encoding,
+    Content-Length (0 for a POST without a body, none for a GET), the target, the content type, then the body."""
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    received: list[bytes] = []
+
+    def serve() -> None:
+        connection, _ = listener.accept()
+        with connection, connection.makefile("rb") as reader:
+            for _ in range(3):
+                head = b""
+                while not head.endswith(b"\r\n\r\n"):
+                    head += reader.readline()
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                               if line.lower().startswith(b"content-length:")), 0)
+                received.append(head + reader.read(length))
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    client = RouterClient(f"http://127.0.0.1:{port}/base")
+    assert client.post("space/actor", "/ping", b"\x0a\x01x") == b"ok"
+    assert client.request("POST", "space/actor", "/go") == b"ok"
+    assert client.request("GET", "space/actor", "/status?x=1") == b"ok"
+    thread.join()
+    client.close()
+    listener.close()
+    assert received == [
+        b"POST /base/ping HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept-Encoding: identity\r\nContent-Length: 3\r\n"
+        b"ate-target-actor: space/actor\r\nContent-Type: application/x-protobuf\r\n\r\n\x0a\x01x" % port,
+        b"POST /base/go HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept-Encoding: identity\r\nContent-Length: 0\r\n"
+        b"ate-target-actor: space/actor\r\n\r\n" % port,
+        b"GET /base/status?x=1 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAccept-Encoding: identity\r\n"
+        b"ate-target-actor: space/actor\r\n\r\n" % port]

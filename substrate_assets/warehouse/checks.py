@@ -161,24 +161,44 @@ def run_test(connection: duckdb.DuckDBPyConnection, test: ColumnTest, sample_row
 
 def run_tests(connection: duckdb.DuckDBPyConnection, tests: Sequence[ColumnTest], sample_rows: int = 5,
               trial_ids: Sequence[str] | None = None) -> list[TestOutcome]:
-    """Every one of ``tests`` as :func:`run_test` runs it, in their order, but the tests of single rows of one
-    table counted in one scan of it (a query costs milliseconds, and a load runs some seventy tests); a test
-    that finds violations is run again on its own for its sample."""
-    outcomes: dict[int, TestOutcome] = {}
-    by_model: dict[str, list[int]] = {}
-    for index, test in enumerate(tests):
-        if test.kind == "unique":
-            outcomes[index] = run_test(connection, test, sample_rows, trial_ids)
-        else:
-            by_model.setdefault(test.model, []).append(index)
-    scope, scoped = ("", []) if trial_ids is None else (" AND list_contains(?, trial_id)", [list(trial_ids)])
-    for model, indexes in by_model.items():
-        conditions = [tests[index].row_violation() for index in indexes]
-        counts = connection.execute(
-            f"SELECT {', '.join(f'count(*) FILTER (WHERE {condition})' for condition, _ in conditions)} "
-            f"FROM {model} WHERE true{scope}",
-            [parameter for _, parameters in conditions for parameter in parameters] + scoped).fetchone()
-        for index, count in zip(indexes, counts, strict=True):
-            outcomes[index] = run_test(connection, tests[index], sample_rows, trial_ids) if count \
+    """Every one of ``tests`` as :func:`run_test` runs it, in their order, but counted together
+    (:func:`run_test_groups`)."""
+    return run_test_groups(connection, [(tests, trial_ids)], sample_rows)[0]
+
+
+def run_test_groups(connection: duckdb.DuckDBPyConnection,
+                    groups: Sequence[tuple[Sequence[ColumnTest], Sequence[str] | None]],
+                    sample_rows: int = 5) -> list[list[TestOutcome]]:
+    """Each group's tests as :func:`run_test` runs them over its trials (None: every row), in their order, but every
+    violation of every group counted in one query (a query costs milliseconds, and a load runs some seventy tests
+    over ten tables): the tests of single rows of one table in one scan of it, a ``unique`` test in a subquery of
+    its own. Only a test that finds violations is run again, on its own, for its sample."""
+    parts: list[str] = []
+    parameters: list = []
+    counted: list[tuple[int, list[int]]] = []  # (group, its tests) per part, in the order of the query's columns
+    for number, (tests, trial_ids) in enumerate(groups):
+        scope, scoped = ("", []) if trial_ids is None else (" AND list_contains(?, trial_id)", [list(trial_ids)])
+        by_model: dict[str, list[int]] = {}
+        for index, test in enumerate(tests):
+            if test.kind == "unique":
+                sql, violations = test.violations_sql(trial_ids)
+                parts.append(f"(SELECT count(*) FROM ({sql}))")
+                parameters += violations
+                counted.append((number, [index]))
+            else:
+                by_model.setdefault(test.model, []).append(index)
+        for model, indexes in by_model.items():
+            conditions = [tests[index].row_violation() for index in indexes]
+            parts.append(f"(SELECT [{', '.join(f'count(*) FILTER (WHERE {condition})' for condition, _ in conditions)}]"
+                         f" FROM {model} WHERE true{scope})")
+            parameters += [parameter for _, values in conditions for parameter in values] + scoped
+            counted.append((number, indexes))
+    outcomes: list[dict[int, TestOutcome]] = [{} for _ in groups]
+    counts = connection.execute(f"SELECT {', '.join(parts)}", parameters).fetchone() if parts else ()
+    for (number, indexes), found in zip(counted, counts, strict=True):
+        tests, trial_ids = groups[number]
+        for index, count in zip(indexes, found if isinstance(found, list) else [found], strict=True):
+            outcomes[number][index] = run_test(connection, tests[index], sample_rows, trial_ids) if count \
                 else TestOutcome(tests[index], 0, [])
-    return [outcomes[index] for index in range(len(tests))]
+    return [[outcome[index] for index in range(len(tests))] for outcome, (tests, _) in zip(outcomes, groups,
+                                                                                            strict=True)]

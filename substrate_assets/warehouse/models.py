@@ -41,7 +41,7 @@ from substrate_assets.warehouse.change_points import (
     replace_change_points,
     replace_series_change_points,
 )
-from substrate_assets.warehouse.checks import TestOutcome, load_tests, read_yaml, run_tests
+from substrate_assets.warehouse.checks import TestOutcome, load_tests, read_yaml, run_test_groups, run_tests
 from substrate_assets.warehouse.connection import transaction
 
 
@@ -529,10 +529,6 @@ def update_marts(connection: duckdb.DuckDBPyConnection,
             built.append(update_change_points(connection, books, models))
         prune_copies(connection, models, books)
     tests = load_tests(directory / "schema.yml", set(models))
-    outcomes = []
-    for table in built:
-        if table.updated == ():
-            continue  # nothing new in it since its tests last ran
-        per_trial = table.name in models and models[table.name].per_trial
-        outcomes += run_tests(connection, tests.get(table.name, []), trial_ids=scope_of(table, per_trial))
-    return built, outcomes
+    groups = [(tests.get(table.name, []), scope_of(table, table.name in models and models[table.name].per_trial))
+              for table in built if table.updated != ()]  # a table with nothing new was tested when it last changed
+    return built, [outcome for group in run_test_groups(connection, groups) for outcome in group]

@@ -10,6 +10,7 @@ import logging
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -22,7 +23,7 @@ from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse import rebuild as rebuild_module
 from substrate_assets.warehouse.change_points import CHANGE_POINTS
-from substrate_assets.warehouse.checks import load_tests, run_test, run_tests
+from substrate_assets.warehouse.checks import load_tests, run_test, run_test_groups, run_tests
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import (
     build,
@@ -216,6 +217,44 @@ def test_a_warehouse_from_before_the_bookkeeping_is_brought_up_to_date(store, tm
     assert differences(warehouse, tmp_path / "r.duckdb") == {}
 
 
+class _Counting:
+    """A connection that counts the statements run through it (``execute``)."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        self.connection, self.statements = connection, 0
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        self.statements += 1
+        result = self.connection.execute(*args, **kwargs)
+        return self if result is self.connection else result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.connection, name)
+
+
+def test_a_load_of_one_trial_runs_as_many_statements_whatever_the_history(store, tmp_path):
+    """A load and its refresh cost the trial, not the history, in statements too (each costs about a millisecond):
+    the same trial loaded into a warehouse of two trials and into one of all of them runs as many."""
+    alpha = [directory for directory in store.trial_dirs()
+             if (directory / "trial.json").exists() and suite_of(directory) == "alpha"]
+    new = RunStore(tmp_path / "new")
+    # Of alpha's configuration (4 users), which both warehouses hold trials of: capacity_history rewrites them too.
+    write_trial(new, "alpha", 1_800_000_000, _latencies(np.random.default_rng(11), 40.0), users=4)
+    counted = {}
+    for name, trial_dirs in (("two", alpha[:2]), ("all", store.trial_dirs())):
+        with connect(tmp_path / f"{name}.duckdb") as connection:
+            load_trials(connection, [TrialDirectory(directory) for directory in trial_dirs])
+            update_marts(connection, MODELS)
+        with connect(tmp_path / f"{name}.duckdb") as connection:
+            counting = _Counting(connection)
+            load_trials(counting, [TrialDirectory(directory) for directory in new.trial_dirs()])
+            built, outcomes = update_marts(counting, MODELS)
+        assert all(outcome.passed for outcome in outcomes)
+        assert len({table.name: table.updated for table in built}["capacity_history"]) > 1
+        counted[name] = counting.statements
+    assert counted["two"] == counted["all"], counted
+
+
 def test_the_tests_of_a_table_counted_in_one_scan_find_what_each_alone_finds(tmp_path):
     with connect(tmp_path / "w.duckdb") as connection:
         ensure_schema(connection)
@@ -228,9 +267,20 @@ def test_the_tests_of_a_table_counted_in_one_scan_find_what_each_alone_finds(tmp
         for scope in (None, ["u"], []):
             batched = run_tests(connection, tests, trial_ids=scope)
             assert batched == [run_test(connection, test, trial_ids=scope) for test in tests]
+        # Every group's tests counted in one query, each over its own trials: what each group alone finds.
+        scopes = [None, ["u"], [], ["t"]]
+        assert run_test_groups(connection, [(tests, scope) for scope in scopes]) == \
+            [run_tests(connection, tests, trial_ids=scope) for scope in scopes]
         by_name = {outcome.test.name: outcome for outcome in run_tests(connection, tests)}
         assert by_name["trial_id_unique"].violations == 1 and by_name["backend_accepted_values"].violations == 2
         assert by_name["backend_accepted_values"].sample[0]["backend"] == "mars"
+        # More violations than a sample holds: counted, not just sampled.
+        insert(connection, "trial_manifests", [{"trial_id": f"v{index}", "suite": "s", "backend": "venus"}
+                                                for index in range(7)])
+        build(connection, discover(MODELS)["trials"])
+        [wrong] = [test for test in tests if test.name == "backend_accepted_values"]
+        assert run_test(connection, wrong, sample_rows=5).violations == 9
+        assert len(run_test(connection, wrong, sample_rows=5).sample) == 5
 
 
 @pytest.mark.parametrize(("batch", "processes_from"), [(500, 200), (4, 1)], ids=["one-batch", "batches-processes"])

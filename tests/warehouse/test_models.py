@@ -218,6 +218,10 @@ def test_model_errors(tmp_path):
     (tmp_path / "b.sql").write_text("DELETE FROM a")
     with pytest.raises(ModelError, match="exactly one SELECT"):
         discover(tmp_path)
+    # An update narrows the tables a model reads by their names alone: a schema would slip past it.
+    (tmp_path / "b.sql").write_text("SELECT * FROM main.trials AS t JOIN cluster_facts USING (trial_id)")
+    with pytest.raises(ModelError, match=r"b\.sql: reads main\.trials: .* without a schema"):
+        discover(tmp_path)
     (tmp_path / "schema.yml").write_text("models:\n  - name: zzz\n")
     with pytest.raises(SchemaError, match="zzz"):
         load_tests(tmp_path / "schema.yml", {"a"})

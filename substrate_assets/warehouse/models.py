@@ -185,7 +185,10 @@ def describe_table(connection: duckdb.DuckDBPyConnection, name: str, preview_row
                    updated: Sequence[str] | None = None, books: changes.Books | None = None) -> BuiltTable:
     """``name``'s columns (as ``books`` knows them, when given), row count and first rows."""
     columns = _table_columns(connection, name, books)
-    rows = connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+    if books is not None and name in books.rows:
+        rows = books.rows[name]
+    else:
+        rows = connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     cursor = connection.execute(f"SELECT * FROM {name} LIMIT {preview_rows}")
     names = [d[0] for d in cursor.description]
     return BuiltTable(name, rows, columns, [dict(zip(names, values, strict=True)) for values in cursor.fetchall()],
@@ -288,7 +291,7 @@ def _past_a_load_of(connection: duckdb.DuckDBPyConnection, books: changes.Books,
             else _read_by(other, models)
         if mark.seq == caught_up and other != name and name not in reads:
             books.marks[other] = dataclasses.replace(mark, seq=seq)
-            changes.set_mark(connection, other, books.marks[other], marked=True)
+            _write_mark(connection, books, other, marked=True)
 
 
 def _partition_trials(connection: duckdb.DuckDBPyConnection, model: Model, trial_ids: Sequence[str],
@@ -313,9 +316,19 @@ def _set_mark(connection: duckdb.DuckDBPyConnection, books: changes.Books, name:
     generation = books.generation(books.marks) + 1 if whole or name not in books.marks \
         else books.marks[name].generation
     mark = changes.Mark(seq, built_by, generation, books.generation(upstream_models))
-    changes.set_mark(connection, name, mark, marked=name in books.marks)
+    marked = name in books.marks
     books.marks[name] = mark
+    _write_mark(connection, books, name, marked=marked)
     books.tables.add(name)
+
+
+def _write_mark(connection: duckdb.DuckDBPyConnection, books: changes.Books, name: str, *, marked: bool) -> None:
+    """``books``' mark of ``name`` written now, or with every other one at the end of a refresh that saves them
+    together (:func:`changes.save_marks`)."""
+    if books.unsaved is not None:
+        books.unsaved.add(name)
+    else:
+        changes.set_mark(connection, name, books.marks[name], marked=marked)
 
 
 def _behind_a_whole_build(books: changes.Books, name: str, upstream_models: Collection[str]) -> bool:
@@ -334,7 +347,8 @@ def build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str,
         with transaction(connection):
             connection.execute(f"CREATE OR REPLACE TABLE {model.name} AS\n{model.sql}")
             if books is not None:
-                books.columns.pop(model.name, None)  # its columns are its SQL's now
+                books.columns.pop(model.name, None)  # its columns are its SQL's now, its rows unknown
+                books.rows.pop(model.name, None)
                 upstream = _upstream_models(model, models or {model.name: model})
                 _set_mark(connection, books, model.name, _target(books, upstream), model.fingerprint, upstream,
                           whole=not routine)
@@ -386,8 +400,11 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
             if _table_columns(connection, rows) != _table_columns(connection, model.name, books):
                 return build(connection, model, models, preview_rows, books)
             table = f'"{books.database}".main.{model.name}'
-            connection.execute(f"DELETE FROM {table} WHERE list_contains(?, trial_id)", [list(trial_ids)])
-            connection.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {rows}")
+            deleted = connection.execute(f"DELETE FROM {table} WHERE list_contains(?, trial_id)",
+                                         [list(trial_ids)]).fetchone()[0]
+            inserted = connection.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {rows}").fetchone()[0]
+            if model.name in books.rows:
+                books.rows[model.name] += inserted - deleted
             _set_mark(connection, books, model.name, target, model.fingerprint, upstream, whole=False)
     except duckdb.Error as error:
         raise ModelError(f"{model.path}: {error}") from None
@@ -524,9 +541,16 @@ def update_marts(connection: duckdb.DuckDBPyConnection,
     models = discover(directory)
     with transaction(connection):  # one commit for the whole refresh
         books = changes.read_books(connection)
+        if books is not None:
+            # Every model's mark written at the end, every table's rows counted at the start, in a statement or
+            # two for them all (a statement costs about a millisecond, a dozen models a dozen each).
+            books.unsaved = set()
+            changes.count_rows(connection, books, models)
         built = [update(connection, model, models, books=books) for model in build_order(models)]
         if METRIC_HISTORY in models:
             built.append(update_change_points(connection, books, models))
+        if books is not None:
+            changes.save_marks(connection, books)
         prune_copies(connection, models, books)
     tests = load_tests(directory / "schema.yml", set(models))
     groups = [(tests.get(table.name, []), scope_of(table, table.name in models and models[table.name].per_trial))

@@ -8,7 +8,10 @@ prints {"trials": [...], "runs": [...], "ticks": [[[partition, key, ...], ...], 
     python -m tests.support.follow_trials
 """
 
+import contextlib
+import functools
 import json
+from collections.abc import Iterator
 
 import dagster as dg
 from dagster._core.definitions.partitions.context import partition_loading_context
@@ -21,13 +24,26 @@ from substrate_assets.defs.trials.jobs import TRIAL_TAG, TrialConfig, run_config
 TICKS_PER_TRIAL = 4
 
 
+@contextlib.contextmanager
+def partitions_read_once(instance: dg.DagsterInstance) -> Iterator[None]:
+    """Within one tick, each dynamic partitions definition read from the instance once. Dagster's cursor
+    serialization asks the instance for the trial partitions about a thousand times per tick (one SQLite query each,
+    most of this module's time); no partition is added while a tick is evaluated, so one answer serves them all."""
+    instance.get_dynamic_partitions = functools.cache(instance.get_dynamic_partitions)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del instance.get_dynamic_partitions
+
+
 def main() -> None:
     instance = project_instance()
     graph = defs.resolve_asset_graph()
     ticks: list[list[list[str | None]]] = []
 
     def tick(cursor):
-        evaluation = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
+        with partitions_read_once(instance):
+            evaluation = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=cursor)
         by_partition: dict[str | None, list] = {}
         # Dagster's tester lists requested asset partitions only; a check's need the partitions' loading context.
         with partition_loading_context(new_ctx=evaluation._partition_loading_context):

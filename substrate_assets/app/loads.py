@@ -1,22 +1,30 @@
 """Loads outside a Dagster run: importing upstream runs and rebuilding the warehouse. Both go through the same
 warehouse load and lock discipline as the raw assets, and are recorded on the instance as the assets record
-theirs."""
+theirs.
+
+Dagster is imported only where a load is recorded: an import loads the warehouse while its instance is opened
+on another thread (see :func:`import_upstream`)."""
+
+from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import dagster as dg
-
-from substrate_assets.defs.warehouse.metadata import PREVIEW_ROWS, report_loads, trial_figures
 from substrate_assets.results.importer import ImportedRun, RunRefused, import_all
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import models_directory, update_marts
+from substrate_assets.warehouse.preview import PREVIEW_ROWS
 from substrate_assets.warehouse.raw import check_staged_run, read_trials, write_trials
 from substrate_assets.warehouse.rebuild import Rebuilt, rebuild
+from substrate_assets.warehouse.trial_figures import trial_densities
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 
 @dataclass(frozen=True)
@@ -30,12 +38,13 @@ class ImportOutcome:
     refused: list[RunRefused] = field(default_factory=list)
 
 
-def import_upstream(root: str, store: RunStore, warehouse: Path, instance: dg.DagsterInstance,
+def import_upstream(root: str, store: RunStore, warehouse: Path, instance: Callable[[], dg.DagsterInstance],
                     on_wait: Callable[[str], None] | None = None) -> ImportOutcome:
     """Copy every upstream run under ``root`` into the store — each read whole first, exactly as the warehouse
     loads it, and refused (nothing copied) when any file does not read — then load them all in one pass (raw
     tables, models, column tests) and record each load, so the imported trials show in the UI beside native
-    ones. A refused run does not stop the others."""
+    ones. A refused run does not stop the others. ``instance`` is asked for once the warehouse is written: a
+    caller may open it meanwhile (importing Dagster and opening an instance take longer than loading one run)."""
     batch = import_all(root, store, check=check_staged_run)
     refused = list(batch.refused)
     # Read before the warehouse is opened, so the lock is held only to write. Runs copied now are read a second time
@@ -49,11 +58,13 @@ def import_upstream(root: str, store: RunStore, warehouse: Path, instance: dg.Da
         return ImportOutcome([], {}, [], [], refused)
     with connect(warehouse, on_wait=on_wait) as connection:
         raw = write_trials(connection, read, preview_rows=PREVIEW_ROWS)
-        figures = trial_figures(connection, [run.trial_id for run in runs])
+        densities = trial_densities(connection, [run.trial_id for run in runs])
         built, outcomes = update_marts(connection)
-    report_loads(instance, [part.trial for part in read], raw, built, outcomes,
+    from substrate_assets.defs.warehouse.metadata import figure_metadata, report_loads
+
+    report_loads(instance(), [part.trial for part in read], raw, built, outcomes,
                  extra={run.trial_id: {"imported_from": run.source} for run in runs},
-                 figures=figures)
+                 figures=figure_metadata(densities))
     return ImportOutcome(runs, {name: table.total for name, table in raw.items()}, [table.name for table in built],
                          outcomes, refused)
 
@@ -65,5 +76,7 @@ def rebuild_warehouse(store: RunStore, warehouse: Path, instance: dg.DagsterInst
     read; record the loads of partitions the instance has not seen, every model and every column test."""
     result = rebuild(store, warehouse, models_directory(), on_wait=on_wait, preview_rows=PREVIEW_ROWS,
                      on_listed=on_listed)
+    from substrate_assets.defs.warehouse.metadata import report_loads
+
     report_loads(instance, result.trials, result.raw, result.models, result.tests, new_partitions_only=True)
     return result

@@ -4,12 +4,24 @@ run store) and ``sql`` (read-only queries)."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from substrate_assets.cli.output import print_rows, wide_console
 from substrate_assets.project import store_directory, warehouse_path
+
+if TYPE_CHECKING:
+    import dagster as dg
+
+
+def _open_instance() -> dg.DagsterInstance:
+    """The project's instance, with everything recording a load needs imported."""
+    import substrate_assets.defs.warehouse.metadata  # noqa: F401
+    from substrate_assets.app.instance import project_instance
+
+    return project_instance()
 
 
 def _say_waiting(message: str) -> None:
@@ -33,16 +45,19 @@ def import_command(root: str) -> None:
     gs://, s3:// or other fsspec URL) as trials: each read whole first, then copied unchanged into the run store and
     loaded. A run whose files do not read is refused (one line naming the file; nothing of it is stored) and the
     others still load; the exit code is then 1."""
-    from substrate_assets.app.instance import project_instance
-    from substrate_assets.app.loads import import_upstream
-    from substrate_assets.results.layout import RunStore
-    from substrate_assets.warehouse.connection import WarehouseBusy
+    # Dagster's import and the instance (about 2 s) are opened on a thread while the runs are copied and loaded:
+    # both mostly wait on DuckDB, polars and the disk, which let go of the interpreter.
+    with ThreadPoolExecutor(1, thread_name_prefix="instance") as opening:
+        instance = opening.submit(_open_instance)
+        from substrate_assets.app.loads import import_upstream
+        from substrate_assets.results.layout import RunStore
+        from substrate_assets.warehouse.connection import WarehouseBusy
 
-    try:
-        outcome = import_upstream(root, RunStore(store_directory()), warehouse_path(), project_instance(),
-                                  on_wait=_say_waiting)
-    except WarehouseBusy as error:
-        raise click.ClickException(str(error)) from None
+        try:
+            outcome = import_upstream(root, RunStore(store_directory()), warehouse_path(), instance.result,
+                                      on_wait=_say_waiting)
+        except WarehouseBusy as error:
+            raise click.ClickException(str(error)) from None
     for refusal in outcome.refused:
         click.echo(str(refusal), err=True)
     console = wide_console()

@@ -8,13 +8,14 @@ import pytest
 
 from substrate_assets.app.loads import rebuild_warehouse
 from substrate_assets.defs.resources import RunStoreResource
-from substrate_assets.defs.warehouse.metadata import PREVIEW_ROWS, report_loads, trial_figures
+from substrate_assets.defs.warehouse.metadata import report_loads, trial_figures
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.results.importer import import_runs
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.preview import PREVIEW_ROWS
 from substrate_assets.warehouse.raw import RAW_TABLES, load_trials
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -19,8 +19,6 @@ from substrate_assets.warehouse.models import BuiltTable, ModelError, models_dir
 from substrate_assets.warehouse.raw import LoadedTable
 from substrate_assets.warehouse.trial_figures import trial_densities
 
-PREVIEW_ROWS = 10
-
 
 @functools.cache
 def _column_descriptions(directory: Path) -> dict[str, dict[str, str]]:
@@ -119,11 +117,16 @@ FIGURES_ON = "trial_manifests"
 
 def trial_figures(connection: duckdb.DuckDBPyConnection,
                   trial_ids: Sequence[str]) -> dict[str, dict[str, dg.MetadataValue]]:
-    """Each trial's densities and failure ratio as float metadata, rounded as shown; a figure not measured is left
-    out (a Plots gap, not a zero)."""
+    """Each trial's densities and failure ratio as float metadata (:func:`figure_metadata`)."""
+    return figure_metadata(trial_densities(connection, trial_ids))
+
+
+def figure_metadata(densities: Mapping[str, Mapping[str, float | None]]) -> dict[str, dict[str, dg.MetadataValue]]:
+    """Each trial's figures (from :func:`trial_densities`) as float metadata, rounded as shown; a figure not
+    measured is left out (a Plots gap, not a zero)."""
     return {trial_id: {name: dg.MetadataValue.float(rounded(value, name)) for name, value in figures.items()
                        if value is not None}
-            for trial_id, figures in trial_densities(connection, trial_ids).items()}
+            for trial_id, figures in densities.items()}
 
 
 def report_loads(instance: dg.DagsterInstance, trials: list[TrialDirectory], raw: Mapping[str, LoadedTable],

@@ -12,13 +12,13 @@ from substrate_assets.defs.resources import RunStoreResource
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.warehouse.metadata import (
     FIGURES_ON,
-    PREVIEW_ROWS,
     declared_table,
     raw_load_metadata,
     trial_figures,
 )
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.warehouse.preview import PREVIEW_ROWS
 from substrate_assets.warehouse.raw import RAW_TABLES, UnreadableTrial, load_trials
 
 # Tables whose figures may come from a Prometheus server the suite names (the harvest) rather than the trial's files.

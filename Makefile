@@ -61,8 +61,10 @@ chromium:
 	  else echo "note: /usr/bin/chromium not found and not root: the report browser tests will skip"; fi; \
 	fi
 
+# Two workers (pytest-xdist), each test file whole on one: most of the suite waits on trials, Dagster and browsers,
+# so two files at a time fit two cores.
 test: setup prometheus chromium lint
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n 2 --dist loadfile
 
 clean:
 	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .import_linter_cache

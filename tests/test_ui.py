@@ -25,6 +25,7 @@ from tests.support.projects import ROOT, make_project, project_env
 CLI = str(Path(sys.executable).parent / "substrate-bench")
 STARTUP_S = 180.0
 STOP_S = 60.0
+LOADED_S = 120.0  # a page's data on a loaded machine
 
 
 def free_port() -> int:
@@ -148,6 +149,10 @@ def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
              "load-points": "/assets/load_points?view=events",
              "run-trial-launchpad": "/locations/substrate_assets/jobs/run_trial/playground",
              "run-trial-run": f"/runs/{running_ui.runs[-1]}"}
+    # What each page shows once it has loaded its data: the screenshot waits for it, however busy the machine.
+    loaded = {"asset-graph": "marts", "trial-run": "wake_p50_ms", "trial-manifests": "actors_per_node",
+              "load-points": "[Show Markdown]", "run-trial-launchpad": "suite: quick-smoke",
+              "run-trial-run": "Re-execute"}
     keep = os.environ.get("SUBSTRATE_BENCH_UI_SCREENSHOTS")
     seen: dict[str, str] = {}
     errors: list[str] = []
@@ -164,13 +169,18 @@ def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
             skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit community dialog
             if skip.count():
                 skip.first.click()
-            page.wait_for_timeout(800)
+            page.wait_for_function("text => document.body.innerText.includes(text)", arg=loaded[name],
+                                   timeout=LOADED_S * 1000)
+            page.wait_for_timeout(800)  # the layout settles (the graph's edges, a table's widths) after the data
             if name == "load-points":  # the events view keeps a mart's preview behind a link: open it
                 page.get_by_text("[Show Markdown]").first.click()
                 page.wait_for_timeout(800)
                 assert "row 1" in page.inner_text("body")  # 70-odd columns, shown on their side
             shot = page.screenshot(path=str(Path(keep) / f"ui-{name}.png") if keep else None)
-            assert_not_blank(shot, colours=50, ink=0.02)
+            try:
+                assert_not_blank(shot, colours=50, ink=0.02)
+            except AssertionError as blank:
+                raise AssertionError(f"{name}: {blank}") from None
             assert Image.open(io.BytesIO(shot)).size == (1600, 1000)
             assert page.evaluate("document.documentElement.scrollWidth") <= 1600, name
             assert page.evaluate(TABLES_PAST_THE_PAGE) == 0, name

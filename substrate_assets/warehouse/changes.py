@@ -93,8 +93,6 @@ class Books:
     # The loads after seq ``loads_after`` (None: none read yet), as (seq, table, trial_id): read once, on first use.
     loads: list[tuple[int, str, str]] = field(default_factory=list)
     loads_after: int | None = None
-    # table -> its row count, where known (:func:`count_rows`, kept up to date by the updates)
-    rows: dict[str, int] = field(default_factory=dict)
     # The models whose marks are to be written by :func:`save_marks` (None: each is written when it is set).
     unsaved: set[str] | None = None
 
@@ -254,15 +252,6 @@ def set_mark(connection: duckdb.DuckDBPyConnection, model: str, mark: Mark, *, m
         connection.execute(f"DELETE FROM {MARKS} WHERE model = ?", [model])
     connection.execute(f"INSERT INTO {MARKS} (through_seq, fingerprint, generation, upstream_generation, model) "
                        "VALUES (?, ?, ?, ?, ?)", values)
-
-
-def count_rows(connection: duckdb.DuckDBPyConnection, books: Books, tables: Iterable[str]) -> None:
-    """The row counts of those of ``tables`` the warehouse has, into ``books``, in one query."""
-    names = sorted(set(tables) & books.tables)
-    if names:
-        counts = connection.execute(f"SELECT {', '.join(f'(SELECT count(*) FROM main.{name})' for name in names)}"
-                                    ).fetchone()
-        books.rows.update(zip(names, counts, strict=True))
 
 
 def save_marks(connection: duckdb.DuckDBPyConnection, books: Books) -> None:

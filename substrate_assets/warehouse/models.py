@@ -185,10 +185,7 @@ def describe_table(connection: duckdb.DuckDBPyConnection, name: str, preview_row
                    updated: Sequence[str] | None = None, books: changes.Books | None = None) -> BuiltTable:
     """``name``'s columns (as ``books`` knows them, when given), row count and first rows."""
     columns = _table_columns(connection, name, books)
-    if books is not None and name in books.rows:
-        rows = books.rows[name]
-    else:
-        rows = connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+    rows = connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
     cursor = connection.execute(f"SELECT * FROM {name} LIMIT {preview_rows}")
     names = [d[0] for d in cursor.description]
     return BuiltTable(name, rows, columns, [dict(zip(names, values, strict=True)) for values in cursor.fetchall()],
@@ -347,8 +344,7 @@ def build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str,
         with transaction(connection):
             connection.execute(f"CREATE OR REPLACE TABLE {model.name} AS\n{model.sql}")
             if books is not None:
-                books.columns.pop(model.name, None)  # its columns are its SQL's now, its rows unknown
-                books.rows.pop(model.name, None)
+                books.columns.pop(model.name, None)  # its columns are its SQL's now
                 upstream = _upstream_models(model, models or {model.name: model})
                 _set_mark(connection, books, model.name, _target(books, upstream), model.fingerprint, upstream,
                           whole=not routine)
@@ -400,11 +396,8 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
             if _table_columns(connection, rows) != _table_columns(connection, model.name, books):
                 return build(connection, model, models, preview_rows, books)
             table = f'"{books.database}".main.{model.name}'
-            deleted = connection.execute(f"DELETE FROM {table} WHERE list_contains(?, trial_id)",
-                                         [list(trial_ids)]).fetchone()[0]
-            inserted = connection.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {rows}").fetchone()[0]
-            if model.name in books.rows:
-                books.rows[model.name] += inserted - deleted
+            connection.execute(f"DELETE FROM {table} WHERE list_contains(?, trial_id)", [list(trial_ids)])
+            connection.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {rows}")
             _set_mark(connection, books, model.name, target, model.fingerprint, upstream, whole=False)
     except duckdb.Error as error:
         raise ModelError(f"{model.path}: {error}") from None
@@ -542,10 +535,9 @@ def update_marts(connection: duckdb.DuckDBPyConnection,
     with transaction(connection):  # one commit for the whole refresh
         books = changes.read_books(connection)
         if books is not None:
-            # Every model's mark written at the end, every table's rows counted at the start, in a statement or
-            # two for them all (a statement costs about a millisecond, a dozen models a dozen each).
+            # Every model's mark written at the end, in two statements for them all (a statement costs about a
+            # millisecond; one per model, a dozen).
             books.unsaved = set()
-            changes.count_rows(connection, books, models)
         built = [update(connection, model, models, books=books) for model in build_order(models)]
         if METRIC_HISTORY in models:
             built.append(update_change_points(connection, books, models))

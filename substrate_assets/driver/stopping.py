@@ -23,8 +23,11 @@ PARENT_DIED = signal.SIGHUP
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, PARENT_DIED)
 # Sets PR_SET_PDEATHSIG (1) to SIGKILL, then becomes the command: the setting survives exec. A launcher rather
 # than a preexec_fn, which would make the trial fork (not vfork) its gRPC-threaded process between fork and exec.
+# It also gives SIGTERM, the driver's polite stop, its default action: an ignored signal survives exec, and Dagster's
+# interrupt capture leaves SIGTERM as SIGINT was, ignored in a command a script started in the background.
 _DIE_WITH_PARENT = (
     "import ctypes, os, signal, sys\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_DFL)\n"
     "ctypes.CDLL(None).prctl(1, signal.SIGKILL)\n"
     "if os.getppid() != int(sys.argv[1]): os._exit(1)  # the parent died before the prctl\n"
     "os.execvp(sys.argv[2], sys.argv[2:])\n"

@@ -1,6 +1,7 @@
 """Locust as a child process, driven with stand-in commands that are real processes: a Locust that never stops by
 itself is stopped once its run time and the grace after it have passed, and the trial says it overran."""
 
+import signal
 import sys
 import time
 
@@ -27,6 +28,19 @@ def test_a_locust_that_overruns_its_run_time_is_stopped_and_the_trial_is_not_run
     assert ended.exit_code == -15  # SIGTERM: stopped gently, as Locust is
     assert ended.notes() == ["Locust did not stop within 0.5s after its run time and was stopped: the trial did "
                              "not run to its end"]
+
+
+def test_a_locust_started_while_sigterm_is_ignored_is_still_stopped_gently(tmp_path, monkeypatch):
+    """An ignored signal survives exec, and Dagster's interrupt capture leaves SIGTERM ignored in a process whose
+    SIGINT was (a command a script started in the background): Locust must not inherit that, or the polite stop
+    would go unheard and Locust be killed a minute later without writing its CSVs."""
+    monkeypatch.setattr(locust_process, "SHUTDOWN_GRACE_S", 0.5)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        ended = drive_locust(NEVER_STOPS, tmp_path, _suite(), time.monotonic(), _ignore)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert ended.overran and ended.exit_code == -15
 
 
 def test_a_locust_that_ends_by_itself_ran_to_its_end(tmp_path):

@@ -37,10 +37,8 @@ STAGED = f"{SCHEMA}.staged"
 
 
 def database(connection: duckdb.DuckDBPyConnection) -> str:
-    """The warehouse's catalog name: a name qualified with it cannot resolve to a TEMP view of the same name."""
+    """The warehouse's catalog name: a name qualified with it cannot resolve to a CTE or TEMP table of the same name."""
     return connection.execute("SELECT current_database()").fetchone()[0]
-
-
 
 
 def has_bookkeeping(connection: duckdb.DuckDBPyConnection) -> bool:

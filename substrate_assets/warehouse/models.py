@@ -7,23 +7,22 @@ leading ``--`` comment lines of a file are its description.
 
 A model that schema.yml configures ``config: {materialized: incremental, unique_key: trial_id}`` is *per trial*:
 each of its rows depends only on rows of the same trial_id in the tables it reads. Such a model is updated for the
-trials loaded since it was last built (:func:`update`): their rows are deleted and its SQL is run again with every
-table it reads narrowed to those trials (TEMP views of the same names, which DuckDB resolves before the warehouse's
-own tables), so an update costs the new trials, not the history. :func:`per_trial_mismatches` checks the claim on a
-warehouse (the model over every trial against the union of it over each one). With ``partition_by: [columns]``
-in its config, a row depends on the rows of the trials of its partition (those columns of the model's rows, as
-capacity_history numbers a trial among its configuration's): an update rewrites every trial of the partitions the
-new trials join or leave, and records the other trials as a load of the model's own, so what reads it (and
-change_points) takes them up as new rows. Any other model is rebuilt whole when a trial it may read changed.
-``changes.marks`` (:mod:`changes`) says how far each model is built.
+trials loaded since it was last built (:func:`update`): their rows are deleted and its SQL is run again with
+every table it reads narrowed to those trials (CTEs of the same names around its SQL, which DuckDB resolves before
+the warehouse's own tables), so an update costs the new trials, not the history. :func:`per_trial_mismatches`
+checks the claim on a warehouse (the model over every trial against the union of it over each one). With
+``partition_by: [columns]`` in its config, a row depends on the rows of the trials of its partition (those
+columns of the model's rows, as capacity_history numbers a trial among its configuration's): an update rewrites
+every trial of the partitions the new trials join or leave, and records the other trials as a load of the model's
+own, so what reads it (and change_points) takes them up as new rows. Any other model is rebuilt whole when a trial
+it may read changed. ``changes.marks`` (:mod:`changes`) says how far each model is built.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
@@ -198,14 +197,17 @@ NARROWED_IDS = "narrowed_ids"
 UPDATE_ROWS = "model_update_rows"
 
 
-def narrowed_query(select: str, tables: Collection[str], trial_ids: Sequence[str], books: changes.Books) -> str:
+def narrowed_query(connection: duckdb.DuckDBPyConnection, select: str, tables: Collection[str],
+                   trial_ids: Sequence[str], books: changes.Books | None = None) -> str:
     """``select`` with each of ``tables`` holding only the rows of the trials given in the parameter
     ``$narrowed_ids`` (:data:`NARROWED_IDS`): a CTE of each table's name around it, which its table references
-    resolve to before the warehouse's tables (within nested queries and CTEs too). A raw table reads the copy
-    :mod:`changes` keeps of a recent load when it has one for every trial (picking a trial out of the raw table
-    itself reads all its trial_ids). Unlike :func:`narrowed`'s views, it costs no statement of its own."""
-    ctes = [f'"{name}" AS (SELECT * FROM "{books.database}".'
-            f'{changes.SCHEMA if books.copied(name, trial_ids) else "main"}."{name}" '
+    resolve to before the warehouse's tables (within nested queries and CTEs too), so it costs no statement of its
+    own. A raw table reads the copy :mod:`changes` keeps of a recent load when it has one for every trial (picking a
+    trial out of the raw table itself reads all its trial_ids). ``books``: the bookkeeping, when already read (none
+    for a warehouse without it)."""
+    database = books.database if books is not None else changes.database(connection)
+    ctes = [f'"{name}" AS (SELECT * FROM "{database}".'
+            f'{changes.SCHEMA if books is not None and books.copied(name, trial_ids) else "main"}."{name}" '
             f"WHERE list_contains(${NARROWED_IDS}::VARCHAR[], trial_id))" for name in sorted(tables)]
     return f"WITH {', '.join(ctes)}\nSELECT * FROM (\n{select}\n)" if ctes else select
 
@@ -220,33 +222,6 @@ def _table_columns(connection: duckdb.DuckDBPyConnection, name: str,
     if books is not None:
         books.columns[name] = columns
     return columns
-
-
-@contextlib.contextmanager
-def narrowed(connection: duckdb.DuckDBPyConnection, tables: Collection[str], trial_ids: Sequence[str],
-             books: changes.Books | None = None) -> Iterator[None]:
-    """Within the block, each of ``tables`` holds only the rows of ``trial_ids``: a TEMP view of the same name, which
-    DuckDB resolves before the warehouse's table. A raw table reads the copy :mod:`changes` keeps of a recent load
-    when it has one for every trial (picking a trial out of the raw table itself reads all its trial_ids). The
-    views are dropped when the block ends, however it ends. ``books``: the bookkeeping, when already read."""
-    ids = sorted(set(trial_ids))
-    books = books if books is not None else changes.read_books(connection)
-    database = books.database if books is not None else changes.database(connection)
-    connection.execute("CREATE OR REPLACE TEMP TABLE narrowed_trials AS SELECT unnest(?::VARCHAR[]) AS trial_id",
-                       [ids])
-    created: list[str] = []
-    try:
-        for name in tables:
-            copied = books is not None and books.copied(name, ids)
-            source = f'"{database}".{changes.SCHEMA if copied else "main"}.{name}'
-            connection.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM {source} "
-                               "WHERE trial_id IN (SELECT trial_id FROM temp.main.narrowed_trials)")
-            created.append(name)
-        yield
-    finally:
-        for name in created:
-            connection.execute(f"DROP VIEW IF EXISTS temp.main.{name}")
-        connection.execute("DROP TABLE IF EXISTS temp.main.narrowed_trials")
 
 
 def _target(books: changes.Books, upstream_models: Collection[str]) -> int:
@@ -298,7 +273,8 @@ def _partition_trials(connection: duckdb.DuckDBPyConnection, model: Model, trial
     table = f'"{books.database}".main.{model.name}'
     keys = ", ".join(f'"{column}"' for column in model.partition_by)
     match = " AND ".join(f't."{column}" IS NOT DISTINCT FROM k."{column}"' for column in model.partition_by)
-    keys_of = narrowed_query(f"SELECT DISTINCT {keys} FROM (\n{model.sql}\n)", model.upstream, trial_ids, books)
+    keys_of = narrowed_query(connection, f"SELECT DISTINCT {keys} FROM (\n{model.sql}\n)", model.upstream,
+                             trial_ids, books)
     related = connection.execute(
         f"WITH k AS (SELECT * FROM ({keys_of}) UNION "
         f"SELECT DISTINCT {keys} FROM {table} WHERE list_contains(${NARROWED_IDS}::VARCHAR[], trial_id)) "
@@ -390,7 +366,7 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
             # The new rows computed once into a temporary table: its columns say whether they still fit the
             # model's table (no second binding of the SQL to ask), and the insert copies them.
             connection.execute(f"CREATE OR REPLACE TEMP TABLE {UPDATE_ROWS} AS\n"
-                               f"{narrowed_query(model.sql, model.upstream, trial_ids, books)}",
+                               f"{narrowed_query(connection, model.sql, model.upstream, trial_ids, books)}",
                                {NARROWED_IDS: list(trial_ids)})
             rows = f"temp.main.{UPDATE_ROWS}"
             if _table_columns(connection, rows) != _table_columns(connection, model.name, books):
@@ -471,8 +447,8 @@ def per_trial_mismatches(connection: duckdb.DuckDBPyConnection, model: Model) ->
         groups = [[trial_id] for trial_id in trial_ids]
     try:
         for group in groups:
-            with narrowed(connection, model.upstream, group):
-                connection.execute(f"INSERT INTO trial_runs BY NAME {model.sql}")
+            over_group = narrowed_query(connection, model.sql, model.upstream, group)
+            connection.execute(f"INSERT INTO trial_runs BY NAME {over_group}", {NARROWED_IDS: group})
         return rows_apart(connection, "temp.main.whole_run", "temp.main.trial_runs")
     finally:
         connection.execute("DROP TABLE IF EXISTS temp.main.whole_run")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import duckdb
 
 from substrate_assets.warehouse import changes
-from substrate_assets.warehouse.models import NARROWED_IDS, discover, narrowed, narrowed_query
+from substrate_assets.warehouse.models import NARROWED_IDS, discover, narrowed_query
 
 DENSITY_MODEL = "density_frontiers"
 DENSITY_FIGURES = ("actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "aggregate_failure_ratio")
@@ -20,12 +20,7 @@ def trial_densities(connection: duckdb.DuckDBPyConnection,
     # Over those trials' rows only (the copies of their load, where the warehouse keeps them): the cost of a load's
     # figures is the trials', not the history's.
     select = f"SELECT trial_id, {', '.join(DENSITY_FIGURES)} FROM (\n{model.sql}\n)"
-    books = changes.read_books(connection)
-    if books is not None:
-        rows = connection.execute(narrowed_query(select, model.upstream, trial_ids, books),
-                                  {NARROWED_IDS: list(trial_ids)}).fetchall()
-    else:
-        with narrowed(connection, model.upstream, trial_ids):
-            rows = connection.execute(f"{select} WHERE list_contains(?, trial_id)", [list(trial_ids)]).fetchall()
+    query = narrowed_query(connection, select, model.upstream, trial_ids, changes.read_books(connection))
+    rows = connection.execute(query, {NARROWED_IDS: list(trial_ids)}).fetchall()
     found = {row[0]: dict(zip(DENSITY_FIGURES, row[1:], strict=True)) for row in rows}
     return {trial_id: found.get(trial_id, dict.fromkeys(DENSITY_FIGURES)) for trial_id in trial_ids}

@@ -156,11 +156,6 @@ def book_load(connection: duckdb.DuckDBPyConnection, books: Books, seq: int, tab
         books.loads += [(seq, table, trial_id) for trial_id in trial_ids]
 
 
-def has_copy(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
-    return bool(connection.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-                                   "AND schema_name = ? AND table_name = ?", [SCHEMA, name]).fetchone()[0])
-
-
 def ensure_copy(connection: duckdb.DuckDBPyConnection, name: str) -> None:
     """``changes.<name>``, with the raw table's columns in its order (the raw table must exist)."""
     connection.execute(f"CREATE TABLE IF NOT EXISTS {SCHEMA}.{name} AS SELECT * FROM main.{name} LIMIT 0")
@@ -212,30 +207,6 @@ def record_loads(connection: duckdb.DuckDBPyConnection, seq: int, tables: Sequen
     if staged:
         connection.execute(f"INSERT INTO {STAGED} SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
                            [tables_of, ids_of, seq])
-
-
-def stage(connection: duckdb.DuckDBPyConnection, seq: int, table: str, trial_ids: Sequence[str],
-          relation: str | None) -> None:
-    """Replace the copy of ``trial_ids``' rows of ``table`` with ``relation``'s rows (None: they have none)."""
-    ensure_copy(connection, table)
-    ids = list(trial_ids)
-    connection.execute(f"DELETE FROM {SCHEMA}.{table} WHERE list_contains(?, trial_id)", [ids])
-    connection.execute(f"DELETE FROM {STAGED} WHERE table_name = ? AND list_contains(?, trial_id)", [table, ids])
-    if relation is not None:
-        connection.execute(f"INSERT INTO {SCHEMA}.{table} BY NAME SELECT * FROM {relation}")
-    connection.execute(f"INSERT INTO {STAGED} SELECT ?, unnest(?::VARCHAR[]), ?", [table, ids, seq])
-
-
-def unstage(connection: duckdb.DuckDBPyConnection, table: str, trial_ids: Sequence[str]) -> None:
-    """Forget any copy of ``trial_ids``' rows of ``table``: they were loaded again without one, so it is stale."""
-    if has_copy(connection, table):
-        ids = list(trial_ids)
-        connection.execute(f"DELETE FROM {SCHEMA}.{table} WHERE list_contains(?, trial_id)", [ids])
-        connection.execute(f"DELETE FROM {STAGED} WHERE table_name = ? AND list_contains(?, trial_id)", [table, ids])
-
-
-
-
 
 
 def set_mark(connection: duckdb.DuckDBPyConnection, model: str, mark: Mark, *, marked: bool | None = None) -> None:

@@ -69,8 +69,6 @@ from substrate_assets.warehouse.changes import (
     next_seq,
     record_load,
     record_loads,
-    stage,
-    unstage,
 )
 from substrate_assets.warehouse.connection import transaction
 
@@ -352,42 +350,15 @@ def ensure_schema(connection: duckdb.DuckDBPyConnection) -> dict[str, list[tuple
     return {name: catalog["main", name] for name in RAW_TABLES}
 
 
-def _replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],
-                  frame: pl.DataFrame, seq: int | None = None, copy: bool = False) -> int:
-    """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in the caller's transaction; with ``seq``, record
-    the load in the bookkeeping (and, with ``copy``, keep a copy of the rows for the models' next update)."""
-    ids = sorted(set(trial_ids))
-    # A trial the table never loaded has no rows in it: no need to read the whole table's trial_id to find none.
-    held = ids if seq is None else loaded_before(connection, table.name, ids)
-    if held:
-        connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest(?::VARCHAR[]))", [held])
-    if frame.height:
-        if frame.n_chunks() > 1 and frame.height < SMALL_FRAME_ROWS:
-            frame = frame.rechunk()  # DuckDB pays per Arrow chunk: a thousand one-row chunks cost seconds
-        # Plain (not view) strings: DuckDB takes them without a conversion pass.
-        connection.register("incoming_rows", frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
-        # Unregistered once written (DuckDB refuses while a query's result is unread: only writes run before it);
-        # a failed write leaves it registered, and the next load's register replaces it.
-        connection.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM incoming_rows")
-        if seq is not None and copy:
-            stage(connection, seq, table.name, ids, "incoming_rows")
-        connection.unregister("incoming_rows")
-    if seq is not None:
-        record_load(connection, seq, table.name, ids)
-        if copy and not frame.height:
-            stage(connection, seq, table.name, ids, None)
-        elif not copy:
-            unstage(connection, table.name, ids)
-    return frame.height
-
-
 def replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],
                  frame: pl.DataFrame) -> int:
-    """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in one transaction, recorded as a load (the
-    table must exist)."""
+    """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in one transaction, recorded as a load with a
+    copy of the rows, as :func:`write_trials` records one (the table must exist)."""
     ensure_bookkeeping(connection, RAW_TABLES)
+    ensure_copy(connection, table.name)
     with transaction(connection):
-        return _replace_rows(connection, table, trial_ids, frame, next_seq(connection), copy=True)
+        _write_load(connection, [table], sorted(set(trial_ids)), {table.name: frame}, copy=True)
+    return frame.height
 
 
 @dataclass(frozen=True)
@@ -457,6 +428,25 @@ def _write_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, held: Se
         connection.unregister("incoming_rows")
 
 
+def _write_load(connection: duckdb.DuckDBPyConnection, chosen: Sequence[RawTable], ids: Sequence[str],
+                frames: dict[str, pl.DataFrame], copy: bool) -> None:
+    """One load of ``ids`` into the ``chosen`` tables, each table's rows of them replaced by its frame, in the
+    caller's transaction, with the bookkeeping of every table read and written in a statement or two for them all;
+    with ``copy``, the rows are also kept in changes.<table> (whose table must exist)."""
+    names = [table.name for table in chosen]
+    seq = next_seq(connection)
+    held, staged = held_and_staged(connection, names, ids)
+    for table in chosen:
+        if table.name in staged:  # a copy of an earlier load of these trials: stale now
+            connection.execute(f"DELETE FROM {changes.SCHEMA}.{table.name} WHERE list_contains(?, trial_id)",
+                               [staged[table.name]])
+        _write_rows(connection, table, held.get(table.name, []), frames[table.name], copy)
+    if staged:
+        connection.execute(f"DELETE FROM {changes.STAGED} WHERE list_contains(?, table_name) "
+                           "AND list_contains(?, trial_id)", [list(staged), list(ids)])
+    record_loads(connection, seq, names, ids, staged=copy)
+
+
 def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames], tables: Collection[str] | None = None,
                  preview_rows: int = 0, *, copy: bool = True) -> dict[str, LoadedTable]:
     """Replace the rows of the ``read`` trials in ``tables`` (default: every raw table), all in one transaction and
@@ -467,21 +457,10 @@ def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames],
     columns = ensure_schema(connection)
     chosen = [RAW_TABLES[name] for name in (tables if tables is not None else RAW_TABLES)]
     ids = sorted({part.trial_id for part in read})
-    names = [table.name for table in chosen]
+    frames = {table.name: pl.concat([part.frames[table.name] for part in read]) if read
+              else pl.DataFrame(schema=table.columns) for table in chosen}
     with transaction(connection):
-        seq = next_seq(connection)
-        held, staged = held_and_staged(connection, names, ids)
-        for table in chosen:
-            if table.name in staged:  # a copy of an earlier load of these trials: stale now
-                connection.execute(f"DELETE FROM {changes.SCHEMA}.{table.name} WHERE list_contains(?, trial_id)",
-                                   [staged[table.name]])
-            frames = [part.frames[table.name] for part in read]
-            _write_rows(connection, table, held.get(table.name, []),
-                        pl.concat(frames) if frames else pl.DataFrame(schema=table.columns), copy)
-        if staged:
-            connection.execute(f"DELETE FROM {changes.STAGED} WHERE list_contains(?, table_name) "
-                               "AND list_contains(?, trial_id)", [list(staged), ids])
-        record_loads(connection, seq, names, ids, staged=copy)
+        _write_load(connection, chosen, ids, frames, copy)
     loaded = {}
     for table in chosen:
         loaded[table.name] = LoadedTable(

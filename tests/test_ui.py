@@ -8,7 +8,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,18 +19,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.support.ports import free_port
 from tests.support.projects import ROOT, make_project, project_env
 
 CLI = str(Path(sys.executable).parent / "substrate-bench")
 STARTUP_S = 180.0
 STOP_S = 60.0
 LOADED_S = 120.0  # a page's data on a loaded machine
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def answers(port: int) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.request
@@ -14,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from tests.support.ports import free_port
 
 REQUIRED = os.environ.get("SUBSTRATE_BENCH_REQUIRE_PROMETHEUS") == "1"
 
@@ -26,12 +27,6 @@ def binaries() -> tuple[str, str]:
             pytest.fail(message)
         pytest.skip(message)
     return prometheus, promtool
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def create_blocks(openmetrics: str, directory: Path) -> None:

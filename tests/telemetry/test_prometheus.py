@@ -221,7 +221,7 @@ def test_the_embedded_runtime_scraped_live_during_a_trial(tmp_path):
     from substrate_assets.results.readers import read_stats_jsonl
     from substrate_assets.suites import get_suite
     from substrate_assets.workload import ScriptLibrary
-    from tests.support.prometheus import free_port
+    from tests.support.ports import free_port
 
     metrics_port = free_port()
     root = Path(__file__).resolve().parents[2]
@@ -252,7 +252,7 @@ def test_a_ladder_harvests_each_step_over_its_own_window(tmp_path):
     from substrate_assets.results.load_steps import read_load_steps
     from substrate_assets.suites import Suite
     from substrate_assets.workload import ScriptLibrary
-    from tests.support.prometheus import free_port
+    from tests.support.ports import free_port
 
     metrics_port = free_port()
     root = Path(__file__).resolve().parents[2]

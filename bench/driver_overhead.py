@@ -6,17 +6,23 @@
    (c) as bare request bytes on a socket with only the reply's length read;
    the ratio of (b) to (a) must stay at most 1.2x, and (b) to (c) is printed
    beside it.
-2. Capacity: Locust runs the coding-session script against the embedded
+2. Wire floor: the coding-session lap's requests (the bodies the driver sends, the same sizes, replies read in
+   full) sent by a few threads with the least code there is (pre-built bytes on blocking sockets, the parks
+   through a plain gRPC channel, no gevent, no Locust) against the same embedded runtime; its CPU per request,
+   user and system apart. What no client can go below on this machine: if it is near the 1 ms target, the target
+   is out of reach for this workload.
+3. Capacity: Locust runs the coding-session script against the embedded
    runtime at a fast think scale, at two loads, each a few times (medians).
    Over each run's steady state, the Locust process's CPU seconds per request
    booked; the line through the two loads' (requests/s, CPU/s) splits that
    into a cost per request (the marginal cost: what each more session adds)
    and a fixed cost per second; with a lap's wall time at think scale 1 they
    give the sessions one driver core sustains. Each figure is printed against
-   issue 16's (8.6 ms per request, about 210 sessions per core) with the ratio.
+   issue 16's (8.6 ms per request, about 210 sessions per core) with the ratio,
+   and each load's user and system CPU per request against the wire floor's.
 
     .venv/bin/python bench/driver_overhead.py [--pings 1000] [--rounds 5] [--users 4,12] [--seconds 60] [--repeats 3]
-        [--only overhead|capacity]
+        [--floor-sessions 4] [--floor-laps 1] [--only overhead,floor,capacity]
 """
 
 from __future__ import annotations
@@ -24,12 +30,14 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import random
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,7 +50,14 @@ sys.path.insert(0, str(ROOT))
 
 from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
 from substrate_assets.driver.scripts import ScriptSource  # noqa: E402
-from substrate_assets.driver.session import AgentSessionVU, Session, SessionKnobs, TemplateCheck  # noqa: E402
+from substrate_assets.driver.session import (  # noqa: E402
+    AgentSessionVU,
+    Session,
+    SessionKnobs,
+    TemplateCheck,
+    prepared_call,
+)
+from substrate_assets.protos import ateapi_pb2 as pb  # noqa: E402
 from substrate_assets.protos import glutton_pb2 as g  # noqa: E402
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord  # noqa: E402
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig  # noqa: E402
@@ -103,6 +118,137 @@ def probe(router_url: str, control_address: str, pings: int) -> None:
         booked = pl.read_parquet(next((Path(work) / "requests").glob("*.parquet")))["latency_ms"].to_list()
     print(json.dumps({"wall_ms": statistics.median(wall_per_ping) * 1e3, "booked_ms": statistics.median(booked),
                       "cpu_ms": cpu_ms}))
+
+
+def floor_probe(router_port: int, control_address: str, sessions: int, laps: int) -> None:
+    """The wire floor, in a process of its own without gevent: ``sessions`` threads, each one actor, replay the
+    coding-session script's laps with no think time, sending what the driver sends with the least code there is.
+    Each HTTP request is pre-built bytes (the driver's own serialized bodies, ``session.prepared_call``, behind the
+    head ``RouterClient`` writes) written to a blocking socket; each reply is read in full into a reused buffer
+    (its length from the head, nothing parsed); each park is a ``SuspendActor`` through a plain gRPC channel with
+    pre-serialized request bytes (no stub classes, no messages). Prints the process's user and system CPU seconds
+    over the laps, and the requests the driver would book for them (3 per step)."""
+    import resource
+
+    loaded = ScriptSource(ScriptLibrary(ROOT / "scripts"), "coding-session").load()
+    control = ControlClient(control_address)
+    control.ensure_atespace("floor")
+    suspend = control.channel.unary_unary("/ateapi.Control/SuspendActor")  # bytes in, bytes out
+
+    def plan(actor: str) -> list[tuple[list[tuple[bytes, bytes]], bytes]]:
+        """Per step: its HTTP requests (the wake ping, then the ops), each as (head, body), and its park."""
+        def request(op: Op) -> tuple[bytes, bytes]:
+            call = prepared_call(loaded, op)
+            head = (f"POST {call.route} HTTP/1.1\r\nHost: 127.0.0.1:{router_port}\r\nAccept-Encoding: identity\r\n"
+                    f"Content-Length: {len(call.body)}\r\nate-target-actor: floor/{actor}\r\n"
+                    "Content-Type: application/x-protobuf\r\n\r\n").encode()
+            return (head + call.body, b"") if len(call.body) <= 64 << 10 else (head, call.body)
+        park = pb.SuspendActorRequest(actor=ControlClient.ref("floor", actor)).SerializeToString()
+        return [([request(Op(OpKind.PING)), *(request(op) for op in step.ops)], park)
+                for step in loaded.script.steps]
+
+    def read_reply(sock: socket.socket, view: memoryview) -> None:
+        got = 0
+        while (end := bytes(view[:min(got, 1 << 16)]).find(b"\r\n\r\n")) < 0:
+            count = sock.recv_into(view[got:])
+            if not count:
+                raise ConnectionError("the router closed the connection")
+            got += count
+        head = bytes(view[:end]).decode("latin-1")
+        if not head.startswith("HTTP/1.1 200"):
+            raise RuntimeError(head.splitlines()[0])
+        length = int(next(line for line in head.split("\r\n") if line.lower().startswith("content-length:"))[15:])
+        left = end + 4 + length - got
+        while left > 0:
+            count = sock.recv_into(view, min(left, len(view)))
+            if not count:
+                raise ConnectionError("the router closed the connection mid-reply")
+            left -= count
+
+    actors = [f"floor-{number}" for number in range(sessions)]
+    plans = [plan(actor) for actor in actors]
+    sockets = [socket.create_connection(("127.0.0.1", router_port)) for _ in actors]
+    buffers = [memoryview(bytearray(1 << 20)) for _ in actors]
+    for actor, steps, sock, view in zip(actors, plans, sockets, buffers, strict=True):  # not measured
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        control.create_actor("floor", actor)
+        for attempt in range(60):  # until the actor answers, as a session waits for it
+            try:
+                sock.sendall(b"".join(steps[0][0][0]))
+                read_reply(sock, view)
+                break
+            except RuntimeError:
+                if attempt == 59:
+                    raise
+                time.sleep(1)
+        control.suspend("floor", actor)
+
+    failures: list[BaseException] = []
+    # The replaying threads' own CPU seconds: on the HTTP requests, and on the calling side of the parks.
+    spent = {"http": 0.0, "suspend": 0.0}
+    lock = threading.Lock()
+
+    def replay(number: int) -> None:
+        sock, view = sockets[number], buffers[number]
+        http_s = suspend_s = 0.0
+        try:
+            for _ in range(laps):
+                for requests, park in plans[number]:
+                    started = time.thread_time()
+                    for head, body in requests:
+                        sock.sendall(head)
+                        if body:  # tens of MiB: sent as they are, as RouterClient sends them
+                            sock.sendall(body)
+                        read_reply(sock, view)
+                    parking = time.thread_time()
+                    suspend(park, timeout=60)
+                    http_s += parking - started
+                    suspend_s += time.thread_time() - parking
+        except BaseException as error:
+            failures.append(error)
+            raise
+        finally:
+            with lock:
+                spent["http"] += http_s
+                spent["suspend"] += suspend_s
+
+    threads = [threading.Thread(target=replay, args=(number,), name=f"floor-{number}") for number in range(sessions)]
+    by_thread = _thread_cpu()
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    by_thread = {name: cpu - by_thread.get(name, 0.0) for name, cpu in _thread_cpu().items()}
+    by_thread.update({f"replaying threads, {part}": seconds for part, seconds in spent.items()})
+    if failures:
+        raise RuntimeError(f"a floor session failed: {failures[0]!r}")
+    for actor, sock in zip(actors, sockets, strict=True):
+        sock.close()
+        control.delete("floor", actor)
+    control.close()
+    print(json.dumps({"user_s": after.ru_utime - before.ru_utime, "sys_s": after.ru_stime - before.ru_stime,
+                      "requests": 3 * len(loaded.script.steps) * laps * sessions, "wall_s": wall,
+                      "threads": by_thread}))
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds (user and system) of this process's live threads so far, summed by thread name (gRPC's by the
+    names it gives its threads)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    totals: dict[str, float] = {}
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        totals[name] = totals.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return totals
 
 
 def overhead(pings: int, rounds: int) -> None:
@@ -169,9 +315,14 @@ class Load:
     users: int
     window_s: float
     requests: int
-    cpu_s: float
+    user_s: float
+    sys_s: float
     laps: float
     lap_s: float  # a lap's wall time at think scale 1
+
+    @property
+    def cpu_s(self) -> float:
+        return self.user_s + self.sys_s
 
     @property
     def request_rate(self) -> float:
@@ -186,6 +337,65 @@ class Load:
         return self.cpu_s / self.requests * 1e3
 
 
+@dataclass(frozen=True)
+class Floor:
+    """One wire-floor run: the lap's requests sent with the least code there is, and that process's CPU."""
+
+    requests: int
+    user_s: float
+    sys_s: float
+    wall_s: float
+    threads: dict[str, float]  # CPU seconds by thread (gRPC's by the names it gives them)
+
+    def thread_ms(self, name: str) -> float:
+        return self.threads.get(name, 0.0) / self.requests * 1e3
+
+    @property
+    def user_ms(self) -> float:
+        return self.user_s / self.requests * 1e3
+
+    @property
+    def sys_ms(self) -> float:
+        return self.sys_s / self.requests * 1e3
+
+    @property
+    def ms_per_request(self) -> float:
+        return self.user_ms + self.sys_ms
+
+
+GRPC_THREADS = "event_engine"  # the name gRPC's C core gives the threads that run its event engine
+
+
+def wire_floor(sessions: int, laps: int, repeats: int) -> Floor:
+    """The floor ``repeats`` times, each against a fresh embedded runtime configured as the capacity runs'; the
+    median run (by CPU per request), its user and system parts as measured together."""
+    print(f"\nwire floor: coding-session, {sessions} sessions x {laps} lap(s) without think time, blocking sockets and "
+          f"a plain gRPC channel, no gevent, no Locust; median of {repeats} runs")
+    runs: list[Floor] = []
+    for _ in range(repeats):
+        with EmbeddedRuntime(RuntimeConfig(workers=8, actors_per_worker=4, snapshot_fsync=False)) as runtime:
+            done = subprocess.run([sys.executable, __file__, "--floor-probe", str(runtime.router_port),
+                                   runtime.control_address, "--floor-sessions", str(sessions), "--floor-laps",
+                                   str(laps)], capture_output=True, text=True, check=True)
+        run = Floor(**json.loads(done.stdout.strip().splitlines()[-1]))
+        runs.append(run)
+        others = sum(run.thread_ms(name) for name in run.threads if not name.startswith("replaying"))
+        http_ms, parks_ms = run.thread_ms("replaying threads, http"), run.thread_ms("replaying threads, suspend")
+        print(f"  {run.requests:5d} requests in {run.wall_s:5.1f}s  CPU user {run.user_ms:5.3f} + system "
+              f"{run.sys_ms:5.3f} = {run.ms_per_request:5.3f} ms per request: HTTP requests {http_ms:5.3f}, parks "
+              f"{parks_ms:5.3f} in the calling threads + {others:5.3f} in the others (gRPC's {GRPC_THREADS})")
+    middle = sorted(runs, key=lambda run: run.ms_per_request)[len(runs) // 2]
+    http_ms = statistics.median(run.thread_ms("replaying threads, http") for run in runs)
+    print(f"  median: user {middle.user_ms:5.3f} + system {middle.sys_ms:5.3f} = {middle.ms_per_request:5.3f} ms per "
+          f"request (target for the driver {TARGET_MS_PER_REQUEST} ms); the HTTP requests alone {http_ms:5.3f} ms, "
+          f"the parks through gRPC most of the rest")
+    if middle.ms_per_request >= 0.8 * TARGET_MS_PER_REQUEST:
+        print(f"  the floor alone is {middle.ms_per_request / TARGET_MS_PER_REQUEST:.0%} of the target: no client that "
+              f"parks through Python gRPC drives this workload at {TARGET_MS_PER_REQUEST} ms per request on this "
+              f"machine")
+    return middle
+
+
 def run_load(users: int, seconds: int, think_scale: float) -> Load:
     with tempfile.TemporaryDirectory() as work, \
             EmbeddedRuntime(RuntimeConfig(workers=8, actors_per_worker=4, snapshot_fsync=False)) as runtime:
@@ -197,11 +407,11 @@ def run_load(users: int, seconds: int, think_scale: float) -> Load:
                    "AgentSessionUser"]  # the user class: without it Locust runs every family's user at once
         process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=work)
         watched = psutil.Process(process.pid)
-        samples: list[tuple[float, float]] = []  # (wall time, driver CPU seconds)
+        samples: list[tuple[float, float, float]] = []  # (wall time, driver user and system CPU seconds)
         while process.poll() is None:
             try:
                 times = watched.cpu_times()
-                samples.append((time.time(), times.user + times.system))
+                samples.append((time.time(), times.user, times.system))
             except psutil.NoSuchProcess:
                 break
             time.sleep(0.2)
@@ -210,8 +420,8 @@ def run_load(users: int, seconds: int, think_scale: float) -> Load:
     first = requests.filter(pl.col("name") == "WakeFirstTouch")["ts"].min()
     steps = requests.filter(pl.col("name").str.starts_with("Step_") & pl.col("success"))
     last = steps["ts"].max()
-    in_window = [(wall, cpu) for wall, cpu in samples if first <= wall <= last]
-    (start, cpu_start), (end, cpu_end) = in_window[0], in_window[-1]
+    in_window = [sample for sample in samples if first <= sample[0] <= last]
+    (start, user_start, sys_start), (end, user_end, sys_end) = in_window[0], in_window[-1]
     requests = requests.filter((pl.col("ts") >= start) & (pl.col("ts") <= end))
     steps = steps.filter((pl.col("ts") >= start) & (pl.col("ts") <= end))
     laps = steps.height / STEPS_PER_LAP
@@ -219,10 +429,10 @@ def run_load(users: int, seconds: int, think_scale: float) -> Load:
     wakes = requests.filter(pl.col("name") == "WakeFirstTouch")["latency_ms"].sum() / 1e3
     parks = requests.filter(pl.col("name") == "SuspendActor")["latency_ms"].sum() / 1e3
     lap_s = THINK_PER_LAP_S + step_ops_s + (wakes + parks) / max(laps, 1e-9)
-    return Load(users, end - start, requests.height, cpu_end - cpu_start, laps, lap_s)
+    return Load(users, end - start, requests.height, user_end - user_start, sys_end - sys_start, laps, lap_s)
 
 
-def capacity(users: list[int], seconds: int, think_scale: float, repeats: int) -> None:
+def capacity(users: list[int], seconds: int, think_scale: float, repeats: int, floor: Floor | None = None) -> None:
     """Each load ``repeats`` times (medians), then the driver's CPU as a fixed rate plus a cost per request: the
     line through the loads' (requests/s, CPU/s). A light load's CPU per request is mostly the fixed part; the
     marginal cost is what each more session adds, and with the fixed part it says how many sessions one core
@@ -233,7 +443,8 @@ def capacity(users: list[int], seconds: int, think_scale: float, repeats: int) -
         runs = [run_load(count, seconds, think_scale) for _ in range(repeats)]
         for run in runs:
             print(f"  {count:3d} users  {run.window_s:5.1f}s steady  {run.requests:5d} requests  "
-                  f"{run.request_rate:6.2f}/s  driver CPU {run.cpu_s:6.2f}s  {run.ms_per_request:6.2f} ms/request")
+                  f"{run.request_rate:6.2f}/s  driver CPU {run.cpu_s:6.2f}s  {run.ms_per_request:6.2f} ms/request "
+                  f"(user {run.user_s / run.requests * 1e3:5.2f}, system {run.sys_s / run.requests * 1e3:5.2f})")
         rate = statistics.median(run.request_rate for run in runs)
         cpu_rate = statistics.median(run.cpu_rate for run in runs)
         per_request = statistics.median(run.ms_per_request for run in runs)
@@ -241,6 +452,13 @@ def capacity(users: list[int], seconds: int, think_scale: float, repeats: int) -
         print(f"  {count:3d} users  median: {rate:6.2f} requests/s, driver {cpu_rate * 1e3:6.1f} ms CPU/s, "
               f"{per_request:6.2f} ms per request ({BASELINE_MS_PER_REQUEST / per_request:4.1f}x less than "
               f"the {BASELINE_MS_PER_REQUEST} ms before; target {TARGET_MS_PER_REQUEST} ms)")
+        if floor is not None:
+            user = statistics.median(run.user_s / run.requests * 1e3 for run in runs)
+            system = statistics.median(run.sys_s / run.requests * 1e3 for run in runs)
+            print(f"  {count:3d} users  against the wire floor: user {user:5.2f} vs {floor.user_ms:5.3f} ms "
+                  f"({user / floor.user_ms:4.1f}x), system {system:5.2f} vs {floor.sys_ms:5.3f} ms "
+                  f"({system / floor.sys_ms:4.1f}x), all {per_request:5.2f} vs {floor.ms_per_request:5.3f} ms "
+                  f"({per_request / floor.ms_per_request:4.1f}x)")
     (low_rate, low_cpu, _), (high_rate, high_cpu, _) = points[0], points[-1]
     lap_s = statistics.median(lap for *_, lap in points)
     session_rate = REQUESTS_PER_LAP / lap_s  # one session's requests per second at think scale 1
@@ -263,6 +481,17 @@ def capacity(users: list[int], seconds: int, think_scale: float, repeats: int) -
           f"({sessions / BASELINE_SESSIONS_PER_CORE:4.1f}x the {BASELINE_SESSIONS_PER_CORE} before)")
 
 
+PARTS = ("overhead", "floor", "capacity")
+
+
+def _parts(text: str) -> tuple[str, ...]:
+    parts = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = set(parts) - set(PARTS)
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError(f"parts are {', '.join(PARTS)}; got {text!r}")
+    return parts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--pings", type=int, default=1000, help="Pings per round of the overhead part.")
@@ -271,16 +500,24 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--think-scale", type=float, default=0.05)
-    parser.add_argument("--only", choices=("overhead", "capacity"), help="Run one of the two parts.")
+    parser.add_argument("--floor-sessions", type=int, default=4, help="Concurrent sessions of the wire floor.")
+    parser.add_argument("--floor-laps", type=int, default=1, help="Laps each wire-floor session replays.")
+    parser.add_argument("--only", type=_parts, default=PARTS, help="Parts to run, comma-separated: overhead, floor, "
+                        "capacity (capacity compares with the floor when both run).")
     parser.add_argument("--probe", nargs=2, metavar=("ROUTER_URL", "CONTROL"), help=argparse.SUPPRESS)
+    parser.add_argument("--floor-probe", nargs=2, metavar=("ROUTER_PORT", "CONTROL"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.probe:
         probe(*args.probe, args.pings)
         return
-    if args.only != "capacity":
+    if args.floor_probe:
+        floor_probe(int(args.floor_probe[0]), args.floor_probe[1], args.floor_sessions, args.floor_laps)
+        return
+    if "overhead" in args.only:
         overhead(args.pings, args.rounds)
-    if args.only != "overhead":
-        capacity([int(count) for count in args.users.split(",")], args.seconds, args.think_scale, args.repeats)
+    floor = wire_floor(args.floor_sessions, args.floor_laps, args.repeats) if "floor" in args.only else None
+    if "capacity" in args.only:
+        capacity([int(count) for count in args.users.split(",")], args.seconds, args.think_scale, args.repeats, floor)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """RouterClient over a real local HTTP server: kept-alive connections reused, one the server closed while idle
 replaced without a failed request, bodies sent and replies read whole (with a length, chunked, or up to the
-connection's end), statuses of 400 or more raised, and a broken reply raised as http.client raises it."""
+connection's end; a large body with the socket's low-water mark raised, never above what is still to come),
+statuses of 400 or more raised, and a broken reply raised as http.client raises it."""
 
 from __future__ import annotations
 
 import http.client
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +32,17 @@ class Handler(BaseHTTPRequestHandler):
         if self.path == "/short":  # promises more than it sends, then closes
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
             self.close_connection = True
+            return
+        if self.path == "/short-big":  # a large body cut short: 5 of the 8 MiB promised
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (8 << 20) + bytes(5 << 20))
+            self.close_connection = True
+            return
+        if self.path == "/trickle":  # a large body in pieces, its last few bytes on their own
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % ((5 << 20) + 3))
+            for piece in (bytes(3 << 20), b"\x01" * (2 << 20), b"end"):
+                self.wfile.flush()
+                self.event.wait(0.05)  # lets the client wait for more than it has
+                self.wfile.write(piece)
             return
         if self.path == "/chunked":
             self.send_response(200)
@@ -61,6 +74,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(reply)
 
     do_POST = do_GET = _answer
+    event = threading.Event()  # never set: a pause between pieces
 
     def log_message(self, *_: object) -> None:
         pass
@@ -138,6 +152,23 @@ def test_chunked_and_until_close_replies_are_read_whole(server):
     client.close()
 
 
+def test_a_large_body_arriving_in_pieces_is_read_whole_and_the_connection_then_wakes_for_any_byte(server):
+    """A large body is read with the socket's low-water mark raised; it never waits for more than is still to
+    come, and is back at one byte once the body is read (an idle connection the server closes reads as such)."""
+    client = RouterClient(url(server))
+    body = client.request("GET", "space/actor", "/trickle")
+    assert body == bytes(3 << 20) + b"\x01" * (2 << 20) + b"end"
+    (connection,) = client._idle
+    assert connection.sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+    assert len(client.request("GET", "space/actor", "/big")) == 6 << 20
+    assert client.post("space/actor", "/echo", b"xy") == b"yx"
+    assert len({port for *_, port in Handler.seen}) == 1
+    with pytest.raises(http.client.IncompleteRead) as short:
+        client.request("GET", "space/actor", "/short-big")
+    assert str(short.value) == f"IncompleteRead({5 << 20} bytes read, {3 << 20} more expected)"
+    client.close()
+
+
 def test_a_broken_reply_raises_what_http_client_raises(server):
     client = RouterClient(url(server))
     with pytest.raises(http.client.RemoteDisconnected) as hung_up:
@@ -153,8 +184,6 @@ def test_a_broken_reply_raises_what_http_client_raises(server):
 def test_the_request_head_is_the_one_http_client_sends():
     """The exact bytes on the wire, against a listening socket: request line, Host, Accept-Encoding,
     Content-Length (0 for a POST without a body, none for a GET), the target, the content type, then the body."""
-    import socket
-
     listener = socket.create_server(("127.0.0.1", 0))
     port = listener.getsockname()[1]
     received: list[bytes] = []

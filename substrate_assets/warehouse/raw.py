@@ -19,6 +19,7 @@ rows and inserts the new ones in every table: never duplicates, never half a tab
 
 from __future__ import annotations
 
+import io
 import json
 import multiprocessing
 import os
@@ -37,6 +38,8 @@ from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
     STATS_SCHEMA,
+    _typed,
+    csv_damage,
     read_json,
     read_requests,
     read_stats,
@@ -59,7 +62,8 @@ from substrate_assets.results.trial_directory import (
     TrialDirectory,
     telemetry_figures,
 )
-from substrate_assets.telemetry.window import window_from_history
+from substrate_assets.telemetry import window as steady_window
+from substrate_assets.telemetry.window import SteadyWindow, history_samples, locate_steady_window, window_from_history
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.changes import (
     ensure_bookkeeping,
@@ -137,27 +141,40 @@ class RawTable:
         return self.read(trial).select(pl.lit(trial.trial_id).alias("trial_id"), *self.schema)
 
 
-def _flat_step(trial: TrialDirectory) -> LoadStep | None:
+def window_from_samples(samples: list[tuple[int, float]], start_ts: int, end_ts: int) -> SteadyWindow:
+    """:func:`~substrate_assets.telemetry.window.window_from_history` over a history already read, logged alike."""
+    window = locate_steady_window(samples, start_ts, end_ts)
+    if window.whole_run_because is not None:
+        steady_window.log.warning("steady window: the whole run [%d, %d], because %s", start_ts, end_ts,
+                                  window.whole_run_because)
+    return window
+
+
+def _flat_step(trial: TrialDirectory, history: pl.DataFrame | None = None) -> LoadStep | None:
     """The one load point of a trial that recorded no steps (flat, or an upstream run): its steady window, as
-    server_summary.json was measured over it or else from its user-count history; None without a run window."""
+    server_summary.json was measured over it or else from its user-count history; None without a run window.
+    ``history``: the trial's stats_history.csv as read already (a rebuild reads it once for both tables), when the
+    file is there."""
     facts, manifest = trial.cluster_facts(), trial.manifest_fields()
     start = facts["run_start"] if facts["run_start"] is not None else manifest["run_ts"]
     end = facts["run_end"]
     if end is None:  # an upstream run that recorded no run window: its history's last row ends it
-        history = trial.stats_history()
+        history = trial.stats_history() if history is None else history
         end = history["timestamp"].max() if history.height else None
     if start is None or end is None:
         return None
-    window = trial.steady_window() or window_from_history(trial.file(STATS_HISTORY_CSV), start, end).span
+    window = trial.steady_window() or (
+        window_from_history(trial.file(STATS_HISTORY_CSV), start, end) if history is None
+        else window_from_samples(history_samples(history.iter_rows(named=True)), start, end)).span
     # The one step is the whole run: complete when the trial ran to its end.
     return LoadStep(1, manifest["users"], manifest["duration_s"], float(start), float(end), *window,
                     complete=manifest["completed"])
 
 
-def _load_steps(trial: TrialDirectory) -> pl.DataFrame:
+def _load_step_rows(trial: TrialDirectory, history: pl.DataFrame | None = None) -> list[dict[str, Any]]:
     recorded = trial.recorded_load_steps()
     if recorded is None:
-        flat = _flat_step(trial)
+        flat = _flat_step(trial, history)
         # A flat trial's one point is its steady window: the trial's own telemetry is measured over it.
         points = [] if flat is None else [(flat, trial.server_telemetry())]
     else:
@@ -168,12 +185,27 @@ def _load_steps(trial: TrialDirectory) -> pl.DataFrame:
              "window_end_ts": step.window_end, "whole_step_because": step.whole_step_because,
              "complete": step.complete, "recorded": recorded is not None, **telemetry}
             for step, telemetry in points]
-    return pl.DataFrame(rows, schema=LOAD_STEPS_SCHEMA, orient="row", strict=False) if rows \
-        else pl.DataFrame(schema=LOAD_STEPS_SCHEMA)
+    return rows
 
+
+def _rows_frame(rows: list[dict[str, Any]], schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=schema, orient="row", strict=False) if rows else pl.DataFrame(schema=schema)
+
+
+def _load_steps(trial: TrialDirectory) -> pl.DataFrame:
+    return _rows_frame(_load_step_rows(trial), LOAD_STEPS_SCHEMA)
+
+
+# The tables of one row per trial, each row's values as the trial's files give them.
+ONE_ROW_VALUES: dict[str, Callable[[TrialDirectory], dict[str, Any]]] = {
+    "trial_manifests": TrialDirectory.manifest_fields,
+    "cluster_facts": lambda trial: {**trial.cluster_facts(), **trial.reported_figures()},
+    "server_telemetry": TrialDirectory.server_telemetry,
+}
 
 RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
-    RawTable("trial_manifests", MANIFEST_SCHEMA, lambda trial: _one_row(trial.manifest_fields(), MANIFEST_SCHEMA),
+    RawTable("trial_manifests", MANIFEST_SCHEMA,
+             lambda trial: _one_row(ONE_ROW_VALUES["trial_manifests"](trial), MANIFEST_SCHEMA),
              "One row per trial: suite, family, script, knobs, status.",
              (TRIAL_JSON, STATUS_JSON, STATS_JSONL, LOGS_TXT, STATS_CSV)),
     RawTable("stats_history", STATS_HISTORY_SCHEMA, TrialDirectory.stats_history,
@@ -183,11 +215,11 @@ RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
     RawTable("request_samples", REQUESTS_SCHEMA, TrialDirectory.requests,
              f"Every request with its exact latency ({REQUESTS_PARQUET}).", (REQUESTS_PARQUET,)),
     RawTable("cluster_facts", CLUSTER_FACTS_SCHEMA,
-             lambda trial: _one_row({**trial.cluster_facts(), **trial.reported_figures()}, CLUSTER_FACTS_SCHEMA),
+             lambda trial: _one_row(ONE_ROW_VALUES["cluster_facts"](trial), CLUSTER_FACTS_SCHEMA),
              "What the trial ran on, under the reference's fact keys, and the density figures its own "
              "trial_summary row reported (reported_*).", (TRIAL_JSON, STATS_JSONL)),
     RawTable("server_telemetry", SERVER_TELEMETRY_SCHEMA,
-             lambda trial: _one_row(trial.server_telemetry(), SERVER_TELEMETRY_SCHEMA),
+             lambda trial: _one_row(ONE_ROW_VALUES["server_telemetry"](trial), SERVER_TELEMETRY_SCHEMA),
              "The 45 flat server_summary keys; null where nothing was measured.", (SERVER_SUMMARY_JSON, STATS_JSONL)),
     RawTable("load_steps", LOAD_STEPS_SCHEMA, _load_steps,
              f"Each step of a ladder trial ({LOAD_STEPS_JSON}): its span, steady window and server telemetry; a "
@@ -405,6 +437,167 @@ def read_trials(trials: list[TrialDirectory], tables: Collection[str] | None = N
     else:
         with _pool() as pool:
             outcomes = list(pool.map(_attempt, trials, [tables] * len(trials)))
+    return ([outcome for outcome in outcomes if isinstance(outcome, TrialFrames)],
+            [outcome for outcome in outcomes if isinstance(outcome, UnreadableTrial)])
+
+
+# A rebuild reads the small tables of a batch of trials table by table (:func:`bulk_read_trials`): read trial by
+# trial, a dozen small polars frames cost ~15 ms of CPU a trial, mostly polars' fixed cost per frame.
+BULK_TABLES = ("trial_manifests", "stats_history", "locust_stats", "cluster_facts", "server_telemetry", "load_steps")
+_BULK_CSVS = {"locust_stats": (STATS_CSV, STATS_SCHEMA), "stats_history": (STATS_HISTORY_CSV, STATS_HISTORY_SCHEMA)}
+_BOM = b"\xef\xbb\xbf"
+
+
+def _plain_csv(path: Path) -> tuple[bytes, bytes] | None:
+    """A Locust CSV's header line and its rows, when every line of it is one whole record that parses the same
+    wherever it stands (no quote, carriage return, blank line or byte-order mark; every row as long as the header
+    and ended by a line end: :func:`csv_damage` finds nothing), so that the rows of many such files under one header
+    parse as one CSV. None for any other file, which is read on its own."""
+    data = path.read_bytes()
+    end = data.find(b"\n") + 1
+    if not end or not data.endswith(b"\n") or data.startswith(_BOM) or b'"' in data or b"\r" in data or \
+            b"\n\n" in data or csv_damage(path, data) is not None:
+        return None
+    return data[:end], data[end:]
+
+
+@dataclass(frozen=True)
+class _BulkRead:
+    """A chunk of trials read table by table. ``frames`` hold the rows of the ``ids`` trials, in that order, with
+    ``rows`` of each; ``others`` are the indexes of the chunk's trials left to :func:`read_trial` (a file this
+    reading does not take, or one that does not read: it says which)."""
+
+    ids: list[str]
+    read: list[int]
+    frames: dict[str, pl.DataFrame]
+    rows: dict[str, list[int]]
+    others: list[int]
+
+
+def _csv_frames(texts: list[tuple[bytes, bytes] | None], schema: dict[str, pl.DataType]
+                ) -> list[pl.DataFrame | None]:
+    """Each file's rows (``texts``: its header and rows, None without a file), typed as its reader types them
+    (:func:`~substrate_assets.results.readers.read_stats`): the files of one header parsed as one CSV. A file left
+    None where its group does not parse into as many rows as its files hold lines."""
+    frames: list[pl.DataFrame | None] = [None] * len(texts)
+    groups: dict[bytes, list[tuple[int, bytes]]] = {}
+    for index, text in enumerate(texts):
+        if text is not None:
+            groups.setdefault(text[0], []).append((index, text[1]))
+    for header, members in groups.items():
+        counts = [body.count(b"\n") for _, body in members]
+        try:
+            raw = pl.read_csv(io.BytesIO(b"".join([header, *(body for _, body in members)])), infer_schema=False)
+        except pl.exceptions.PolarsError:
+            continue
+        if raw.height != sum(counts):
+            continue
+        typed = _typed(raw, schema)
+        offset = 0
+        for (index, _), count in zip(members, counts, strict=True):
+            frames[index] = typed.slice(offset, count)
+            offset += count
+    return frames
+
+
+def _read_bulk(trials: list[TrialDirectory], tables: Collection[str]) -> _BulkRead:
+    """``tables`` (of :data:`BULK_TABLES`) of ``trials``, each table built once: a one-row table from every trial's
+    values, a CSV's rows parsed together with those of the other trials' files of the same header."""
+    csvs = {name: _BULK_CSVS[name] for name in _BULK_CSVS if name in tables or
+            (name == "stats_history" and "load_steps" in tables)}  # a flat trial's step is read off its history
+    others: set[int] = set()
+    ids: list[str | None] = []
+    texts: dict[str, list[tuple[bytes, bytes] | None]] = {name: [] for name in csvs}
+    present: dict[str, list[bool]] = {name: [] for name in csvs}
+    for index, trial in enumerate(trials):
+        try:
+            trial_id = trial.trial_id
+            paths = {name: trial.file(file) for name, (file, _) in csvs.items()}
+            found = {name: _plain_csv(path) if path is not None else None for name, path in paths.items()}
+        except Exception:  # read_trial says what is wrong with it
+            trial_id, paths, found = None, {}, {}
+        if trial_id is None or any(path is not None and found[name] is None for name, path in paths.items()):
+            others.add(index)  # read on its own
+            trial_id, paths, found = None, {}, {}
+        ids.append(trial_id)
+        for name in csvs:
+            texts[name].append(found.get(name))
+            present[name].append(paths.get(name) is not None)
+    parsed = {name: _csv_frames(texts[name], schema) for name, (_, schema) in csvs.items()}
+    values: dict[str, list[dict[str, Any]]] = {name: [] for name in tables if name not in _BULK_CSVS}
+    counts: dict[str, list[int]] = {name: [] for name in tables}
+    frames: dict[str, list[pl.DataFrame]] = {name: [] for name in tables if name in _BULK_CSVS}
+    read = []
+    for index, trial in enumerate(trials):
+        if index in others:
+            continue
+        if any(present[name][index] and parsed[name][index] is None for name in csvs):
+            others.add(index)
+            continue
+        try:
+            history = parsed["stats_history"][index] if "stats_history" in parsed else None
+            rows = {name: [ONE_ROW_VALUES[name](trial)] if name in ONE_ROW_VALUES else _load_step_rows(trial, history)
+                    for name in values}
+        except Exception:  # read_trial says what is wrong with it
+            others.add(index)
+            continue
+        read.append(index)
+        for name, found in rows.items():
+            values[name] += found
+            counts[name].append(len(found))
+        for name in frames:
+            frame = parsed[name][index]
+            frames[name].append(frame if frame is not None else pl.DataFrame(schema=RAW_TABLES[name].schema))
+            counts[name].append(frames[name][-1].height)
+    read_ids = [ids[index] for index in read]
+    built = {}
+    for name in tables:
+        table = RAW_TABLES[name]
+        if name in frames:
+            frame = pl.concat(frames[name]) if frames[name] else pl.DataFrame(schema=table.schema)
+        else:
+            frame = _rows_frame([{key: row.get(key) for key in table.schema} for row in values[name]], table.schema)
+        trial_ids = pl.Series("trial_id", [trial_id for trial_id, count in zip(read_ids, counts[name], strict=True)
+                                           for _ in range(count)], dtype=pl.Utf8())
+        built[name] = frame.select(trial_ids, *table.schema)
+    return _BulkRead(read_ids, read, built, counts, sorted(others))  # type: ignore[arg-type]
+
+
+def bulk_read_trials(trials: list[TrialDirectory], tables: Collection[str] = BULK_TABLES,
+                     processes: Executor | None = None) -> tuple[list[TrialFrames], list[UnreadableTrial]]:
+    """What :func:`read_trials` gives for ``tables`` (of :data:`BULK_TABLES`), with each table built for many
+    trials at once: its CSVs parsed together, its one-row tables built from every trial's values (on ``processes``,
+    in a chunk per process). A trial with a file this reading does not take (see :func:`_plain_csv`) or that does
+    not read is read on its own by :func:`read_trial`, which names the file that does not read."""
+    unknown = set(tables) - set(BULK_TABLES)
+    if unknown:
+        raise ValueError(f"bulk_read_trials reads {', '.join(BULK_TABLES)}, not {', '.join(sorted(unknown))}")
+    tables = list(dict.fromkeys(tables))
+    if processes is not None and len(trials) > 1:
+        size = -(-len(trials) // max(2, os.cpu_count() or 2))
+        chunks = [trials[start:start + size] for start in range(0, len(trials), size)]
+        bulk = list(processes.map(_read_bulk, chunks, [tables] * len(chunks)))
+    else:
+        chunks, bulk = [trials], [_read_bulk(trials, tables)]
+    outcomes: list[TrialFrames | UnreadableTrial | None] = [None] * len(trials)
+    start, alone = 0, []
+    for chunk, part in zip(chunks, bulk, strict=True):
+        offsets = dict.fromkeys(tables, 0)
+        for position, (index, trial_id) in enumerate(zip(part.read, part.ids, strict=True)):
+            frames = {}
+            for name in tables:
+                count = part.rows[name][position]
+                frames[name] = part.frames[name].slice(offsets[name], count)
+                offsets[name] += count
+            outcomes[start + index] = TrialFrames(chunk[index], trial_id, frames)
+        alone += [start + index for index in part.others]
+        start += len(chunk)
+    if alone:
+        read, unreadable = read_trials([trials[index] for index in alone], tables)
+        by_path = {outcome.trial.path if isinstance(outcome, TrialFrames) else outcome.trial_dir: outcome
+                   for outcome in [*read, *unreadable]}
+        for index in alone:
+            outcomes[index] = by_path[trials[index].path]
     return ([outcome for outcome in outcomes if isinstance(outcome, TrialFrames)],
             [outcome for outcome in outcomes if isinstance(outcome, UnreadableTrial)])
 

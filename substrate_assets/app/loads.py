@@ -17,11 +17,11 @@ from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import models_directory, update_marts
+from substrate_assets.warehouse.models import models_directory
 from substrate_assets.warehouse.preview import PREVIEW_ROWS
-from substrate_assets.warehouse.raw import check_staged_run, read_trials, write_trials
+from substrate_assets.warehouse.raw import check_staged_run, read_trials
 from substrate_assets.warehouse.rebuild import Rebuilt, rebuild
-from substrate_assets.warehouse.trial_figures import trial_densities
+from substrate_assets.warehouse.refresh import load_and_refresh
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -42,9 +42,10 @@ def import_upstream(root: str, store: RunStore, warehouse: Path, instance: Calla
                     on_wait: Callable[[str], None] | None = None) -> ImportOutcome:
     """Copy every upstream run under ``root`` into the store — each read whole first, exactly as the warehouse
     loads it, and refused (nothing copied) when any file does not read — then load them all in one pass (raw
-    tables, models, column tests) and record each load, so the imported trials show in the UI beside native
-    ones. A refused run does not stop the others. ``instance`` is asked for once the warehouse is written: a
-    caller may open it meanwhile (importing Dagster and opening an instance take longer than loading one run)."""
+    tables, models, column tests; one transaction, :func:`load_and_refresh`) and record each load, so the imported
+    trials show in the UI beside native ones. A refused run does not stop the others. ``instance`` is asked for
+    once the warehouse is written: a caller may open it meanwhile (importing Dagster and opening an instance take
+    longer than loading one run)."""
     batch = import_all(root, store, check=check_staged_run)
     refused = list(batch.refused)
     # Read before the warehouse is opened, so the lock is held only to write. Runs copied now are read a second time
@@ -57,16 +58,15 @@ def import_upstream(root: str, store: RunStore, warehouse: Path, instance: Calla
     if not runs:
         return ImportOutcome([], {}, [], [], refused)
     with connect(warehouse, on_wait=on_wait) as connection:
-        raw = write_trials(connection, read, preview_rows=PREVIEW_ROWS)
-        densities = trial_densities(connection, [run.trial_id for run in runs])
-        built, outcomes = update_marts(connection)
+        refreshed = load_and_refresh(connection, read, preview_rows=PREVIEW_ROWS,
+                                     figures_of=[run.trial_id for run in runs])
     from substrate_assets.defs.warehouse.metadata import figure_metadata, report_loads
 
-    report_loads(instance(), [part.trial for part in read], raw, built, outcomes,
+    report_loads(instance(), [part.trial for part in read], refreshed.raw, refreshed.models, refreshed.tests,
                  extra={run.trial_id: {"imported_from": run.source} for run in runs},
-                 figures=figure_metadata(densities))
-    return ImportOutcome(runs, {name: table.total for name, table in raw.items()}, [table.name for table in built],
-                         outcomes, refused)
+                 figures=figure_metadata(refreshed.densities))
+    return ImportOutcome(runs, {name: table.total for name, table in refreshed.raw.items()},
+                         [table.name for table in refreshed.models], refreshed.tests, refused)
 
 
 def rebuild_warehouse(store: RunStore, warehouse: Path, instance: dg.DagsterInstance,

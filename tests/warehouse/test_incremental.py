@@ -26,6 +26,7 @@ from substrate_assets.warehouse.change_points import CHANGE_POINTS
 from substrate_assets.warehouse.checks import load_tests, run_test, run_test_groups, run_tests
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import (
+    ModelError,
     build,
     build_order,
     discover,
@@ -33,8 +34,9 @@ from substrate_assets.warehouse.models import (
     rows_apart,
     update_marts,
 )
-from substrate_assets.warehouse.raw import ensure_schema, load_trials
+from substrate_assets.warehouse.raw import ensure_schema, load_trials, read_trials
 from substrate_assets.warehouse.rebuild import rebuild
+from substrate_assets.warehouse.refresh import load_and_refresh
 from substrate_assets.warehouse.trial_figures import DENSITY_FIGURES, trial_densities
 from tests.support.raw_rows import insert
 from tests.support.synthetic_trials import write_trial
@@ -309,3 +311,58 @@ def test_a_rebuild_reads_request_logs_of_other_types_or_that_do_not_read_as_a_si
     assert broken not in {trial.path for trial in result.trials} and len(result.trials) == len(copy.trial_dirs()) - 1
     shutil.rmtree(broken)
     assert differences(tmp_path / "r.duckdb", _rebuilt(copy, tmp_path / "without.duckdb")) == {}
+
+
+def _wal_bytes(warehouse: Path) -> int:
+    wal = Path(f"{warehouse}.wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+def test_a_load_refreshed_in_its_own_transaction_gives_the_rebuilds_tables_and_keeps_its_copies_out_of_the_log(
+        store, tmp_path):
+    """load_and_refresh (an import's load) commits the raw rows and every model's update together: the tables are
+    the rebuild's, and the copies a load keeps for the models' update are written and pruned inside the transaction,
+    so the write-ahead log holds less than the two commits of a load and a refresh write for the same trial."""
+    last = [directory for directory in store.trial_dirs() if (directory / "requests.parquet").exists()][-1]
+    earlier = [directory for directory in store.trial_dirs() if directory != last]
+    for name in ("two-commits", "one"):
+        with connect(tmp_path / f"{name}.duckdb") as connection:
+            load_trials(connection, [TrialDirectory(directory) for directory in earlier])
+            update_marts(connection, MODELS)
+    logged = {}
+    with connect(tmp_path / "two-commits.duckdb") as connection:
+        load_trials(connection, [TrialDirectory(last)])
+        update_marts(connection, MODELS)
+        logged["two-commits"] = _wal_bytes(tmp_path / "two-commits.duckdb")
+    with connect(tmp_path / "one.duckdb") as connection:
+        read, unreadable = read_trials([TrialDirectory(last)])
+        refreshed = load_and_refresh(connection, read, directory=MODELS, figures_of=[TrialDirectory(last).trial_id])
+        logged["one"] = _wal_bytes(tmp_path / "one.duckdb")
+        assert connection.execute("SELECT count(*) FROM changes.request_samples").fetchone()[0] == 0
+    assert not unreadable and all(outcome.passed for outcome in refreshed.tests)
+    assert refreshed.raw["request_samples"].total == pl.read_parquet(last / "requests.parquet").height
+    assert list(refreshed.densities) == [TrialDirectory(last).trial_id]
+    assert 0 < logged["one"] < logged["two-commits"], logged
+    rebuilt = _rebuilt(store, tmp_path / "r.duckdb")
+    assert differences(tmp_path / "one.duckdb", rebuilt) == {}
+    assert differences(tmp_path / "two-commits.duckdb", rebuilt) == {}
+
+
+def test_a_model_that_does_not_build_keeps_the_trial_out_of_the_marts_not_out_of_the_warehouse(store, tmp_path):
+    models = tmp_path / "models"
+    shutil.copytree(MODELS, models)
+    first, second, *_ = store.trial_dirs()
+    warehouse = tmp_path / "w.duckdb"
+    with connect(warehouse) as connection:
+        read, _ = read_trials([TrialDirectory(first)])
+        load_and_refresh(connection, read, directory=models)
+    sql = models / "step_latency.sql"
+    sql.write_text(sql.read_text().replace("    substr(name, 6) AS step,", "    substr(name, 6) AS step, no_such_column,"))
+    with connect(warehouse) as connection:
+        read, _ = read_trials([TrialDirectory(second)])
+        with pytest.raises(ModelError, match=r"step_latency\.sql"):
+            load_and_refresh(connection, read, directory=models)
+        trial_ids = {row[0] for row in connection.execute("SELECT DISTINCT trial_id FROM request_samples").fetchall()}
+        assert trial_ids == {TrialDirectory(first).trial_id, TrialDirectory(second).trial_id}
+        assert connection.execute("SELECT DISTINCT trial_id FROM trials").fetchall() == [
+            (TrialDirectory(first).trial_id,)]

@@ -1,0 +1,47 @@
+"""New trials loaded and every model brought up to them, in one transaction: what an import (and any caller that
+holds the warehouse for both) does.
+
+One transaction instead of two (the raw tables', then the models') matters for more than a commit: the copies a
+load keeps of its rows for the models' next update (:mod:`changes`) are written and pruned inside it, so they never
+reach the write-ahead log nor the checkpoint that closing the file runs — a load of one trial writes half the log
+it would otherwise (1.4 MB against 2.9 MB for a trial of 10,000 requests)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from substrate_assets.warehouse.checks import TestOutcome
+from substrate_assets.warehouse.connection import transaction
+from substrate_assets.warehouse.models import BuiltTable, ModelError, update_marts
+from substrate_assets.warehouse.raw import LoadedTable, TrialFrames, write_trials
+from substrate_assets.warehouse.trial_figures import trial_densities
+
+
+@dataclass(frozen=True)
+class Refreshed:
+    raw: dict[str, LoadedTable]
+    # Each trial's headline density figures (:func:`trial_densities`), asked before the models change.
+    densities: dict[str, dict[str, float | None]]
+    models: list[BuiltTable]
+    tests: list[TestOutcome]
+
+
+def load_and_refresh(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames], *, preview_rows: int = 0,
+                     directory: Path | None = None, figures_of: Sequence[str] = ()) -> Refreshed:
+    """Write the ``read`` trials into every raw table, ask the density figures of ``figures_of``, and update every
+    model under ``directory`` (:func:`update_marts`), committed together. When a model does not build (ModelError),
+    the raw rows are written on their own, as a raw asset's load would be, and the error raised: a broken model
+    keeps the trials out of the marts, not out of the warehouse."""
+    try:
+        with transaction(connection):
+            raw = write_trials(connection, read, preview_rows=preview_rows)
+            densities = trial_densities(connection, figures_of) if figures_of else {}
+            built, tests = update_marts(connection, directory)
+    except ModelError:
+        write_trials(connection, read, preview_rows=preview_rows)
+        raise
+    return Refreshed(raw, densities, built, tests)

@@ -31,7 +31,7 @@ requests AS (
     SELECT
         p.trial_id,
         p.step,
-        list(r.latency_ms) FILTER (WHERE is_wake(r.wake, r.name) AND r.latency_ms IS NOT NULL) AS wakes,
+        list_sort(list(r.latency_ms) FILTER (WHERE is_wake(r.wake, r.name) AND r.latency_ms IS NOT NULL)) AS wakes,
         count(r.name) FILTER (WHERE is_wake(r.wake, r.name) AND NOT r.success) AS wake_failed,
         count(r.name) AS requests,
         count(r.name) FILTER (WHERE NOT r.success) AS failed_requests
@@ -65,9 +65,9 @@ SELECT
     p.whole_step_because,
     coalesce(len(r.wakes), 0) AS wake_n,
     r.wake_failed,
-    floor_index(r.wakes, 500) AS wake_p50_ms,
-    floor_index(r.wakes, 900) AS wake_p90_ms,
-    floor_index(r.wakes, 990) AS wake_p99_ms,
+    floor_index_of_sorted(r.wakes, 500) AS wake_p50_ms,
+    floor_index_of_sorted(r.wakes, 900) AS wake_p90_ms,
+    floor_index_of_sorted(r.wakes, 990) AS wake_p99_ms,
     list_max(r.wakes) AS wake_max_ms,
     r.requests,
     r.failed_requests,

@@ -7,7 +7,7 @@ WITH steps AS (
         substr(name, 6) AS step,
         count(*) FILTER (WHERE success) AS n,
         count(*) FILTER (WHERE NOT success) AS failures,
-        -- Sorted once here: each floor_index would sort its own copy.
+        -- Sorted once here, for floor_index_of_sorted (floor_index would sort its own copy per percentile).
         list_sort(list(latency_ms) FILTER (WHERE success)) AS ok_sorted
     FROM request_samples
     WHERE starts_with(name, 'Step_') AND locust_counted IS NOT FALSE
@@ -18,8 +18,8 @@ SELECT
     step,
     n,
     failures,
-    floor_index(ok_sorted, 500) AS p50_ms,
-    floor_index(ok_sorted, 950) AS p95_ms,
-    floor_index(ok_sorted, 990) AS p99_ms
+    floor_index_of_sorted(ok_sorted, 500) AS p50_ms,
+    floor_index_of_sorted(ok_sorted, 950) AS p95_ms,
+    floor_index_of_sorted(ok_sorted, 990) AS p99_ms
 FROM steps
 ORDER BY trial_id, step

@@ -20,8 +20,9 @@ WITH wakes AS (
     GROUP BY m.trial_id
 ),
 sorted AS (
-    -- Sorted once here: each floor_index would sort its own copy; and the mean is summed in this order, not in
-    -- the order a parallel aggregate gathered the list, which differs from build to build in the last bits.
+    -- Sorted once here, for floor_index_of_sorted (floor_index would sort its own copy per percentile); and the
+    -- mean is summed in this order, not in the order a parallel aggregate gathered the list, which differs from
+    -- build to build in the last bits.
     SELECT *, list_sort(latencies) AS sorted_latencies, list_sort(ok_latencies) AS sorted_ok_latencies
     FROM wakes
 )
@@ -30,20 +31,20 @@ SELECT
     coalesce(len(latencies), 0) AS n,
     n_failed,
     list_min(latencies) AS min_ms,
-    floor_index(sorted_latencies, 500) AS p50_ms,
-    floor_index(sorted_latencies, 900) AS p90_ms,
-    floor_index(sorted_latencies, 950) AS p95_ms,
-    floor_index(sorted_latencies, 990) AS p99_ms,
-    floor_index(sorted_latencies, 999) AS p99_9_ms,
+    floor_index_of_sorted(sorted_latencies, 500) AS p50_ms,
+    floor_index_of_sorted(sorted_latencies, 900) AS p90_ms,
+    floor_index_of_sorted(sorted_latencies, 950) AS p95_ms,
+    floor_index_of_sorted(sorted_latencies, 990) AS p99_ms,
+    floor_index_of_sorted(sorted_latencies, 999) AS p99_9_ms,
     list_max(latencies) AS max_ms,
     list_avg(sorted_latencies) AS mean_ms,
     coalesce(len(ok_latencies), 0) AS ok_n,
     list_min(ok_latencies) AS ok_min_ms,
-    floor_index(sorted_ok_latencies, 500) AS ok_p50_ms,
-    floor_index(sorted_ok_latencies, 900) AS ok_p90_ms,
-    floor_index(sorted_ok_latencies, 950) AS ok_p95_ms,
-    floor_index(sorted_ok_latencies, 990) AS ok_p99_ms,
-    floor_index(sorted_ok_latencies, 999) AS ok_p99_9_ms,
+    floor_index_of_sorted(sorted_ok_latencies, 500) AS ok_p50_ms,
+    floor_index_of_sorted(sorted_ok_latencies, 900) AS ok_p90_ms,
+    floor_index_of_sorted(sorted_ok_latencies, 950) AS ok_p95_ms,
+    floor_index_of_sorted(sorted_ok_latencies, 990) AS ok_p99_ms,
+    floor_index_of_sorted(sorted_ok_latencies, 999) AS ok_p99_9_ms,
     list_max(ok_latencies) AS ok_max_ms,
     list_avg(sorted_ok_latencies) AS ok_mean_ms
 FROM sorted

@@ -20,12 +20,9 @@ and its position among the requests of its name (see :mod:`request_log`).
 
 from __future__ import annotations
 
-import inspect
 import logging
-import sys
 from collections import Counter
 from pathlib import Path
-from types import FrameType, SimpleNamespace
 from typing import Any
 
 import gevent
@@ -38,7 +35,6 @@ from substrate_assets.driver.heap import keep_freed_memory  # noqa: E402
 
 keep_freed_memory()  # large request and reply buffers reused, not faulted in afresh for every step
 
-import locust.runners  # noqa: E402
 from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING  # noqa: E402
@@ -71,27 +67,6 @@ from substrate_assets.results.request_log import (  # noqa: E402
 from substrate_assets.workload import ScriptLibrary  # noqa: E402
 
 log = logging.getLogger(__name__)
-
-
-def _frames(context: int = 1) -> list[tuple[FrameType]]:
-    """``inspect.stack()`` as ``Runner.stop`` uses it (``[1][0]``, its caller's frame), the frames alone."""
-    frames = []
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        frames.append((frame,))
-        frame = frame.f_back
-    return frames
-
-
-def _frame_info(frame: FrameType, context: int = 1) -> inspect.Traceback:
-    """The file and line of ``frame``, without its source line (which looks up the frame's module among all)."""
-    return inspect.getframeinfo(frame, 0)
-
-
-# Runner.stop logs its caller at debug level through inspect.stack() and getframeinfo(), its only use of inspect: a
-# source line for every frame and, the first time, a map of every loaded module's file, 0.1-0.5 s of CPU at the end
-# of every run. Locust's runners module sees this instead; its debug line names the same file and line.
-locust.runners.inspect = SimpleNamespace(stack=_frames, getframeinfo=_frame_info)  # type: ignore[attr-defined]
 
 
 @events.init_command_line_parser.add_listener

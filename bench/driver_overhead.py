@@ -135,14 +135,14 @@ def floor_probe(router_port: int, control_address: str, sessions: int, laps: int
     control.ensure_atespace("floor")
     suspend = control.channel.unary_unary("/ateapi.Control/SuspendActor")  # bytes in, bytes out
 
+    router = RouterClient(f"http://127.0.0.1:{router_port}")  # its requests' bytes only: it never connects here
+
     def plan(actor: str) -> list[tuple[list[tuple[bytes, bytes]], bytes]]:
-        """Per step: its HTTP requests (the wake ping, then the ops), each as (head, body), and its park."""
+        """Per step: its HTTP requests (the wake ping, then the ops), each as the two writes RouterClient makes,
+        and its park."""
         def request(op: Op) -> tuple[bytes, bytes]:
             call = prepared_call(loaded, op)
-            head = (f"POST {call.route} HTTP/1.1\r\nHost: 127.0.0.1:{router_port}\r\nAccept-Encoding: identity\r\n"
-                    f"Content-Length: {len(call.body)}\r\nate-target-actor: floor/{actor}\r\n"
-                    "Content-Type: application/x-protobuf\r\n\r\n").encode()
-            return (head + call.body, b"") if len(call.body) <= 64 << 10 else (head, call.body)
+            return router.wire_request("POST", f"floor/{actor}", call.route, call.body, "application/x-protobuf")
         park = pb.SuspendActorRequest(actor=ControlClient.ref("floor", actor)).SerializeToString()
         return [([request(Op(OpKind.PING)), *(request(op) for op in step.ops)], park)
                 for step in loaded.script.steps]

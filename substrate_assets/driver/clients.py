@@ -144,22 +144,28 @@ class RouterClient:
         """POST a protobuf body; the reply's body, or :class:`RouterError` for a status of 400 or more."""
         return self.request("POST", actor, route, body, "application/x-protobuf")
 
-    def request(self, method: str, actor: str, route: str, body: bytes = b"",
-                content_type: str | None = None) -> bytes:
+    def wire_request(self, method: str, actor: str, route: str, body: bytes = b"",
+                     content_type: str | None = None) -> tuple[bytes, bytes]:
+        """The request as it goes on the wire, in the two writes :meth:`request` makes: the head with a small body
+        behind it, and nothing; or the head, and a large body (tens of MiB: sent as it is, not copied behind the
+        head)."""
         # http.client's head: Host, Accept-Encoding, Content-Length (0 for a POST without a body, none for a GET
         # without one), then ours.
         length = f"Content-Length: {len(body)}\r\n" if body or method in _METHODS_EXPECTING_BODY else ""
         kind = f"Content-Type: {content_type}\r\n" if content_type is not None else ""
         head = (f"{method} {self.prefix + route} HTTP/1.1\r\nHost: {self._host_header}\r\n"
                 f"Accept-Encoding: identity\r\n{length}{TARGET_HEADER}: {actor}\r\n{kind}\r\n").encode("latin-1")
+        return (head + body, b"") if len(body) <= _JOINED_BODY else (head, body)
+
+    def request(self, method: str, actor: str, route: str, body: bytes = b"",
+                content_type: str | None = None) -> bytes:
+        first, rest = self.wire_request(method, actor, route, body, content_type)
         with self._slots:
             connection = self._connection()
             try:
-                if len(body) <= _JOINED_BODY:
-                    connection.sock.sendall(head + body)
-                else:  # tens of MiB: sent as they are, not copied behind the head
-                    connection.sock.sendall(head)
-                    connection.sock.sendall(body)
+                connection.sock.sendall(first)
+                if rest:
+                    connection.sock.sendall(rest)
                 status, payload, will_close = connection.read_response()
             except BaseException:
                 connection.close()  # a request cut short leaves the connection in an unknown state

@@ -81,9 +81,19 @@ def read_history(path: Path | None) -> tuple[list[tuple[int, float]], str | None
 def window_from_history(path: Path | None, start_ts: int, end_ts: int) -> SteadyWindow:
     """The steady window from a trial's Locust user-count history; a missing or unreadable file gives the whole run."""
     samples, unread = read_history(path)
-    window = SteadyWindow(start_ts, end_ts, unread) if unread else locate_steady_window(samples, start_ts, end_ts)
+    return _told(SteadyWindow(start_ts, end_ts, unread) if unread else locate_steady_window(samples, start_ts, end_ts))
+
+
+def window_from_samples(samples: list[tuple[int, float]], start_ts: int, end_ts: int) -> SteadyWindow:
+    """:func:`window_from_history` over a history already read (:func:`history_samples` of its rows)."""
+    return _told(locate_steady_window(samples, start_ts, end_ts))
+
+
+def _told(window: SteadyWindow) -> SteadyWindow:
+    """``window``, with a warning when it is the whole run."""
     if window.whole_run_because is not None:
-        log.warning("steady window: the whole run [%d, %d], because %s", start_ts, end_ts, window.whole_run_because)
+        log.warning("steady window: the whole run [%d, %d], because %s", window.start, window.end,
+                    window.whole_run_because)
     return window
 
 

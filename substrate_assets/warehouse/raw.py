@@ -62,8 +62,7 @@ from substrate_assets.results.trial_directory import (
     TrialDirectory,
     telemetry_figures,
 )
-from substrate_assets.telemetry import window as steady_window
-from substrate_assets.telemetry.window import SteadyWindow, history_samples, locate_steady_window, window_from_history
+from substrate_assets.telemetry.window import history_samples, window_from_history, window_from_samples
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.changes import (
     ensure_bookkeeping,
@@ -139,15 +138,6 @@ class RawTable:
 
     def frame(self, trial: TrialDirectory) -> pl.DataFrame:
         return self.read(trial).select(pl.lit(trial.trial_id).alias("trial_id"), *self.schema)
-
-
-def window_from_samples(samples: list[tuple[int, float]], start_ts: int, end_ts: int) -> SteadyWindow:
-    """:func:`~substrate_assets.telemetry.window.window_from_history` over a history already read, logged alike."""
-    window = locate_steady_window(samples, start_ts, end_ts)
-    if window.whole_run_because is not None:
-        steady_window.log.warning("steady window: the whole run [%d, %d], because %s", start_ts, end_ts,
-                                  window.whole_run_because)
-    return window
 
 
 def _flat_step(trial: TrialDirectory, history: pl.DataFrame | None = None) -> LoadStep | None:

@@ -40,6 +40,7 @@ from substrate_assets.results.readers import REQUESTS_SCHEMA  # noqa: E402
 from substrate_assets.results.server_summary import FLAT_KEYS  # noqa: E402
 from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
 from substrate_assets.warehouse.connection import connect  # noqa: E402
+from substrate_assets.warehouse.preview import PREVIEW_ROWS  # noqa: E402
 from substrate_assets.warehouse.raw import read_trials  # noqa: E402
 from substrate_assets.warehouse.rebuild import rebuild  # noqa: E402
 from substrate_assets.warehouse.refresh import load_and_refresh  # noqa: E402
@@ -123,7 +124,8 @@ def one_more_trial(warehouse: Path, extra: RunStore, index: int, samples: int,
     read, unreadable = read_trials([TrialDirectory(directory)])
     assert not unreadable, unreadable
     with connect(warehouse) as connection:
-        outcomes = load_and_refresh(connection, read, directory=MODELS).tests
+        outcomes = load_and_refresh(connection, read, directory=MODELS, preview_rows=PREVIEW_ROWS,
+                                    figures_of=[part.trial_id for part in read]).tests
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert all(outcome.passed for outcome in outcomes), [o.test.name for o in outcomes if not o.passed]
     return seconds, cpu

@@ -93,6 +93,11 @@ class Books:
     loads_after: int | None = None
     # The models whose marks are to be written by :func:`save_marks` (None: each is written when it is set).
     unsaved: set[str] | None = None
+    # Per model updated trial by trial in this refresh, the trials whose new rows its temporary table holds
+    # (``models.updated_rows``): what reads the model, and its tests, take them from there, not from its table.
+    updated: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # Per trial asked of :func:`first_loads`, the seq it was first loaded into a raw table at.
+    first_loaded: dict[str, int] = field(default_factory=dict)
 
     def mark(self, model: str) -> int | None:
         return self.marks[model].seq if model in self.marks else None
@@ -258,6 +263,18 @@ def first_loaded_after(connection: duckdb.DuckDBPyConnection, trial_ids: Sequenc
     return not connection.execute(f"SELECT count(*) FROM {LOADS} WHERE seq <= ? AND list_contains(?, trial_id) "
                                   "AND NOT list_contains(?::VARCHAR[], table_name)",
                                   [after, list(trial_ids), list(models)]).fetchone()[0]
+
+
+def first_loads(connection: duckdb.DuckDBPyConnection, books: Books, trial_ids: Collection[str],
+                models: Collection[str]) -> dict[str, int]:
+    """The seq each of ``trial_ids`` was first loaded into a raw table at (not one of ``models``), asked once per
+    refresh for every trial it updates: a model built through an earlier seq holds no row of it."""
+    asked = sorted(set(trial_ids) - books.first_loaded.keys())
+    if asked:
+        books.first_loaded.update(connection.execute(
+            f"SELECT trial_id, min(seq) FROM {LOADS} WHERE list_contains(?::VARCHAR[], trial_id) "
+            "AND NOT list_contains(?::VARCHAR[], table_name) GROUP BY trial_id", [asked, list(models)]).fetchall())
+    return {trial_id: books.first_loaded[trial_id] for trial_id in trial_ids if trial_id in books.first_loaded}
 
 
 def prune(connection: duckdb.DuckDBPyConnection, models: Iterable[str], books: Books | None = None) -> None:

@@ -19,7 +19,7 @@ of the offending rows.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,23 +59,32 @@ class ColumnTest:
             return f"every row satisfies: {self.argument}"
         return f"{self.column} is {'never null' if self.kind == 'not_null' else 'unique'}"
 
-    def violations_sql(self, trial_ids: Sequence[str] | None = None) -> tuple[str, list[Any]]:
+    def violations_sql(self, trial_ids: Sequence[str] | None = None, rows: str | None = None) -> tuple[str, list[Any]]:
         """The offending rows; with ``trial_ids``, only those a load of these trials can have made: their own rows,
-        and for ``unique`` every copy of a value one of their rows holds (a new row can copy an old one's)."""
+        and for ``unique`` every copy of a value one of their rows holds (a new row can copy an old one's).
+        ``rows``: a relation holding exactly the model's rows of ``trial_ids``, read instead of picking them out."""
         column = f'"{self.column}"'
-        scope, scoped = ("", []) if trial_ids is None else (" AND list_contains(?, trial_id)", [list(trial_ids)])
+        held = trial_ids is not None and rows is not None
+        source, scope, scoped = self.model, "", []
+        if held:
+            source = f'{rows} AS "{self.model}"'  # an expression may name the table
+        elif trial_ids is not None:
+            scope, scoped = " AND list_contains(?, trial_id)", [list(trial_ids)]
         if self.kind == "not_null":
-            return f"SELECT * FROM {self.model} WHERE {column} IS NULL{scope}", scoped
+            return f"SELECT * FROM {source} WHERE {column} IS NULL{scope}", scoped
         if self.kind == "unique":
-            if trial_ids is not None:
+            if held and self.column != "trial_id":
+                # A copy of a new row's value may be any trial's row: the table, narrowed to the new rows' values.
+                source, scope = self.model, f" AND {column} IN (SELECT {column} FROM {rows})"
+            elif trial_ids is not None and not held:
                 scope = f" AND {column} IN (SELECT {column} FROM {self.model} WHERE true{scope})"
-            return (f"SELECT {column}, count(*) AS copies FROM {self.model} WHERE {column} IS NOT NULL{scope} "
+            return (f"SELECT {column}, count(*) AS copies FROM {source} WHERE {column} IS NOT NULL{scope} "
                     f"GROUP BY {column} HAVING count(*) > 1"), scoped
         if self.kind == "accepted_values":
-            return (f"SELECT * FROM {self.model} WHERE {column} IS NOT NULL "
+            return (f"SELECT * FROM {source} WHERE {column} IS NOT NULL "
                     f"AND CAST({column} AS VARCHAR) NOT IN (SELECT unnest(?::VARCHAR[])){scope}"), \
                 [[str(value) for value in self.argument], *scoped]
-        return f"SELECT * FROM {self.model} WHERE NOT ({self.argument}){scope}", scoped
+        return f"SELECT * FROM {source} WHERE NOT ({self.argument}){scope}", scoped
 
     def row_violation(self) -> tuple[str, list[Any]]:
         """For a test of each row on its own (any kind but ``unique``): the condition a row violates it by."""
@@ -145,10 +154,10 @@ def load_tests(path: Path, models: set[str]) -> dict[str, list[ColumnTest]]:
 
 
 def run_test(connection: duckdb.DuckDBPyConnection, test: ColumnTest, sample_rows: int = 5,
-             trial_ids: Sequence[str] | None = None) -> TestOutcome:
+             trial_ids: Sequence[str] | None = None, rows: str | None = None) -> TestOutcome:
     """``test`` over every row of its table, or over the rows of ``trial_ids`` (a per-trial model's update: the
-    rows of other trials were tested when they were written)."""
-    sql, parameters = test.violations_sql(trial_ids)
+    rows of other trials were tested when they were written), which ``rows`` holds when given."""
+    sql, parameters = test.violations_sql(trial_ids, rows)
     cursor = connection.execute(f"{sql} LIMIT {sample_rows}", parameters)
     names = [d[0] for d in cursor.description]
     sample = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -160,45 +169,52 @@ def run_test(connection: duckdb.DuckDBPyConnection, test: ColumnTest, sample_row
 
 
 def run_tests(connection: duckdb.DuckDBPyConnection, tests: Sequence[ColumnTest], sample_rows: int = 5,
-              trial_ids: Sequence[str] | None = None) -> list[TestOutcome]:
+              trial_ids: Sequence[str] | None = None, rows: Mapping[str, str] | None = None) -> list[TestOutcome]:
     """Every one of ``tests`` as :func:`run_test` runs it, in their order, but counted together
     (:func:`run_test_groups`)."""
-    return run_test_groups(connection, [(tests, trial_ids)], sample_rows)[0]
+    return run_test_groups(connection, [(tests, trial_ids)], sample_rows, rows)[0]
 
 
 def run_test_groups(connection: duckdb.DuckDBPyConnection,
                     groups: Sequence[tuple[Sequence[ColumnTest], Sequence[str] | None]],
-                    sample_rows: int = 5) -> list[list[TestOutcome]]:
+                    sample_rows: int = 5, rows: Mapping[str, str] | None = None) -> list[list[TestOutcome]]:
     """Each group's tests as :func:`run_test` runs them over its trials (None: every row), in their order, but every
     violation of every group counted in one query (a query costs milliseconds, and a load runs some seventy tests
-    over ten tables): the tests of single rows of one table in one scan of it, a ``unique`` test in a subquery of
-    its own. Only a test that finds violations is run again, on its own, for its sample."""
+    over ten tables): the tests of single rows of one table in one scan of it, a ``unique`` test in a part of its
+    own, the parts a UNION ALL (as scalar subqueries of one SELECT, DuckDB would plan them as a join of some thirty
+    relations, and ordering it costs more than the tests). Only a test that finds violations is run again, on its
+    own, for its sample. ``rows``: per model, a relation holding exactly its rows of the trials its group is
+    narrowed to (an update's new rows), read instead of picking them out of its table."""
+    rows = rows or {}
     parts: list[str] = []
     parameters: list = []
-    counted: list[tuple[int, list[int]]] = []  # (group, its tests) per part, in the order of the query's columns
+    counted: list[tuple[int, list[int]]] = []  # (group, its tests) per part, in the order of the parts
     for number, (tests, trial_ids) in enumerate(groups):
         scope, scoped = ("", []) if trial_ids is None else (" AND list_contains(?, trial_id)", [list(trial_ids)])
         by_model: dict[str, list[int]] = {}
         for index, test in enumerate(tests):
             if test.kind == "unique":
-                sql, violations = test.violations_sql(trial_ids)
-                parts.append(f"(SELECT count(*) FROM ({sql}))")
+                sql, violations = test.violations_sql(trial_ids, rows.get(test.model))
+                parts.append(f"SELECT {len(parts)} AS part, [count(*)] AS found FROM ({sql})")
                 parameters += violations
                 counted.append((number, [index]))
             else:
                 by_model.setdefault(test.model, []).append(index)
         for model, indexes in by_model.items():
             conditions = [tests[index].row_violation() for index in indexes]
-            parts.append(f"(SELECT [{', '.join(f'count(*) FILTER (WHERE {condition})' for condition, _ in conditions)}]"
-                         f" FROM {model} WHERE true{scope})")
-            parameters += [parameter for _, values in conditions for parameter in values] + scoped
+            source, narrowing, narrowed = (f'{rows[model]} AS "{model}"', "", []) \
+                if trial_ids is not None and model in rows else (model, scope, scoped)
+            filtered = ", ".join(f"count(*) FILTER (WHERE {condition})" for condition, _ in conditions)
+            parts.append(f"SELECT {len(parts)} AS part, [{filtered}] AS found FROM {source} WHERE true{narrowing}")
+            parameters += [parameter for _, values in conditions for parameter in values] + narrowed
             counted.append((number, indexes))
     outcomes: list[dict[int, TestOutcome]] = [{} for _ in groups]
-    counts = connection.execute(f"SELECT {', '.join(parts)}", parameters).fetchone() if parts else ()
-    for (number, indexes), found in zip(counted, counts, strict=True):
+    found_by_part = dict(connection.execute(" UNION ALL ".join(parts), parameters).fetchall()) if parts else {}
+    for part, (number, indexes) in enumerate(counted):
         tests, trial_ids = groups[number]
-        for index, count in zip(indexes, found if isinstance(found, list) else [found], strict=True):
-            outcomes[number][index] = run_test(connection, tests[index], sample_rows, trial_ids) if count \
+        for index, count in zip(indexes, found_by_part[part], strict=True):
+            outcomes[number][index] = run_test(connection, tests[index], sample_rows, trial_ids,
+                                               rows.get(tests[index].model)) if count \
                 else TestOutcome(tests[index], 0, [])
     return [[outcome[index] for index in range(len(tests))] for outcome, (tests, _) in zip(outcomes, groups,
                                                                                             strict=True)]

@@ -138,3 +138,22 @@ def transaction(connection: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDB
         raise
     _OPEN.discard(id(connection))
     connection.execute("COMMIT")
+
+
+@contextmanager
+def small_load(connection: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Settings for a load of a few trials that the file's close follows (an import's), put back when the block ends:
+
+    - its commit writes the changes straight into the file: DuckDB checkpoints at a commit whose log would pass
+      checkpoint_threshold (0 here), and then writes no log; otherwise the rows go to the log, are fsynced, and are
+      copied into the file again at close;
+    - one thread: each of its hundred-odd statements reads a trial's rows, and handing that work to a second
+      thread costs more than it saves (one more trial's load measured ~10 % faster)."""
+    before = connection.execute("SELECT current_setting('checkpoint_threshold'), current_setting('threads')").fetchone()
+    connection.execute("SET checkpoint_threshold = '0KB'")
+    connection.execute("SET threads = 1")
+    try:
+        yield connection
+    finally:
+        connection.execute(f"SET checkpoint_threshold = '{before[0]}'")
+        connection.execute(f"SET threads = {int(before[1])}")

@@ -183,18 +183,61 @@ def build_order(models: dict[str, Model]) -> list[Model]:
 def describe_table(connection: duckdb.DuckDBPyConnection, name: str, preview_rows: int = 10,
                    updated: Sequence[str] | None = None, books: changes.Books | None = None) -> BuiltTable:
     """``name``'s columns (as ``books`` knows them, when given), row count and first rows."""
-    columns = _table_columns(connection, name, books)
-    rows = connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
-    cursor = connection.execute(f"SELECT * FROM {name} LIMIT {preview_rows}")
-    names = [d[0] for d in cursor.description]
-    return BuiltTable(name, rows, columns, [dict(zip(names, values, strict=True)) for values in cursor.fetchall()],
-                      None if updated is None else tuple(updated))
+    return describe_tables(connection, [(name, updated)], preview_rows, books)[0]
+
+
+def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tuple[str, Sequence[str] | None]],
+                    preview_rows: int = 10, books: changes.Books | None = None) -> list[BuiltTable]:
+    """:func:`describe_table` of each (table, the trials its build updated) of ``tables``: a query per table for its
+    count and first rows, or, without a preview, one for every count (a UNION ALL: as scalar subqueries of one
+    SELECT, DuckDB would plan a join of a dozen relations, and ordering it costs tens of milliseconds)."""
+    if not tables:
+        return []
+    limit = int(preview_rows)
+    if limit > 0:
+        found = []
+        for name, _ in tables:
+            cursor = connection.execute(f"SELECT (SELECT count(*) FROM {name}) AS count_rows, * FROM {name} "
+                                        f"LIMIT {limit}")
+            names = [d[0] for d in cursor.description][1:]
+            preview = cursor.fetchall()
+            # An empty preview is an empty table (the count rides on each preview row).
+            found.append((preview[0][0] if preview else 0,
+                          [dict(zip(names, values[1:], strict=True)) for values in preview]))
+    else:
+        counts = dict(connection.execute(" UNION ALL ".join(
+            f"SELECT {index} AS part, count(*) FROM {name}" for index, (name, _) in enumerate(tables))).fetchall())
+        found = [(counts[index], []) for index in range(len(tables))]
+    return [BuiltTable(name, rows, _table_columns(connection, name, books), preview,
+                       None if updated is None else tuple(updated))
+            for (name, updated), (rows, preview) in zip(tables, found, strict=True)]
 
 
 # The parameter a narrowed query (:func:`narrowed_query`) takes the trials' ids in.
 NARROWED_IDS = "narrowed_ids"
-# The temporary table an update computes a per-trial model's new rows into, before they replace the old ones.
-UPDATE_ROWS = "model_update_rows"
+
+
+def updated_rows(name: str) -> str:
+    """The temporary table an update computes a per-trial model's new rows into before they replace the old ones,
+    and leaves them in until the refresh ends (:func:`drop_updated_rows`): the models that read it, and its tests,
+    read the updated trials' rows there instead of picking them out of its whole table."""
+    return f'temp.main."{name}__updated_rows"'
+
+
+def drop_updated_rows(connection: duckdb.DuckDBPyConnection, books: changes.Books) -> None:
+    """Drop every model's :func:`updated_rows` table of this refresh (in one round trip)."""
+    if books.updated:
+        connection.execute(";\n".join(f"DROP TABLE IF EXISTS {updated_rows(name)}" for name in sorted(books.updated)))
+        books.updated.clear()
+
+
+def _narrowed_source(name: str, trial_ids: Collection[str], books: changes.Books | None, database: str) -> str:
+    """Where a narrowed query reads ``name``'s rows of ``trial_ids``: the rows a model's update left in this refresh,
+    the copy :mod:`changes` keeps of a raw table's recent load, or the table itself."""
+    if books is not None and name in books.updated and set(trial_ids) <= set(books.updated[name]):
+        return updated_rows(name)
+    schema = changes.SCHEMA if books is not None and books.copied(name, trial_ids) else "main"
+    return f'"{database}".{schema}."{name}"'
 
 
 def narrowed_query(connection: duckdb.DuckDBPyConnection, select: str, tables: Collection[str],
@@ -202,12 +245,12 @@ def narrowed_query(connection: duckdb.DuckDBPyConnection, select: str, tables: C
     """``select`` with each of ``tables`` holding only the rows of the trials given in the parameter
     ``$narrowed_ids`` (:data:`NARROWED_IDS`): a CTE of each table's name around it, which its table references
     resolve to before the warehouse's tables (within nested queries and CTEs too), so it costs no statement of its
-    own. A raw table reads the copy :mod:`changes` keeps of a recent load when it has one for every trial (picking a
-    trial out of the raw table itself reads all its trial_ids). ``books``: the bookkeeping, when already read (none
-    for a warehouse without it)."""
+    own. A raw table reads the copy :mod:`changes` keeps of a recent load when it has one for every trial, and a
+    model updated earlier in the refresh the rows its update left (:func:`updated_rows`): picking a trial out of a
+    whole table reads all its trial_ids. ``books``: the bookkeeping, when already read (none for a warehouse without
+    it)."""
     database = books.database if books is not None else changes.database(connection)
-    ctes = [f'"{name}" AS (SELECT * FROM "{database}".'
-            f'{changes.SCHEMA if books is not None and books.copied(name, trial_ids) else "main"}."{name}" '
+    ctes = [f'"{name}" AS (SELECT * FROM {_narrowed_source(name, trial_ids, books, database)} '
             f"WHERE list_contains(${NARROWED_IDS}::VARCHAR[], trial_id))" for name in sorted(tables)]
     return f"WITH {', '.join(ctes)}\nSELECT * FROM (\n{select}\n)" if ctes else select
 
@@ -282,6 +325,14 @@ def _partition_trials(connection: duckdb.DuckDBPyConnection, model: Model, trial
     return sorted(set(trial_ids) | {row[0] for row in related})
 
 
+def _held_trials(connection: duckdb.DuckDBPyConnection, books: changes.Books, trial_ids: Sequence[str], built: int,
+                 models: Collection[str]) -> list[str]:
+    """Those of ``trial_ids`` a model built through seq ``built`` may hold rows of: every trial first loaded by then
+    (a trial new since has none: its delete, which reads the table's every trial_id, is skipped)."""
+    first = changes.first_loads(connection, books, trial_ids, models)
+    return [trial_id for trial_id in trial_ids if first.get(trial_id, 0) <= built]
+
+
 def _set_mark(connection: duckdb.DuckDBPyConnection, books: changes.Books, name: str, seq: int, built_by: str,
               upstream_models: Collection[str], *, whole: bool) -> None:
     """``name`` built through ``seq``: a whole build is the warehouse's newest generation; an update keeps its own.
@@ -316,17 +367,23 @@ def build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str,
     it read, where the warehouse keeps that bookkeeping). ``routine``: a model that is not per trial, rebuilt for
     new loads under the SQL it was built with (its rows change as its SQL says they may: no new generation)."""
     books = books if books is not None else changes.read_books(connection)
+    _build(connection, model, models, books, routine=routine)
+    return describe_table(connection, model.name, preview_rows)
+
+
+def _build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model] | None,
+           books: changes.Books | None, *, routine: bool = False) -> None:
     try:
         with transaction(connection):
             connection.execute(f"CREATE OR REPLACE TABLE {model.name} AS\n{model.sql}")
             if books is not None:
                 books.columns.pop(model.name, None)  # its columns are its SQL's now
+                books.updated.pop(model.name, None)
                 upstream = _upstream_models(model, models or {model.name: model})
                 _set_mark(connection, books, model.name, _target(books, upstream), model.fingerprint, upstream,
                           whole=not routine)
     except duckdb.Error as error:
         raise ModelError(f"{model.path}: {error}") from None
-    return describe_table(connection, model.name, preview_rows)
 
 
 def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model],
@@ -335,22 +392,34 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
     loaded since (``BuiltTable.updated``); another model is rebuilt whole when any trial was. Built whole when it
     never was, its SQL changed, its SQL no longer gives its table's columns (a raw table that gained a column a
     model selects with ``*``), or the warehouse has no bookkeeping. ``books``: the bookkeeping, when already read
-    (kept up to date here)."""
+    (kept up to date here; a per-trial update leaves its rows in :func:`updated_rows` for the rest of the refresh,
+    which ends with :func:`drop_updated_rows`)."""
     books = books if books is not None else changes.read_books(connection)
+    updated = _update(connection, model, models, books)
+    return describe_table(connection, model.name, preview_rows, updated=updated, books=books)
+
+
+def _update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model],
+            books: changes.Books | None) -> tuple[str, ...] | None:
+    """:func:`update` without the description: the trials whose rows it replaced, None when it built the table
+    whole."""
     upstream = _upstream_models(model, models)
     if books is None or model.name not in books.tables or books.fingerprint(model.name) != model.fingerprint or \
             _behind_a_whole_build(books, model.name, upstream):
-        return build(connection, model, models, preview_rows, books)
+        _build(connection, model, models, books)
+        return None
     built = books.mark(model.name) or 0
     target = _target(books, upstream)
     trial_ids = _changed_trials(connection, model.name, models, built, target, books)
     if not trial_ids:
-        return describe_table(connection, model.name, preview_rows, updated=(), books=books)
+        return ()
     if not model.per_trial:
-        return build(connection, model, models, preview_rows, books, routine=True)
+        _build(connection, model, models, books, routine=True)
+        return None
     if model.partition_by:
         if target != books.latest:  # a model it reads is behind: no seq to record the other trials at
-            return build(connection, model, models, preview_rows, books)
+            _build(connection, model, models, books)
+            return None
         changed = trial_ids
         trial_ids = _partition_trials(connection, model, changed, books)
         others = sorted(set(trial_ids) - set(changed))
@@ -361,23 +430,28 @@ def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
             books.latest = target
             changes.book_load(connection, books, target, model.name, others)
             _past_a_load_of(connection, books, model.name, models, caught_up, target)
+    rows = updated_rows(model.name)
     try:
         with transaction(connection):
             # The new rows computed once into a temporary table: its columns say whether they still fit the
             # model's table (no second binding of the SQL to ask), and the insert copies them.
-            connection.execute(f"CREATE OR REPLACE TEMP TABLE {UPDATE_ROWS} AS\n"
+            connection.execute(f"CREATE OR REPLACE TEMP TABLE {rows.removeprefix('temp.main.')} AS\n"
                                f"{narrowed_query(connection, model.sql, model.upstream, trial_ids, books)}",
                                {NARROWED_IDS: list(trial_ids)})
-            rows = f"temp.main.{UPDATE_ROWS}"
             if _table_columns(connection, rows) != _table_columns(connection, model.name, books):
-                return build(connection, model, models, preview_rows, books)
+                connection.execute(f"DROP TABLE {rows}")
+                _build(connection, model, models, books)
+                return None
             table = f'"{books.database}".main.{model.name}'
-            connection.execute(f"DELETE FROM {table} WHERE list_contains(?, trial_id)", [list(trial_ids)])
+            held = _held_trials(connection, books, trial_ids, built, models)
+            if held:
+                connection.execute(f"DELETE FROM {table} WHERE list_contains(?, trial_id)", [held])
             connection.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {rows}")
             _set_mark(connection, books, model.name, target, model.fingerprint, upstream, whole=False)
+            books.updated[model.name] = tuple(trial_ids)
     except duckdb.Error as error:
         raise ModelError(f"{model.path}: {error}") from None
-    return describe_table(connection, model.name, preview_rows, updated=trial_ids, books=books)
+    return tuple(trial_ids)
 
 
 def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.Books | None = None,
@@ -385,10 +459,17 @@ def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.B
     """change_points brought up to metric_history: only the series of trials loaded for the first time since it was
     built are analysed again (a new trial can move a change point of its own series only); the whole table when a
     trial was loaded again (it may have left a series), when it never was built, or without bookkeeping."""
+    return describe_table(connection, CHANGE_POINTS, updated=_update_change_points(connection, books, models))
+
+
+def _update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.Books | None,
+                          models: dict[str, Model] | None) -> tuple[str, ...] | None:
+    """:func:`update_change_points` without the description: the trials whose series it analysed again, None when
+    it built the table whole."""
     books = books if books is not None else changes.read_books(connection)
     if books is None:
         replace_change_points(connection)
-        return describe_table(connection, CHANGE_POINTS)
+        return None
     models = models if models is not None else discover()
     built = books.mark(CHANGE_POINTS)
     target = _target(books, [METRIC_HISTORY])
@@ -404,11 +485,12 @@ def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.B
         updated: tuple[str, ...] | None = tuple(trial_ids)
     else:
         replace_change_points(connection)
+        books.columns.pop(CHANGE_POINTS, None)
         updated = None
     with transaction(connection):
         _set_mark(connection, books, CHANGE_POINTS, target, CHANGE_POINTS_BUILT_BY, [METRIC_HISTORY],
                   whole=updated is None)
-    return describe_table(connection, CHANGE_POINTS, updated=updated)
+    return updated
 
 
 def comparable(connection: duckdb.DuckDBPyConnection, table: str) -> str:
@@ -501,26 +583,31 @@ def scope_of(table: BuiltTable, per_trial: bool) -> Sequence[str] | None:
     return table.updated if per_trial and table.updated is not None else None
 
 
-def update_marts(connection: duckdb.DuckDBPyConnection,
-                 directory: Path | None = None) -> tuple[list[BuiltTable], list[TestOutcome]]:
+def update_marts(connection: duckdb.DuckDBPyConnection, directory: Path | None = None, preview_rows: int = 10,
+                 books: changes.Books | None = None) -> tuple[list[BuiltTable], list[TestOutcome]]:
     """Every model under ``directory`` brought up to the latest loads (:func:`update`), in order, then change_points;
     the column tests run over the rows each update wrote (a per-trial model's new trials; another model's whole
-    table, when it was rebuilt)."""
+    table, when it was rebuilt). ``books``: the bookkeeping, when the caller has read it in this transaction."""
     directory = directory or models_directory()
     models = discover(directory)
     with transaction(connection):  # one commit for the whole refresh
-        books = changes.read_books(connection)
+        books = books if books is not None else changes.read_books(connection)
         if books is not None:
             # Every model's mark written at the end, in two statements for them all (a statement costs about a
             # millisecond; one per model, a dozen).
             books.unsaved = set()
-        built = [update(connection, model, models, books=books) for model in build_order(models)]
+        updated = [(model.name, _update(connection, model, models, books)) for model in build_order(models)]
         if METRIC_HISTORY in models:
-            built.append(update_change_points(connection, books, models))
+            updated.append((CHANGE_POINTS, _update_change_points(connection, books, models)))
         if books is not None:
             changes.save_marks(connection, books)
         prune_copies(connection, models, books)
+        built = describe_tables(connection, updated, preview_rows, books)
     tests = load_tests(directory / "schema.yml", set(models))
     groups = [(tests.get(table.name, []), scope_of(table, table.name in models and models[table.name].per_trial))
               for table in built if table.updated != ()]  # a table with nothing new was tested when it last changed
-    return built, [outcome for group in run_test_groups(connection, groups) for outcome in group]
+    held = {name: updated_rows(name) for name in books.updated} if books is not None else {}
+    outcomes = [outcome for group in run_test_groups(connection, groups, rows=held) for outcome in group]
+    if books is not None:
+        drop_updated_rows(connection, books)
+    return built, outcomes

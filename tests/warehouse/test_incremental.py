@@ -23,7 +23,7 @@ from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse import rebuild as rebuild_module
 from substrate_assets.warehouse.change_points import CHANGE_POINTS
-from substrate_assets.warehouse.checks import load_tests, run_test, run_test_groups, run_tests
+from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_test, run_test_groups, run_tests
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import (
     ModelError,
@@ -273,6 +273,19 @@ def test_the_tests_of_a_table_counted_in_one_scan_find_what_each_alone_finds(tmp
         scopes = [None, ["u"], [], ["t"]]
         assert run_test_groups(connection, [(tests, scope) for scope in scopes]) == \
             [run_tests(connection, tests, trial_ids=scope) for scope in scopes]
+        # Over a relation holding exactly the scoped trials' rows (an update's new rows), the same violations and
+        # samples as picking them out of the table, duplicates of trial t included.
+        # A unique test of another column finds copies of a new row's value among the other trials' rows.
+        backend_unique = ColumnTest("trials", "backend", "unique")
+        for scope in (["t"], ["u"], ["t", "u"]):
+            connection.execute("CREATE OR REPLACE TEMP TABLE held AS SELECT * FROM trials "
+                               "WHERE list_contains(?, trial_id)", [scope])
+            assert run_tests(connection, [*tests, backend_unique], trial_ids=scope,
+                             rows={"trials": "temp.main.held"}) == \
+                run_tests(connection, [*tests, backend_unique], trial_ids=scope)
+            assert run_tests(connection, [backend_unique], trial_ids=scope)[0].violations == 1
+            assert run_test_groups(connection, [(tests, scope), (tests, None)], rows={"trials": "temp.main.held"}) \
+                == [run_tests(connection, tests, trial_ids=scope), run_tests(connection, tests)]
         by_name = {outcome.test.name: outcome for outcome in run_tests(connection, tests)}
         assert by_name["trial_id_unique"].violations == 1 and by_name["backend_accepted_values"].violations == 2
         assert by_name["backend_accepted_values"].sample[0]["backend"] == "mars"
@@ -318,11 +331,12 @@ def _wal_bytes(warehouse: Path) -> int:
     return wal.stat().st_size if wal.exists() else 0
 
 
-def test_a_load_refreshed_in_its_own_transaction_gives_the_rebuilds_tables_and_keeps_its_copies_out_of_the_log(
+def test_a_load_refreshed_in_its_own_transaction_gives_the_rebuilds_tables_and_commits_straight_into_the_file(
         store, tmp_path):
     """load_and_refresh (an import's load) commits the raw rows and every model's update together: the tables are
-    the rebuild's, and the copies a load keeps for the models' update are written and pruned inside the transaction,
-    so the write-ahead log holds less than the two commits of a load and a refresh write for the same trial."""
+    the rebuild's, the copies a load keeps for the models' update are written and pruned inside the transaction,
+    and the commit is a checkpoint: no write-ahead log, where the two commits of a load and a refresh leave one
+    (the connection's own checkpoint threshold and threads are back afterwards)."""
     last = [directory for directory in store.trial_dirs() if (directory / "requests.parquet").exists()][-1]
     earlier = [directory for directory in store.trial_dirs() if directory != last]
     for name in ("two-commits", "one"):
@@ -336,13 +350,16 @@ def test_a_load_refreshed_in_its_own_transaction_gives_the_rebuilds_tables_and_k
         logged["two-commits"] = _wal_bytes(tmp_path / "two-commits.duckdb")
     with connect(tmp_path / "one.duckdb") as connection:
         read, unreadable = read_trials([TrialDirectory(last)])
+        settings = "SELECT current_setting('checkpoint_threshold'), current_setting('threads')"
+        before = connection.execute(settings).fetchone()
         refreshed = load_and_refresh(connection, read, directory=MODELS, figures_of=[TrialDirectory(last).trial_id])
         logged["one"] = _wal_bytes(tmp_path / "one.duckdb")
         assert connection.execute("SELECT count(*) FROM changes.request_samples").fetchone()[0] == 0
+        assert connection.execute(settings).fetchone() == before
     assert not unreadable and all(outcome.passed for outcome in refreshed.tests)
     assert refreshed.raw["request_samples"].total == pl.read_parquet(last / "requests.parquet").height
     assert list(refreshed.densities) == [TrialDirectory(last).trial_id]
-    assert 0 < logged["one"] < logged["two-commits"], logged
+    assert logged["one"] == 0 < logged["two-commits"], logged
     rebuilt = _rebuilt(store, tmp_path / "r.duckdb")
     assert differences(tmp_path / "one.duckdb", rebuilt) == {}
     assert differences(tmp_path / "two-commits.duckdb", rebuilt) == {}

@@ -26,11 +26,13 @@ from substrate_assets.warehouse.models import (
     ModelError,
     build_order,
     discover,
+    drop_updated_rows,
     models_directory,
     prune_copies,
     scope_of,
     update,
     update_change_points,
+    updated_rows,
 )
 from substrate_assets.warehouse.raw import RAW_TABLES
 
@@ -112,7 +114,9 @@ def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], 
             chosen = [test for check in column_checks(model.name, tests.get(model.name, []))
                       if (model.name, check.name) in checks for test in check.tests]
             # Every selected check reports, even over no new rows: Dagster expects a result from each.
-            outcomes = run_tests(connection, chosen, trial_ids=scope_of(built, model.per_trial))
+            outcomes = run_tests(connection, chosen, trial_ids=scope_of(built, model.per_trial),
+                                 rows={model.name: updated_rows(model.name)}
+                                 if books is not None and model.name in books.updated else None)
             failed = [outcome.test.name for outcome in outcomes if outcome.test.blocking and not outcome.passed]
             if failed:
                 refresh.blocking[model.name] = f"{model.name}: {', '.join(failed)}"
@@ -125,6 +129,8 @@ def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], 
                 refresh.change_points = {**model_metadata(built), "change_points": dg.MetadataValue.md(
                     change_points_markdown(read_change_points(connection)))}
         prune_copies(connection, models)
+        if books is not None:
+            drop_updated_rows(connection, books)
     return refresh
 
 

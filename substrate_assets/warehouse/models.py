@@ -325,6 +325,35 @@ def _partition_trials(connection: duckdb.DuckDBPyConnection, model: Model, trial
     return sorted(set(trial_ids) | {row[0] for row in related})
 
 
+def _rewritten_partitions(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model],
+                          books: changes.Books, changed: Sequence[str], others: Sequence[str]) -> tuple[list[str], int]:
+    """Of the ``others`` trials of the partitions a partitioned model's update rewrites, those whose rows its new
+    rows (in :func:`updated_rows`) change: a trial that joins a partition at its end leaves the rows of the trials
+    before it as they were, and those are neither rewritten nor taken up again by what reads the model. The moved
+    ones are recorded as a load of the model's own, so the models that read it (and change_points) take them up as
+    they take up a loaded trial. The trials to rewrite (the others' rows dropped from the updated rows) and the seq
+    the model is now built through."""
+    rows, table = updated_rows(model.name), f'"{books.database}".main.{model.name}'
+    # A MAP compares in the order its entries were built: sorted by key, equal maps are equal rows.
+    columns = ", ".join(f'map_from_entries(list_sort(map_entries("{name}")))' if kind.startswith("MAP(")
+                        else f'"{name}"' for name, kind in _table_columns(connection, model.name, books))
+    of_others = "WHERE list_contains($others::VARCHAR[], trial_id)"
+    new, old = f"SELECT {columns} FROM {rows} {of_others}", f"SELECT {columns} FROM {table} {of_others}"
+    moved = sorted(row[0] for row in connection.execute(
+        f"SELECT DISTINCT trial_id FROM (({new} EXCEPT {old}) UNION ALL ({old} EXCEPT {new}))",
+        {"others": list(others)}).fetchall())
+    unmoved = sorted(set(others) - set(moved))
+    if unmoved:
+        connection.execute(f"DELETE FROM {rows} WHERE list_contains(?, trial_id)", [unmoved])
+    target = books.latest
+    if moved:
+        caught_up, target = books.latest, books.latest + 1
+        books.latest = target
+        changes.book_load(connection, books, target, model.name, moved)
+        _past_a_load_of(connection, books, model.name, models, caught_up, target)
+    return sorted({*changed, *moved}), target
+
+
 def _held_trials(connection: duckdb.DuckDBPyConnection, books: changes.Books, trial_ids: Sequence[str], built: int,
                  models: Collection[str]) -> list[str]:
     """Those of ``trial_ids`` a model built through seq ``built`` may hold rows of: every trial first loaded by then
@@ -416,20 +445,13 @@ def _update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[st
     if not model.per_trial:
         _build(connection, model, models, books, routine=True)
         return None
+    if model.partition_by and target != books.latest:  # a model it reads is behind: no seq to record others at
+        _build(connection, model, models, books)
+        return None
+    changed, others = trial_ids, []
     if model.partition_by:
-        if target != books.latest:  # a model it reads is behind: no seq to record the other trials at
-            _build(connection, model, models, books)
-            return None
-        changed = trial_ids
         trial_ids = _partition_trials(connection, model, changed, books)
         others = sorted(set(trial_ids) - set(changed))
-        if others:
-            # The other trials of the partitions, recorded as a load of this model's: the models that read it
-            # (and change_points) take them up as they take up a loaded trial.
-            caught_up, target = books.latest, books.latest + 1
-            books.latest = target
-            changes.book_load(connection, books, target, model.name, others)
-            _past_a_load_of(connection, books, model.name, models, caught_up, target)
     rows = updated_rows(model.name)
     try:
         with transaction(connection):
@@ -442,6 +464,8 @@ def _update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[st
                 connection.execute(f"DROP TABLE {rows}")
                 _build(connection, model, models, books)
                 return None
+            if others:
+                trial_ids, target = _rewritten_partitions(connection, model, models, books, changed, others)
             table = f'"{books.database}".main.{model.name}'
             held = _held_trials(connection, books, trial_ids, built, models)
             if held:

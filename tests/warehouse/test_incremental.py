@@ -234,14 +234,18 @@ class _Counting:
         return getattr(self.connection, name)
 
 
-def test_a_load_of_one_trial_runs_as_many_statements_whatever_the_history(store, tmp_path):
+@pytest.mark.parametrize("joins", ["at-its-end", "before-the-others"])
+def test_a_load_of_one_trial_runs_as_many_statements_whatever_the_history(store, tmp_path, joins):
     """A load and its refresh cost the trial, not the history, in statements too (each costs about a millisecond):
-    the same trial loaded into a warehouse of two trials and into one of all of them runs as many."""
+    the same trial loaded into a warehouse of two trials and into one of all of them runs as many. The trial is of
+    alpha's configuration (4 users), which both warehouses hold trials of: joining it at its end, it leaves the
+    others' capacity_history rows as they were (only its own is written); started before them, it moves every one
+    of theirs (their trial_number), and capacity_history rewrites them too."""
     alpha = [directory for directory in store.trial_dirs()
              if (directory / "trial.json").exists() and suite_of(directory) == "alpha"]
     new = RunStore(tmp_path / "new")
-    # Of alpha's configuration (4 users), which both warehouses hold trials of: capacity_history rewrites them too.
-    write_trial(new, "alpha", 1_800_000_000, _latencies(np.random.default_rng(11), 40.0), users=4)
+    started = 1_800_000_000 if joins == "at-its-end" else 1_000_000_000
+    trial_id = write_trial(new, "alpha", started, _latencies(np.random.default_rng(11), 40.0), users=4)
     counted = {}
     for name, trial_dirs in (("two", alpha[:2]), ("all", store.trial_dirs())):
         with connect(tmp_path / f"{name}.duckdb") as connection:
@@ -252,7 +256,8 @@ def test_a_load_of_one_trial_runs_as_many_statements_whatever_the_history(store,
             load_trials(counting, [TrialDirectory(directory) for directory in new.trial_dirs()])
             built, outcomes = update_marts(counting, MODELS)
         assert all(outcome.passed for outcome in outcomes)
-        assert len({table.name: table.updated for table in built}["capacity_history"]) > 1
+        rewritten = {table.name: table.updated for table in built}["capacity_history"]
+        assert trial_id in rewritten and (len(rewritten) == 1) == (joins == "at-its-end"), rewritten
         counted[name] = counting.statements
     assert counted["two"] == counted["all"], counted
 

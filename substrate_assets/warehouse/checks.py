@@ -30,13 +30,19 @@ import yaml
 from substrate_assets.warehouse.change_points import CHANGE_POINTS
 
 TEST_KINDS = ("not_null", "unique", "accepted_values", "expression")
+# Tests of a model's rows as a whole, listed under the model's own ``tests:`` (dbt_utils' name and argument):
+#   - unique_combination_of_columns: {combination_of_columns: [trial_id, metric]}
+MODEL_TEST_KINDS = ("unique_combination_of_columns",)
 # A null key or a duplicate row makes every figure built on the table wrong; the other tests flag a surprising value.
-BLOCKING_KINDS = ("not_null", "unique")
+BLOCKING_KINDS = ("not_null", "unique", "unique_combination_of_columns")
+# The tests that compare rows with one another (the others test each row on its own).
+_ACROSS_ROWS = ("unique", "unique_combination_of_columns")
 
 
 @dataclass(frozen=True)
 class ColumnTest:
     model: str
+    # A model-level test's columns, joined by "__" (unique_combination_of_columns: trial_id__metric).
     column: str
     kind: str
     argument: Any = None
@@ -53,6 +59,8 @@ class ColumnTest:
         return f"{self.column}_{self.kind}" + (f"_{self.ordinal}" if self.ordinal > 1 else "")
 
     def description(self) -> str:
+        if self.kind == "unique_combination_of_columns":
+            return f"no two rows hold the same {', '.join(self.argument)}"
         if self.kind == "accepted_values":
             return f"{self.column} is one of {', '.join(map(str, self.argument))} (or null)"
         if self.kind == "expression":
@@ -72,6 +80,14 @@ class ColumnTest:
             scope, scoped = " AND list_contains(?, trial_id)", [list(trial_ids)]
         if self.kind == "not_null":
             return f"SELECT * FROM {source} WHERE {column} IS NULL{scope}", scoped
+        if self.kind == "unique_combination_of_columns":
+            # As dbt_utils counts them: rows grouped by the columns, nulls a value like any other. A copy of a new
+            # row's combination holds its trial_id when trial_id is one of the columns: the trials' rows hold it.
+            columns = ", ".join(f'"{name}"' for name in self.argument)
+            if trial_ids is not None and "trial_id" not in self.argument:
+                source, scope, scoped = self.model, "", []
+            return (f"SELECT {columns}, count(*) AS copies FROM {source} WHERE true{scope} GROUP BY ALL "
+                    "HAVING count(*) > 1"), scoped
         if self.kind == "unique":
             if held and self.column != "trial_id":
                 # A copy of a new row's value may be any trial's row: the table, narrowed to the new rows' values.
@@ -87,7 +103,7 @@ class ColumnTest:
         return f"SELECT * FROM {source} WHERE NOT ({self.argument}){scope}", scoped
 
     def row_violation(self) -> tuple[str, list[Any]]:
-        """For a test of each row on its own (any kind but ``unique``): the condition a row violates it by."""
+        """For a test of each row on its own (not ``unique`` nor a model's): the condition a row violates it by."""
         column = f'"{self.column}"'
         if self.kind == "not_null":
             return f"{column} IS NULL", []
@@ -150,7 +166,27 @@ def load_tests(path: Path, models: set[str]) -> dict[str, list[ColumnTest]]:
                     argument = argument["values"]
                 same = [known for known in tests.get(model, []) if (known.column, known.kind) == (column["name"], kind)]
                 tests.setdefault(model, []).append(ColumnTest(model, column["name"], kind, argument, len(same) + 1))
+        tests.setdefault(model, []).extend(_model_tests(path, model, entry.get("tests") or [], tests.get(model, [])))
+        if not tests[model]:
+            del tests[model]
     return tests
+
+
+def _model_tests(path: Path, model: str, listed: list, known: list[ColumnTest]) -> list[ColumnTest]:
+    """The tests listed under a model's own ``tests:`` (MODEL_TEST_KINDS), refused with the file and model named
+    when they are not one of those, with their argument."""
+    found: list[ColumnTest] = []
+    for test in listed:
+        kind, argument = next(iter(test.items())) if isinstance(test, dict) and len(test) == 1 else (test, None)
+        columns = argument.get("combination_of_columns") if isinstance(argument, dict) else None
+        if kind not in MODEL_TEST_KINDS or not isinstance(columns, list) or len(columns) < 2 or \
+                not all(isinstance(column, str) for column in columns):
+            raise SchemaError(f"{path}: {model}: model test {test!r} is not one of "
+                              f"{', '.join(MODEL_TEST_KINDS)} with combination_of_columns: [two or more columns]")
+        name = "__".join(columns)
+        same = [other for other in [*known, *found] if (other.column, other.kind) == (name, kind)]
+        found.append(ColumnTest(model, name, kind, tuple(columns), len(same) + 1))
+    return found
 
 
 def run_test(connection: duckdb.DuckDBPyConnection, test: ColumnTest, sample_rows: int = 5,
@@ -193,7 +229,7 @@ def run_test_groups(connection: duckdb.DuckDBPyConnection,
         scope, scoped = ("", []) if trial_ids is None else (" AND list_contains(?, trial_id)", [list(trial_ids)])
         by_model: dict[str, list[int]] = {}
         for index, test in enumerate(tests):
-            if test.kind == "unique":
+            if test.kind in _ACROSS_ROWS:
                 sql, violations = test.violations_sql(trial_ids, rows.get(test.model))
                 parts.append(f"SELECT {len(parts)} AS part, [count(*)] AS found FROM ({sql})")
                 parameters += violations

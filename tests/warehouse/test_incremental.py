@@ -280,14 +280,18 @@ def test_the_tests_of_a_table_counted_in_one_scan_find_what_each_alone_finds(tmp
             [run_tests(connection, tests, trial_ids=scope) for scope in scopes]
         # Over a relation holding exactly the scoped trials' rows (an update's new rows), the same violations and
         # samples as picking them out of the table, duplicates of trial t included.
-        # A unique test of another column finds copies of a new row's value among the other trials' rows.
+        # A unique test of another column finds copies of a new row's value among the other trials' rows; a
+        # combination with trial_id finds them among the trial's own.
         backend_unique = ColumnTest("trials", "backend", "unique")
+        combination = ColumnTest("trials", "trial_id__suite", "unique_combination_of_columns", ("trial_id", "suite"))
+        assert [outcome.violations for outcome in run_tests(connection, [combination], trial_ids=["t"])] == [1]
+        assert [outcome.violations for outcome in run_tests(connection, [combination], trial_ids=["u"])] == [0]
         for scope in (["t"], ["u"], ["t", "u"]):
             connection.execute("CREATE OR REPLACE TEMP TABLE held AS SELECT * FROM trials "
                                "WHERE list_contains(?, trial_id)", [scope])
-            assert run_tests(connection, [*tests, backend_unique], trial_ids=scope,
+            assert run_tests(connection, [*tests, backend_unique, combination], trial_ids=scope,
                              rows={"trials": "temp.main.held"}) == \
-                run_tests(connection, [*tests, backend_unique], trial_ids=scope)
+                run_tests(connection, [*tests, backend_unique, combination], trial_ids=scope)
             assert run_tests(connection, [backend_unique], trial_ids=scope)[0].violations == 1
             assert run_test_groups(connection, [(tests, scope), (tests, None)], rows={"trials": "temp.main.held"}) \
                 == [run_tests(connection, tests, trial_ids=scope), run_tests(connection, tests)]

@@ -227,6 +227,20 @@ def test_model_errors(tmp_path):
         load_tests(tmp_path / "schema.yml", {"a"})
 
 
+def test_a_model_level_test_is_a_unique_combination_of_two_or_more_columns(tmp_path):
+    (tmp_path / "schema.yml").write_text(
+        "models:\n  - name: a\n    tests:\n      - unique_combination_of_columns: "
+        "{combination_of_columns: [trial_id, metric]}\n")
+    [test] = load_tests(tmp_path / "schema.yml", {"a"})["a"]
+    assert (test.name, test.argument, test.blocking) == \
+        ("trial_id__metric_unique_combination_of_columns", ("trial_id", "metric"), True)
+    for wrong in ("[unique]", "[{unique_combination_of_columns: {combination_of_columns: [trial_id]}}]",
+                  "[{unique_combination_of_columns: [trial_id, metric]}]"):
+        (tmp_path / "schema.yml").write_text(f"models:\n  - name: a\n    tests: {wrong}\n")
+        with pytest.raises(SchemaError, match=r"schema\.yml: a: model test .* combination_of_columns"):
+            load_tests(tmp_path / "schema.yml", {"a"})
+
+
 def test_two_tests_of_one_kind_on_a_column_are_told_apart(tmp_path):
     """Each test is a Dagster asset check, whose name must be unique on its asset."""
     (tmp_path / "schema.yml").write_text(

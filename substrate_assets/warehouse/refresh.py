@@ -18,15 +18,15 @@ import duckdb
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import small_load, transaction
-from substrate_assets.warehouse.models import BuiltTable, ModelError, update_marts
+from substrate_assets.warehouse.models import BuiltTable, ModelError, models_directory, update_marts
 from substrate_assets.warehouse.raw import LoadedTable, TrialFrames, write_trials
-from substrate_assets.warehouse.trial_figures import trial_densities
+from substrate_assets.warehouse.trial_figures import trial_densities, updated_densities
 
 
 @dataclass(frozen=True)
 class Refreshed:
     raw: dict[str, LoadedTable]
-    # Each trial's headline density figures (:func:`trial_densities`), asked before the models change.
+    # Each trial's headline density figures, as :func:`trial_densities` gives them.
     densities: dict[str, dict[str, float | None]]
     models: list[BuiltTable]
     tests: list[TestOutcome]
@@ -34,17 +34,19 @@ class Refreshed:
 
 def load_and_refresh(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames], *, preview_rows: int = 0,
                      directory: Path | None = None, figures_of: Sequence[str] = ()) -> Refreshed:
-    """Write the ``read`` trials into every raw table, ask the density figures of ``figures_of``, and update every
-    model under ``directory`` (:func:`update_marts`; ``preview_rows`` of each table kept), committed together. When
-    a model does not build (ModelError), the raw rows are written on their own, as a raw asset's load would be, and
-    the error raised: a broken model keeps the trials out of the marts, not out of the warehouse."""
+    """Write the ``read`` trials into every raw table, update every model under ``directory`` (:func:`update_marts`;
+    ``preview_rows`` of each table kept) and ask the density figures of ``figures_of`` (:func:`updated_densities`,
+    else :func:`trial_densities`), committed together. When a model does not build (ModelError), the raw rows are
+    written on their own, as a raw asset's load would be, and the error raised: a broken model keeps the trials out
+    of the marts, not out of the warehouse."""
     with small_load(connection):
         try:
             with transaction(connection):
                 raw = write_trials(connection, read, preview_rows=preview_rows)
                 books = changes.read_books(connection)  # read once, for the figures and the models both
-                densities = trial_densities(connection, figures_of, books) if figures_of else {}
                 built, tests = update_marts(connection, directory, preview_rows, books)
+                densities = (updated_densities(connection, figures_of, built, directory or models_directory())
+                             or trial_densities(connection, figures_of)) if figures_of else {}
         except ModelError:
             write_trials(connection, read, preview_rows=preview_rows)
             raise

@@ -2,11 +2,12 @@
 ``density_frontiers`` model's own SQL, asked for those trials alone."""
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import duckdb
 
 from substrate_assets.warehouse import changes
-from substrate_assets.warehouse.models import NARROWED_IDS, discover, narrowed_query
+from substrate_assets.warehouse.models import NARROWED_IDS, BuiltTable, discover, narrowed_query
 
 DENSITY_MODEL = "density_frontiers"
 DENSITY_FIGURES = ("actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "aggregate_failure_ratio")
@@ -24,5 +25,21 @@ def trial_densities(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[s
     query = narrowed_query(connection, select, model.upstream, trial_ids,
                            books if books is not None else changes.read_books(connection))
     rows = connection.execute(query, {NARROWED_IDS: list(trial_ids)}).fetchall()
+    found = {row[0]: dict(zip(DENSITY_FIGURES, row[1:], strict=True)) for row in rows}
+    return {trial_id: found.get(trial_id, dict.fromkeys(DENSITY_FIGURES)) for trial_id in trial_ids}
+
+
+def updated_densities(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str],
+                      built: Sequence[BuiltTable], directory: Path) -> dict[str, dict[str, float | None]] | None:
+    """:func:`trial_densities` of ``trial_ids`` read from density_frontiers' rows, when the refresh that ``built``
+    describes has just updated them with the model's own SQL (a per-trial model's rows of a trial are its SQL over
+    that trial's rows: the same figures, without running the SQL a second time); None otherwise."""
+    model = discover(directory).get(DENSITY_MODEL)
+    updated = next((table.updated for table in built if table.name == DENSITY_MODEL), None)
+    if model is None or updated is None or not set(trial_ids) <= set(updated) or \
+            model.fingerprint != discover()[DENSITY_MODEL].fingerprint:
+        return None
+    rows = connection.execute(f"SELECT trial_id, {', '.join(DENSITY_FIGURES)} FROM {DENSITY_MODEL} "
+                              "WHERE list_contains(?::VARCHAR[], trial_id)", [list(trial_ids)]).fetchall()
     found = {row[0]: dict(zip(DENSITY_FIGURES, row[1:], strict=True)) for row in rows}
     return {trial_id: found.get(trial_id, dict.fromkeys(DENSITY_FIGURES)) for trial_id in trial_ids}

@@ -365,6 +365,9 @@ def test_a_load_refreshed_in_its_own_transaction_gives_the_rebuilds_tables_and_c
         logged["one"] = _wal_bytes(tmp_path / "one.duckdb")
         assert connection.execute("SELECT count(*) FROM changes.request_samples").fetchone()[0] == 0
         assert connection.execute(settings).fetchone() == before
+        # The figures read from density_frontiers' updated rows are the model's SQL over the trial's rows alone.
+        assert refreshed.densities == trial_densities(connection, [TrialDirectory(last).trial_id])
+        assert any(value is not None for value in refreshed.densities[TrialDirectory(last).trial_id].values())
     assert not unreadable and all(outcome.passed for outcome in refreshed.tests)
     assert refreshed.raw["request_samples"].total == pl.read_parquet(last / "requests.parquet").height
     assert list(refreshed.densities) == [TrialDirectory(last).trial_id]

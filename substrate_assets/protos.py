@@ -25,6 +25,8 @@ from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
+from substrate_assets.cache import cache_directory
+
 PACKAGE = "substrate_protos"
 
 
@@ -34,21 +36,6 @@ def proto_directory() -> Path:
     if packaged.is_dir():
         return packaged
     return Path(__file__).resolve().parent.parent / "protos"
-
-
-def _cache_base() -> Path:
-    configured = os.environ.get("SUBSTRATE_BENCH_CACHE")
-    if configured:
-        return Path(configured) / "protos"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    base = Path(xdg) / "substrate-bench" / "protos"
-    try:
-        base.mkdir(parents=True, exist_ok=True)
-        if os.access(base, os.W_OK):
-            return base
-    except OSError:
-        pass
-    return Path(tempfile.gettempdir()) / f"substrate-bench-{os.getuid()}" / "protos"
 
 
 def _digest(sources: list[Path]) -> str:
@@ -100,7 +87,7 @@ def _load_package() -> ModuleType:
     sources = sorted(proto_directory().glob("*.proto"))
     if not sources:
         raise FileNotFoundError(f"no .proto files in {proto_directory()}")
-    root = _cache_base() / _digest(sources)
+    root = cache_directory("protos") / _digest(sources)
     init = root / PACKAGE / "__init__.py"
     if not init.exists():
         _generate(sources, root)

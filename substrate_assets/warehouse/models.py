@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
+import os
+import tempfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
@@ -29,9 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import sqlglot
-from sqlglot import exp
 
+from substrate_assets.cache import cache_directory
 from substrate_assets.project import project_root
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.change_points import (
@@ -82,6 +84,10 @@ def models_directory() -> Path:
 
 
 def referenced_tables(sql: str, path: Path) -> tuple[str, ...]:
+    # Imported here: sqlglot takes ~0.15 s to import, and a process whose models are in the cache never parses.
+    import sqlglot
+    from sqlglot import exp
+
     try:
         statements = sqlglot.parse(sql, read="duckdb")
     except sqlglot.errors.ParseError as error:
@@ -161,15 +167,59 @@ def discover(directory: Path | None = None) -> dict[str, Model]:
 
 def _discover(directory: Path) -> dict[str, Model]:
     per_trial = _per_trial_models(directory)
+    known = _read_tables_cache()
+    parsed: dict[str, list[str]] = {}
     models: dict[str, Model] = {}
     for path in sorted(directory.rglob("*.sql")):
         name = path.stem
         if name in models:
             raise ModelError(f"{path}: model {name!r} is also defined in {models[name].path}")
         sql = path.read_text()
-        models[name] = Model(name, path, sql.strip().rstrip(";"), referenced_tables(sql, path), _description(sql),
-                             name in per_trial, per_trial.get(name, ()))
+        digest = hashlib.sha256(sql.encode()).hexdigest()
+        if digest not in known:
+            parsed[digest] = list(referenced_tables(sql, path))
+        upstream = tuple(parsed[digest] if digest in parsed else known[digest])
+        models[name] = Model(name, path, sql.strip().rstrip(";"), upstream, _description(sql), name in per_trial,
+                             per_trial.get(name, ()))
+    if parsed:
+        _write_tables_cache({**known, **parsed})
     return models
+
+
+def _tables_cache() -> Path:
+    """The tables each model SQL reads (the file's sha256 -> table names), kept across processes: parsing ten models
+    with sqlglot costs ~0.2 s, paid by every command and Dagster process that discovers them. Keyed by sqlglot's
+    version too; only SQL that parsed into a model is kept, so a cached file is one that passed every check."""
+    from importlib.metadata import version
+
+    return cache_directory("models") / f"referenced-tables-sqlglot-{version('sqlglot')}.json"
+
+
+def _read_tables_cache() -> dict[str, list[str]]:
+    try:
+        known = json.loads(_tables_cache().read_text())
+    except (OSError, ValueError):
+        return {}
+    valid = isinstance(known, dict) and all(isinstance(tables, list) and all(isinstance(t, str) for t in tables)
+                                            for tables in known.values())
+    return known if valid else {}
+
+
+def _write_tables_cache(known: dict[str, list[str]]) -> None:
+    """Written whole to a temporary file renamed over the cache: a reader sees the old cache or the new one. A
+    cache that cannot be written is left as it is (the models still parse)."""
+    path = _tables_cache()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".writing-", dir=path.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "w") as file:
+            json.dump(known, file, sort_keys=True)
+        os.replace(temporary, path)
+    except OSError:
+        Path(temporary).unlink(missing_ok=True)
 
 
 def build_order(models: dict[str, Model]) -> list[Model]:

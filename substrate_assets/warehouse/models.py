@@ -274,6 +274,12 @@ def updated_rows(name: str) -> str:
     return f'temp.main."{name}__updated_rows"'
 
 
+def held_rows(books: changes.Books | None) -> dict[str, str]:
+    """Per model updated trial by trial in this refresh, its :func:`updated_rows` table: the ``rows`` its column
+    tests read (:func:`run_test_groups`)."""
+    return {name: updated_rows(name) for name in books.updated} if books is not None else {}
+
+
 def drop_updated_rows(connection: duckdb.DuckDBPyConnection, books: changes.Books) -> None:
     """Drop every model's :func:`updated_rows` table of this refresh (in one round trip)."""
     if books.updated:
@@ -384,9 +390,7 @@ def _rewritten_partitions(connection: duckdb.DuckDBPyConnection, model: Model, m
     they take up a loaded trial. The trials to rewrite (the others' rows dropped from the updated rows) and the seq
     the model is now built through."""
     rows, table = updated_rows(model.name), f'"{books.database}".main.{model.name}'
-    # A MAP compares in the order its entries were built: sorted by key, equal maps are equal rows.
-    columns = ", ".join(f'map_from_entries(list_sort(map_entries("{name}")))' if kind.startswith("MAP(")
-                        else f'"{name}"' for name, kind in _table_columns(connection, model.name, books))
+    columns = comparable(connection, model.name, books)
     of_others = "WHERE list_contains($others::VARCHAR[], trial_id)"
     # Each side read once (materialized): planning the two EXCEPTs over them is most of the statement's cost.
     moved = sorted(row[0] for row in connection.execute(
@@ -509,7 +513,7 @@ def _update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[st
         with transaction(connection):
             # The new rows computed once into a temporary table: its columns say whether they still fit the
             # model's table (no second binding of the SQL to ask), and the insert copies them.
-            connection.execute(f"CREATE OR REPLACE TEMP TABLE {rows.removeprefix('temp.main.')} AS\n"
+            connection.execute(f"CREATE OR REPLACE TEMP TABLE {rows} AS\n"
                                f"{narrowed_query(connection, model.sql, model.upstream, trial_ids, books)}",
                                {NARROWED_IDS: list(trial_ids)})
             if _table_columns(connection, rows) != _table_columns(connection, model.name, books):
@@ -569,12 +573,13 @@ def _update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.
     return updated
 
 
-def comparable(connection: duckdb.DuckDBPyConnection, table: str) -> str:
+def comparable(connection: duckdb.DuckDBPyConnection, table: str, books: changes.Books | None = None) -> str:
     """``table``'s columns for comparing its rows with another's: a MAP's entries sorted by key (a map is a set of
-    entries, but DuckDB compares them in the order they were built, which a ``list`` aggregate leaves open)."""
-    columns = connection.execute(f"SELECT * FROM {table} LIMIT 0").description
+    entries, but DuckDB compares them in the order they were built, which a ``list`` aggregate leaves open).
+    ``books``: the bookkeeping, when it knows the table's columns."""
+    columns = _table_columns(connection, table, books)
     return ", ".join(f'map_from_entries(list_sort(map_entries("{name}"))) AS "{name}"'
-                     if str(kind).startswith("MAP(") else f'"{name}"' for name, kind, *_ in columns)
+                     if kind.startswith("MAP(") else f'"{name}"' for name, kind in columns)
 
 
 def rows_apart(connection: duckdb.DuckDBPyConnection, left: str, right: str) -> int:
@@ -682,8 +687,7 @@ def update_marts(connection: duckdb.DuckDBPyConnection, directory: Path | None =
     tests = load_tests(directory / "schema.yml", set(models))
     groups = [(tests.get(table.name, []), scope_of(table, table.name in models and models[table.name].per_trial))
               for table in built if table.updated != ()]  # a table with nothing new was tested when it last changed
-    held = {name: updated_rows(name) for name in books.updated} if books is not None else {}
-    outcomes = [outcome for group in run_test_groups(connection, groups, rows=held) for outcome in group]
+    outcomes = [outcome for group in run_test_groups(connection, groups, rows=held_rows(books)) for outcome in group]
     if books is not None:
         drop_updated_rows(connection, books)
     return built, outcomes

@@ -13,18 +13,20 @@ DENSITY_MODEL = "density_frontiers"
 DENSITY_FIGURES = ("actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "aggregate_failure_ratio")
 
 
-def trial_densities(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str],
-                    books: changes.Books | None = None) -> dict[str, dict[str, float | None]]:
+def trial_densities(connection: duckdb.DuckDBPyConnection,
+                    trial_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
     """Each trial's actors per node, vCPU and GiB and its failure ratio as density_frontiers computes them, in one
-    query; every figure null for a trial without a frontier (no session started). ``books``: the bookkeeping, when
-    the caller has read it since the load."""
+    query; every figure null for a trial without a frontier (no session started)."""
     model = discover()[DENSITY_MODEL]
     # Over those trials' rows only (the copies of their load, where the warehouse keeps them): the cost of a load's
     # figures is the trials', not the history's.
     select = f"SELECT trial_id, {', '.join(DENSITY_FIGURES)} FROM (\n{model.sql}\n)"
-    query = narrowed_query(connection, select, model.upstream, trial_ids,
-                           books if books is not None else changes.read_books(connection))
-    rows = connection.execute(query, {NARROWED_IDS: list(trial_ids)}).fetchall()
+    query = narrowed_query(connection, select, model.upstream, trial_ids, changes.read_books(connection))
+    return _by_trial(connection.execute(query, {NARROWED_IDS: list(trial_ids)}).fetchall(), trial_ids)
+
+
+def _by_trial(rows: list[tuple], trial_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
+    """Rows of (trial_id, *DENSITY_FIGURES) as figures by trial; every figure null for a trial without a row."""
     found = {row[0]: dict(zip(DENSITY_FIGURES, row[1:], strict=True)) for row in rows}
     return {trial_id: found.get(trial_id, dict.fromkeys(DENSITY_FIGURES)) for trial_id in trial_ids}
 
@@ -39,7 +41,6 @@ def updated_densities(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence
     if model is None or updated is None or not set(trial_ids) <= set(updated) or \
             model.fingerprint != discover()[DENSITY_MODEL].fingerprint:
         return None
-    rows = connection.execute(f"SELECT trial_id, {', '.join(DENSITY_FIGURES)} FROM {DENSITY_MODEL} "
-                              "WHERE list_contains(?::VARCHAR[], trial_id)", [list(trial_ids)]).fetchall()
-    found = {row[0]: dict(zip(DENSITY_FIGURES, row[1:], strict=True)) for row in rows}
-    return {trial_id: found.get(trial_id, dict.fromkeys(DENSITY_FIGURES)) for trial_id in trial_ids}
+    return _by_trial(connection.execute(f"SELECT trial_id, {', '.join(DENSITY_FIGURES)} FROM {DENSITY_MODEL} "
+                                        "WHERE list_contains(?::VARCHAR[], trial_id)", [list(trial_ids)]).fetchall(),
+                     trial_ids)

@@ -27,12 +27,12 @@ from substrate_assets.warehouse.models import (
     build_order,
     discover,
     drop_updated_rows,
+    held_rows,
     models_directory,
     prune_copies,
     scope_of,
     update,
     update_change_points,
-    updated_rows,
 )
 from substrate_assets.warehouse.raw import RAW_TABLES
 
@@ -115,8 +115,7 @@ def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], 
                       if (model.name, check.name) in checks for test in check.tests]
             # Every selected check reports, even over no new rows: Dagster expects a result from each.
             outcomes = run_tests(connection, chosen, trial_ids=scope_of(built, model.per_trial),
-                                 rows={model.name: updated_rows(model.name)}
-                                 if books is not None and model.name in books.updated else None)
+                                 rows=held_rows(books))
             failed = [outcome.test.name for outcome in outcomes if outcome.test.blocking and not outcome.passed]
             if failed:
                 refresh.blocking[model.name] = f"{model.name}: {', '.join(failed)}"

@@ -97,7 +97,9 @@ def csv_damage(path: Path, data: bytes | None = None) -> DamagedCsv | None:
     return None
 
 
-def _typed(raw: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def typed_locust_csv(raw: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """A Locust CSV read as text (``infer_schema=False``) with its columns named and typed as ``schema`` says: what
+    :func:`read_stats` returns, for files parsed elsewhere (a rebuild parses many at once)."""
     frame = raw.rename({column: measurement_key(column) for column in raw.columns})
     columns = []
     for name, dtype in schema.items():
@@ -124,7 +126,7 @@ def _read_csv(path: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     if damage is not None:
         raise damage
     raw = pl.read_csv(io.BytesIO(data), infer_schema=False)
-    return _typed(raw, schema)
+    return typed_locust_csv(raw, schema)
 
 
 def read_stats(path: Path) -> pl.DataFrame:

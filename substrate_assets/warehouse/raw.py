@@ -38,13 +38,13 @@ from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
     STATS_SCHEMA,
-    _typed,
     csv_damage,
     read_json,
     read_requests,
     read_stats,
     read_stats_history,
     read_stats_jsonl,
+    typed_locust_csv,
 )
 from substrate_assets.results.run_log import read_run_log
 from substrate_assets.results.server_summary import FLAT_KEYS, flatten
@@ -482,7 +482,7 @@ def _csv_frames(texts: list[tuple[bytes, bytes] | None], schema: dict[str, pl.Da
             continue
         if raw.height != sum(counts):
             continue
-        typed = _typed(raw, schema)
+        typed = typed_locust_csv(raw, schema)
         offset = 0
         for (index, _), count in zip(members, counts, strict=True):
             frames[index] = typed.slice(offset, count)

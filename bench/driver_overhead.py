@@ -20,9 +20,14 @@
    give the sessions one driver core sustains. Each figure is printed against
    issue 16's (8.6 ms per request, about 210 sessions per core) with the ratio,
    and each load's user and system CPU per request against the wire floor's.
+4. Time in flight: what one unary gRPC call costs a Python client (grpcio, a process of its own, four threads
+   calling in turn, bytes in and out) against a server in another process that answers after 0, 0.2, 0.5 and
+   1 s: CPU per call, the share of gRPC's own threads, and the client's voluntary context switches per call. A
+   park (``SuspendActor``) is in flight 150 ms to a second; this part shows why it costs the driver more than the
+   whole 1 ms target, and that the cost is gRPC's and grows with the wait, not the driver's.
 
     .venv/bin/python bench/driver_overhead.py [--pings 1000] [--rounds 5] [--users 4,12] [--seconds 60] [--repeats 3]
-        [--floor-sessions 4] [--floor-laps 1] [--only overhead,floor,capacity]
+        [--floor-sessions 4] [--floor-laps 1] [--inflight-calls 40] [--only overhead,floor,capacity,inflight]
 """
 
 from __future__ import annotations
@@ -481,7 +486,91 @@ def capacity(users: list[int], seconds: int, think_scale: float, repeats: int, f
           f"({sessions / BASELINE_SESSIONS_PER_CORE:4.1f}x the {BASELINE_SESSIONS_PER_CORE} before)")
 
 
-PARTS = ("overhead", "floor", "capacity")
+INFLIGHT_DELAYS_S = (0.0, 0.2, 0.5, 1.0)
+INFLIGHT_THREADS = 4
+INFLIGHT_METHOD = "/bench.Inflight/Answer"
+
+
+def inflight_server(delay_s: float) -> None:
+    """A gRPC server on a free port of 127.0.0.1 whose one method answers after ``delay_s``; prints the port, then
+    serves until killed."""
+    from concurrent import futures
+
+    import grpc
+
+    def answer(request: bytes, context: object) -> bytes:
+        time.sleep(delay_s)
+        return b"answered"
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4 * INFLIGHT_THREADS))
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        INFLIGHT_METHOD.split("/")[1], {INFLIGHT_METHOD.split("/")[2]: grpc.unary_unary_rpc_method_handler(answer)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print(port, flush=True)
+    server.wait_for_termination()
+
+
+def inflight_probe(port: int, calls: int) -> None:
+    """``calls`` unary calls in turn from each of INFLIGHT_THREADS threads over one channel (bytes, no messages);
+    prints the process's CPU seconds over them, the calling threads' own part (the rest is gRPC's threads, which
+    come and go), and the voluntary context switches."""
+    import resource
+
+    import grpc
+
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    answer = channel.unary_unary(INFLIGHT_METHOD)
+    answer(b"ask", timeout=60)  # connected, not measured
+    callers_s: list[float] = []
+
+    def ask() -> None:
+        started = time.thread_time()
+        for _ in range(calls):
+            answer(b"ask", timeout=60)
+        callers_s.append(time.thread_time() - started)
+
+    threads = [threading.Thread(target=ask, name=f"caller-{number}") for number in range(INFLIGHT_THREADS)]
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    channel.close()
+    print(json.dumps({"cpu_s": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime,
+                      "callers_s": sum(callers_s), "switches": after.ru_nvcsw - before.ru_nvcsw,
+                      "calls": calls * INFLIGHT_THREADS}))
+
+
+def inflight(calls: int, repeats: int) -> None:
+    """The client's CPU per call at each of INFLIGHT_DELAYS_S, each the median of ``repeats`` runs (by CPU per
+    call), each run a fresh client process against a fresh server process."""
+    print(f"\ntime in flight: one unary gRPC call from a Python client (grpcio, {INFLIGHT_THREADS} threads x {calls} "
+          f"calls, one channel), server answering after a delay; median of {repeats} runs")
+    for delay_s in INFLIGHT_DELAYS_S:
+        runs: list[dict[str, float]] = []
+        for _ in range(repeats):
+            server = subprocess.Popen([sys.executable, __file__, "--inflight-server", str(delay_s)],
+                                      stdout=subprocess.PIPE, text=True)
+            try:
+                port = int(server.stdout.readline()) if server.stdout else 0
+                done = subprocess.run([sys.executable, __file__, "--inflight-probe", str(port), "--inflight-calls",
+                                       str(calls)], capture_output=True, text=True, check=True)
+            finally:
+                server.kill()
+                server.wait()
+            runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        middle = sorted(runs, key=lambda run: run["cpu_s"] / run["calls"])[len(runs) // 2]
+        per_call_ms = middle["cpu_s"] / middle["calls"] * 1e3
+        callers_ms = middle["callers_s"] / middle["calls"] * 1e3
+        print(f"  answer after {delay_s:3.1f} s: {per_call_ms:5.2f} ms CPU per call ({callers_ms:5.2f} in the calling "
+              f"thread, {per_call_ms - callers_ms:5.2f} in gRPC's), "
+              f"{middle['switches'] / middle['calls']:5.1f} context switches per call; "
+              f"{per_call_ms / TARGET_MS_PER_REQUEST:4.2f}x the {TARGET_MS_PER_REQUEST} ms target per request")
+
+
+PARTS = ("overhead", "floor", "capacity", "inflight")
 
 
 def _parts(text: str) -> tuple[str, ...]:
@@ -502,11 +591,20 @@ def main() -> None:
     parser.add_argument("--think-scale", type=float, default=0.05)
     parser.add_argument("--floor-sessions", type=int, default=4, help="Concurrent sessions of the wire floor.")
     parser.add_argument("--floor-laps", type=int, default=1, help="Laps each wire-floor session replays.")
+    parser.add_argument("--inflight-calls", type=int, default=40, help="Calls per thread at each time in flight.")
     parser.add_argument("--only", type=_parts, default=PARTS, help="Parts to run, comma-separated: overhead, floor, "
-                        "capacity (capacity compares with the floor when both run).")
+                        "capacity (capacity compares with the floor when both run), inflight.")
     parser.add_argument("--probe", nargs=2, metavar=("ROUTER_URL", "CONTROL"), help=argparse.SUPPRESS)
     parser.add_argument("--floor-probe", nargs=2, metavar=("ROUTER_PORT", "CONTROL"), help=argparse.SUPPRESS)
+    parser.add_argument("--inflight-server", type=float, metavar="DELAY_S", help=argparse.SUPPRESS)
+    parser.add_argument("--inflight-probe", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.inflight_server is not None:
+        inflight_server(args.inflight_server)
+        return
+    if args.inflight_probe is not None:
+        inflight_probe(args.inflight_probe, args.inflight_calls)
+        return
     if args.probe:
         probe(*args.probe, args.pings)
         return
@@ -518,6 +616,8 @@ def main() -> None:
     floor = wire_floor(args.floor_sessions, args.floor_laps, args.repeats) if "floor" in args.only else None
     if "capacity" in args.only:
         capacity([int(count) for count in args.users.split(",")], args.seconds, args.think_scale, args.repeats, floor)
+    if "inflight" in args.only:
+        inflight(args.inflight_calls, args.repeats)
 
 
 if __name__ == "__main__":

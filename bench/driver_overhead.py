@@ -62,6 +62,7 @@ from substrate_assets.driver.session import (  # noqa: E402
     TemplateCheck,
     prepared_call,
 )
+from substrate_assets.driver.stopping import dying_with_this_process  # noqa: E402
 from substrate_assets.protos import ateapi_pb2 as pb  # noqa: E402
 from substrate_assets.protos import glutton_pb2 as g  # noqa: E402
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord  # noqa: E402
@@ -488,7 +489,7 @@ def capacity(users: list[int], seconds: int, think_scale: float, repeats: int, f
 
 INFLIGHT_DELAYS_S = (0.0, 0.2, 0.5, 1.0)
 INFLIGHT_THREADS = 4
-INFLIGHT_METHOD = "/bench.Inflight/Answer"
+INFLIGHT_SERVICE, INFLIGHT_RPC = "bench.Inflight", "Answer"
 
 
 def inflight_server(delay_s: float) -> None:
@@ -504,7 +505,7 @@ def inflight_server(delay_s: float) -> None:
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4 * INFLIGHT_THREADS))
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-        INFLIGHT_METHOD.split("/")[1], {INFLIGHT_METHOD.split("/")[2]: grpc.unary_unary_rpc_method_handler(answer)}),))
+        INFLIGHT_SERVICE, {INFLIGHT_RPC: grpc.unary_unary_rpc_method_handler(answer)}),))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print(port, flush=True)
@@ -520,7 +521,7 @@ def inflight_probe(port: int, calls: int) -> None:
     import grpc
 
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
-    answer = channel.unary_unary(INFLIGHT_METHOD)
+    answer = channel.unary_unary(f"/{INFLIGHT_SERVICE}/{INFLIGHT_RPC}")
     answer(b"ask", timeout=60)  # connected, not measured
     callers_s: list[float] = []
 
@@ -545,18 +546,23 @@ def inflight_probe(port: int, calls: int) -> None:
 
 def inflight(calls: int, repeats: int) -> None:
     """The client's CPU per call at each of INFLIGHT_DELAYS_S, each the median of ``repeats`` runs (by CPU per
-    call), each run a fresh client process against a fresh server process."""
+    call), each run a fresh client process against a fresh server process. The server serves until killed: it is
+    killed when the run ends, and with this process should it die first."""
     print(f"\ntime in flight: one unary gRPC call from a Python client (grpcio, {INFLIGHT_THREADS} threads x {calls} "
           f"calls, one channel), server answering after a delay; median of {repeats} runs")
     for delay_s in INFLIGHT_DELAYS_S:
         runs: list[dict[str, float]] = []
         for _ in range(repeats):
-            server = subprocess.Popen([sys.executable, __file__, "--inflight-server", str(delay_s)],
-                                      stdout=subprocess.PIPE, text=True)
+            server = subprocess.Popen(dying_with_this_process([sys.executable, __file__, "--inflight-server",
+                                                               str(delay_s)]), stdout=subprocess.PIPE, text=True)
             try:
-                port = int(server.stdout.readline()) if server.stdout else 0
-                done = subprocess.run([sys.executable, __file__, "--inflight-probe", str(port), "--inflight-calls",
-                                       str(calls)], capture_output=True, text=True, check=True)
+                assert server.stdout is not None
+                announced = server.stdout.readline().strip()
+                if not announced.isdigit():
+                    raise RuntimeError(f"the inflight server printed no port (exit code {server.poll()})")
+                done = subprocess.run(dying_with_this_process([sys.executable, __file__, "--inflight-probe", announced,
+                                                               "--inflight-calls", str(calls)]),
+                                      capture_output=True, text=True, check=True)
             finally:
                 server.kill()
                 server.wait()

@@ -99,6 +99,9 @@ class RuntimeConfig(BaseModel):
                                 "second).")
     snapshot_fsync: bool = Field(True, description="Make suspend snapshots durable (fsync) before they count.")
     workerpool_name: str = WORKERPOOL_NAME
+    inject_wake_delay_ms: int = Field(0, ge=0, description="Added to every resume (restore or unpause) before the "
+                                      "actor answers: a slowdown of known size, to check that comparisons find "
+                                      "one. 0 adds nothing.")
 
     _parse = field_validator("actor_memory", mode="before")(classmethod(lambda cls, v: _bytes(v)))
 

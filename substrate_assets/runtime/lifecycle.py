@@ -117,6 +117,10 @@ class Lifecycle:
                 await self._unpause(record, worker)
             else:
                 await self._restore(record, worker)
+            if self.config.inject_wake_delay_ms:
+                # Under the actor's lock and before the flight ends: every caller waiting on this resume (the
+                # router's parked first request above all) is answered that much later.
+                await asyncio.sleep(self.config.inject_wake_delay_ms / 1000)
             return True
 
     async def _unpause(self, record: ActorRecord, worker: int) -> None:

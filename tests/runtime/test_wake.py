@@ -273,3 +273,24 @@ def test_runtime_command_rejects_bad_options(flag):
     command = [str(os.path.join(os.path.dirname(sys.executable), "substrate-bench")), "runtime", flag]
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
+
+
+def test_an_injected_wake_delay_holds_every_resume_that_long():
+    """``inject_wake_delay_ms`` answers the first request after a restore or an unpause no sooner than the delay
+    after it arrived (a lower bound: the sleep guarantees it whatever the machine does); a request to a running actor
+    resumes nothing and waits for nothing injected."""
+    delay_ms = 400
+    with EmbeddedRuntime(RuntimeConfig(workers=1, actors_per_worker=1, warm_hosts=1,
+                                       inject_wake_delay_ms=delay_ms)) as rt:
+        control, router = Control(rt), Router(rt)
+        name = control.new_actor()
+        for park in (control.suspend, control.pause):
+            assert router.post(name, "/ping", g.PingRequest())[0] == 200
+            park(name)
+            started = time.perf_counter()
+            assert router.post(name, "/ping", g.PingRequest())[0] == 200
+            assert time.perf_counter() - started >= delay_ms / 1000
+        assert router.post(name, "/ping", g.PingRequest())[0] == 200  # already running: nothing to resume
+        restores = [event for event in rt.event_log() if event.kind in ("restore", "unpause")]
+        assert [event.kind for event in restores] == ["restore", "restore", "unpause"]
+        control.delete(name, any_state=True)

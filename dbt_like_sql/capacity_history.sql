@@ -6,7 +6,9 @@
 -- version of the system under test (sut_version) is a column but not part of the configuration: a configuration's
 -- history runs across versions, which is how a version that changed a figure shows (compare, change_points).
 -- configuration is a short stable id of those values: the first 12 hex digits of the md5 of their JSON object (keys in
--- that order, a missing value written null, so trials missing the same values group together). trial_number counts
+-- that order, a missing value written null, so trials missing the same values group together; a wake delay injected
+-- into the embedded runtime is appended to that JSON as ` inject_wake_delay_ms=<ms>`, so such trials are a
+-- configuration of their own while every other trial keeps its id). trial_number counts
 -- the suite's trials of the configuration 1, 2, ... by started_at (a trial without one last), then trial_id: a suite
 -- and configuration is one series.
 -- previous_capacity_users is the capacity of the configuration's previous trial, and capacity_change_users this
@@ -31,6 +33,7 @@ WITH configured AS (
         m.users,
         m.actors_per_user,
         m.duration_s,
+        m.inject_wake_delay_ms,
         c.capacity_users,
         c.capacity_actors_per_node,
         c.capacity_actors_per_vcpu,
@@ -59,7 +62,7 @@ identified AS (
             'users': users,
             'actors_per_user': actors_per_user,
             'duration_s': duration_s
-        }) AS VARCHAR)), 12) AS configuration,
+        }) AS VARCHAR) || coalesce(' inject_wake_delay_ms=' || inject_wake_delay_ms, '')), 12) AS configuration,
         *
     FROM configured
 ),
@@ -88,6 +91,7 @@ SELECT
     users,
     actors_per_user,
     duration_s,
+    inject_wake_delay_ms,
     suite,
     trial_id,
     started_at,

@@ -37,6 +37,9 @@ _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?")
 KUBERNETES_SECTION_MISSING = "kubernetes_section_missing"
 # More steps than any ladder needs; a typo in max (1200 for 120) would otherwise run for days.
 MAX_LADDER_STEPS = 100
+# Trials a run of a suite repeats as one group, by default (bench/verdicts.py: docs/verdicts.md), and at most.
+DEFAULT_REPEAT = 3
+MAX_REPEAT = 100
 # One broken rule found by a model validator: the loc it is at (relative to the model), its message, the value.
 _Problem = tuple[tuple[str | int, ...], str, Any]
 
@@ -254,6 +257,18 @@ class Suite(BaseModel):
     atelet_lag_s: int = Field(DEFAULT_ATELET_LAG_S, ge=0, description="Export lag of atelet metrics: the harvest "
                               "waits until end + lag and reads snapshot figures lag/2 late.")
     metadata: dict[str, Any] = Field(default_factory=dict)
+    repeat: int = Field(DEFAULT_REPEAT, ge=1, le=MAX_REPEAT, description="Trials `substrate-bench run` runs back "
+                        "to back as one group and judges together: the trial is the unit that varies, so one trial "
+                        "cannot tell a change from the machine's noise.")
+    inject_wake_delay_ms: int | None = Field(None, ge=0, description="The embedded runtime adds this many ms to "
+                                             "every resume before the actor answers: a slowdown of known size, to "
+                                             "check that comparisons find one. Trials with it are a configuration of "
+                                             "their own; local backend only; 0 reads as none.")
+
+    @field_validator("inject_wake_delay_ms")
+    @classmethod
+    def _no_delay_is_none(cls, value: int | None) -> int | None:
+        return value or None
 
     @field_validator("name", "tag")
     @classmethod
@@ -333,6 +348,9 @@ class Suite(BaseModel):
         if self.backend == "kubernetes" and self.kubernetes is None:
             raise PydanticCustomError(KUBERNETES_SECTION_MISSING,
                                       "backend kubernetes needs a kubernetes: section (image, store, …)")
+        if self.backend == "kubernetes" and self.inject_wake_delay_ms:
+            raise _located("Suite", [(("inject_wake_delay_ms",), "only the embedded runtime (backend local) can "
+                                      "delay its wakes", self.inject_wake_delay_ms)])
         return self
 
     @model_validator(mode="after")
@@ -408,7 +426,8 @@ class Suite(BaseModel):
                 "workers": self.workers, "actors_per_worker": self.actors_per_worker,
                 "actors_per_user": self.actors_per_user, "ladder": list(ladder.steps) if ladder else None,
                 "hold_s": ladder.hold_s if ladder else None,
-                "slo": self.slo.model_dump() if self.slo else None}
+                "slo": self.slo.model_dump() if self.slo else None,
+                "inject_wake_delay_ms": self.inject_wake_delay_ms}
 
 
 def _node_at(root: yaml.Node, location: tuple[Any, ...]) -> yaml.Node:

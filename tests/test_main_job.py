@@ -1,5 +1,5 @@
-"""The main job through the command line, in a project of its own: run, run again, SQL across runs,
-reload without duplicates, and a rebuild that gives back the same marts."""
+"""The main job through the command line, in a project of its own: run, run again as a group of two repeated
+trials, SQL across runs, reload without duplicates, and a rebuild that gives back the same marts."""
 
 import json
 import subprocess
@@ -24,6 +24,7 @@ suites:
     duration: 4s
     think_scale: 0.2
     workers: 4
+    repeat: 1
 """
 
 
@@ -52,8 +53,9 @@ def marts(project: Path) -> dict[str, list[dict]]:
 
 @pytest.fixture(scope="module")
 def two_runs(project):
+    """One trial (the suite's repeat), then a group of two."""
     first = cli(project, "run", "smoke")
-    second = cli(project, "run", "smoke")
+    second = cli(project, "run", "smoke", "--repeat", "2")
     return first, second
 
 
@@ -70,25 +72,34 @@ def test_run_prints_the_trials_frontier_and_wake_latency(two_runs, project):
     assert (project / "warehouse.duckdb").is_file()
 
 
-def test_a_second_run_adds_a_second_trial(two_runs, project):
-    _, second = two_runs
+def test_a_second_run_adds_a_group_judged_against_the_first(two_runs, project):
+    first, second = two_runs
     assert second.returncode == 0, second.stderr[-3000:]
     rows = sql(project, "select trial_id, p50_ms, p99_ms from wake_latency_distribution")
-    assert len(rows) == 2 and len({row["trial_id"] for row in rows}) == 2
+    assert len(rows) == 3 and len({row["trial_id"] for row in rows}) == 3
     assert all(row["p50_ms"] is not None and row["p50_ms"] <= row["p99_ms"] for row in rows)
     trials = sql(project, "select trial_id, status, backend from trials")
-    assert [(t["status"], t["backend"]) for t in trials] == [("completed", "local")] * 2
+    assert [(t["status"], t["backend"]) for t in trials] == [("completed", "local")] * 3
+    groups = sql(project, "select group_id, list(trial_id order by trial_id) as trials from trial_manifests "
+                          "group by all order by group_id nulls first")
     first_id = min(row["trial_id"] for row in rows)
-    assert "no earlier trial of this suite and configuration to compare with" in two_runs[0].stdout
-    assert f"against {first_id}: " in second.stdout and f"substrate-bench compare {first_id} " in second.stdout
+    assert groups[0] == {"group_id": None, "trials": [first_id]}
+    group = groups[1]["group_id"]
+    assert group.startswith("smoke-") and group.endswith("-x2") and len(groups[1]["trials"]) == 2
+    assert "verdict: none yet, no earlier trial of this suite and configuration" in first.stdout
+    assert f"group {group}: " in second.stdout
+    # One earlier trial of a few seconds: its latency percentiles have too few samples to judge, and nothing is
+    # called regressed.
+    assert "verdict against history: 1 trial of suite smoke's configuration" in second.stdout
+    assert "No figure regressed" in second.stdout and "Regressed:" not in second.stdout
 
 
 def test_csv_and_table_output(two_runs, project):
     done = cli(project, "sql", "select count(*) as n from trials", "--format", "csv")
-    assert done.stdout == "n\n2\n"
+    assert done.stdout == "n\n3\n"
     done = cli(project, "sql", "select count(*) as n from trials", "--format", "json")
-    assert json.loads(done.stdout) == [{"n": 2}]
-    assert "2" in cli(project, "sql", "select count(*) as n from trials").stdout
+    assert json.loads(done.stdout) == [{"n": 3}]
+    assert "3" in cli(project, "sql", "select count(*) as n from trials").stdout
     bad = cli(project, "sql", "select * from no_such_table")
     assert bad.returncode != 0 and "no_such_table" in bad.stderr
 
@@ -99,11 +110,11 @@ def test_materialize_reloads_without_duplicates(two_runs, project):
     done = cli(project, "materialize", trial_id)
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"trial {trial_id} reloaded" in done.stdout
-    assert "no earlier trial of this suite and configuration to compare with" in done.stdout  # the first trial
+    assert "verdict: none yet, no earlier trial of this suite and configuration" in done.stdout  # the first trial
     assert sql(project, "select count(*) as n from request_samples")[0]["n"] == before
     for table in ("trial_manifests", "cluster_facts", "server_telemetry", "trials", "density_frontiers"):
         assert sql(project, f"select count(*) as n, count(distinct trial_id) as d from {table}")[0] == \
-            {"n": 2, "d": 2}
+            {"n": 3, "d": 3}
     assert cli(project, "materialize", "smoke-20000101t000000z").returncode == 2
 
 
@@ -112,7 +123,7 @@ def test_rebuild_from_the_run_store_gives_the_same_marts(two_runs, project):
     (project / "warehouse.duckdb").unlink()
     done = cli(project, "rebuild")
     assert done.returncode == 0, done.stderr
-    assert "from 2 trials" in done.stdout
+    assert "from 3 trials" in done.stdout
     assert marts(project) == before
 
 
@@ -121,7 +132,7 @@ def test_the_instance_holds_the_lineage_and_the_pipes_metadata(two_runs, project
 
     instance = dg.DagsterInstance.from_config(str(project / ".dagster_home"))
     trial_ids = set(instance.get_dynamic_partitions("trial"))
-    assert len(trial_ids) == 2
+    assert len(trial_ids) == 3
     records = instance.fetch_materializations(dg.AssetKey("trial_run"), limit=10).records
     assert {record.partition_key for record in records} == trial_ids
     metadata = records[0].asset_materialization.metadata
@@ -132,8 +143,8 @@ def test_the_instance_holds_the_lineage_and_the_pipes_metadata(two_runs, project
         assert latest.asset_materialization.metadata["dagster/row_count"].value >= 1
     checks = instance.event_log_storage.get_asset_check_execution_history(
         dg.AssetCheckKey(dg.AssetKey("trial_run"), "trial_completed"), limit=5)
-    assert len(checks) == 2
+    assert len(checks) == 3
     compared = instance.event_log_storage.get_asset_check_execution_history(
-        dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_previous_trial"), limit=5)
-    # Each run compared its trial; the reload of materialize compared its trial again.
-    assert len(compared) == 3 and {check.partition for check in compared} == trial_ids
+        dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_history"), limit=5)
+    # Each trial was judged when it loaded; the reload of materialize judged its trial again.
+    assert len(compared) == 4 and {check.partition for check in compared} == trial_ids

@@ -319,3 +319,28 @@ def test_each_family_names_its_template_and_user(tmp_path):
     assert suites["sweperf"].template == ("benchmark-workloads", "swebench-astropy-7336")
     assert suites["spawn-smoke-10-actors"].actors_per_user == 10
     assert suites["quick-smoke"].recorded_knobs()["family_knobs"] is None
+
+
+def test_repeat_and_an_injected_wake_delay(tmp_path):
+    """``repeat`` is how many trials `run` groups; ``inject_wake_delay_ms`` reaches the embedded runtime and the
+    recorded knobs, 0 reads as none, and a kubernetes suite cannot have one (the cluster's runtime is not ours)."""
+    from substrate_assets.driver.trial import runtime_config
+    from substrate_assets.suites import DEFAULT_REPEAT
+
+    path = write(tmp_path, "suites:\n  - {name: a, script: s, users: 1}\n"
+                           "  - {name: b, script: s, users: 1, repeat: 5, inject_wake_delay_ms: 40}\n")
+    plain, delayed = get_suite("a", path), get_suite("b", path)
+    assert (plain.repeat, plain.inject_wake_delay_ms, plain.recorded_knobs()["inject_wake_delay_ms"]) == \
+        (DEFAULT_REPEAT, None, None)
+    assert (delayed.repeat, delayed.recorded_knobs()["inject_wake_delay_ms"]) == (5, 40)
+    assert runtime_config(delayed).inject_wake_delay_ms == 40 and runtime_config(plain).inject_wake_delay_ms == 0
+    assert delayed.with_overrides(inject_wake_delay_ms=0).inject_wake_delay_ms is None
+    assert plain.with_overrides(inject_wake_delay_ms=25).inject_wake_delay_ms == 25
+    with pytest.raises(SuiteError, match="repeat: Input should be greater than or equal to 1"):
+        plain.with_overrides(repeat=0)
+    cluster = ("  - {name: k, script: s, users: 1, backend: kubernetes, inject_wake_delay_ms: 5, "
+               "kubernetes: {image: i, store: gs://b/p}}\n")
+    with pytest.raises(SuiteError) as caught:
+        load_suites(write(tmp_path, "suites:\n" + cluster))
+    assert "suites.yaml:2:" in str(caught.value)
+    assert "inject_wake_delay_ms: only the embedded runtime (backend local) can delay its wakes" in str(caught.value)

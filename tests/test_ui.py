@@ -110,7 +110,7 @@ def test_a_trial_launched_with_run_config_is_followed_by_its_raw_tables_the_mart
     for trial, ticks in zip(running_ui.trials, after_each, strict=True):
         assert [[run[0] for run in runs] for runs in ticks] == [[trial], [None], [trial], []]
         assert ticks[0][0][1:] == RAW and "capacity_history" in ticks[1][0]
-        assert ticks[2][0][1:] == ["no_regression_against_previous_trial"]
+        assert ticks[2][0][1:] == ["no_regression_against_history"]
     instance = dg.DagsterInstance.from_config(str(running_ui.project / ".dagster_home"))
     assert set(instance.get_dynamic_partitions("trial")) == {first, second}
     for run_id, trial in zip(running_ui.runs, running_ui.trials, strict=True):
@@ -118,7 +118,7 @@ def test_a_trial_launched_with_run_config_is_followed_by_its_raw_tables_the_mart
         assert run.job_name == "run_trial" and run.tags["substrate/trial"] == trial
         assert run.remote_job_origin.location_name == "substrate_assets"  # the UI's own code location
     compared = instance.event_log_storage.get_asset_check_execution_history(
-        dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_previous_trial"), limit=5)
+        dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_history"), limit=5)
     assert sorted(check.partition for check in compared) == sorted([first, second])
 
 

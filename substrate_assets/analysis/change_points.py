@@ -17,6 +17,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -104,22 +105,53 @@ def _shortest_level(points: Sequence[OtavaChangePoint], length: int) -> tuple[in
     return shortest, lengths[shortest]
 
 
-def _levels_long_enough(points: list[OtavaChangePoint], series: list[float],
-                        parameters: ChangePointParameters) -> list[OtavaChangePoint]:
-    """Otava's points less those bounding a level of fewer than ``min_segment`` trials, one at a time, each time
-    with its neighbours' statistics recomputed; then Otava's merge again over what is left, since a point's
-    statistics change with its neighbours."""
-    from otava.analysis import TTestSignificanceTester, merge
+def _median_magnitudes(points: Sequence[OtavaChangePoint], series: Sequence[float]) -> list[float]:
+    """Each point's magnitude (Otava's: the larger of ``|after / before − 1|`` and its inverse) between the medians
+    of the levels on either side of it: a level's median is what its trials measured, one outlying trial or two
+    aside."""
+    bounds = [0, *(point.index for point in points), len(series)]
+    medians = [float(np.median(series[bounds[i]:bounds[i + 1]])) for i in range(len(bounds) - 1)]
+    magnitudes = []
+    for before, after in pairwise(medians):
+        if before <= 0 or after <= 0:
+            magnitudes.append(math.inf if before != after else 0.0)
+        else:
+            magnitudes.append(max(abs(after / before - 1), abs(before / after - 1)))
+    return magnitudes
+
+
+def _without(points: list[OtavaChangePoint], index: int, series: list[float],
+             parameters: ChangePointParameters) -> list[OtavaChangePoint]:
+    """The points less ``points[index]``, each one's statistics recomputed against its new neighbours."""
+    from otava.analysis import TTestSignificanceTester
 
     tester = TTestSignificanceTester(parameters.max_pvalue)
+    rest = points[:index] + points[index + 1:]
+    intervals = tester.get_intervals(rest)
+    return [tester.change_point(point.to_candidate(), series, intervals) for point in rest]
+
+
+def _levels_long_enough(points: list[OtavaChangePoint], series: list[float],
+                        parameters: ChangePointParameters) -> list[OtavaChangePoint]:
+    """Otava's points less those bounding a level of fewer than ``min_segment`` trials, then less those whose levels'
+    medians differ by less than ``min_magnitude`` (a level's mean moves with one outlying trial, its median does not:
+    an outlier among a series' last three trials is no change), one at a time, each time with its neighbours'
+    statistics recomputed; then Otava's merge again over what is left, since a point's statistics change with its
+    neighbours."""
+    from otava.analysis import merge
+
     points = sorted(points, key=lambda point: point.index)
     while points:
         shortest, length = _shortest_level(points, len(series))
         if length >= parameters.min_segment:
             break
-        del points[shortest]
-        intervals = tester.get_intervals(points)
-        points = [tester.change_point(point.to_candidate(), series, intervals) for point in points]
+        points = _without(points, shortest, series, parameters)
+    while points:
+        magnitudes = _median_magnitudes(points, series)
+        weakest = min(range(len(points)), key=lambda i: magnitudes[i])
+        if magnitudes[weakest] >= parameters.min_magnitude:
+            break
+        points = _without(points, weakest, series, parameters)
     return merge(points, series, parameters.max_pvalue, parameters.min_magnitude)
 
 

@@ -1,5 +1,6 @@
 """A comparison as people and programs read it: figures rounded to what they mean (ms to 0.1, ratios to 4 dp,
-densities to 2 dp, p-values to 2 significant digits) for tables and markdown, unrounded in CSV and JSON."""
+densities to 2 dp, changes to 0.1 %, p-values to 2 significant digits) for tables and markdown, unrounded in CSV and
+JSON; and the comparison's outcome, which a CI gate reads from the exit code."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ import csv
 import io
 import json
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Literal
 
-from substrate_assets.analysis.comparison import Comparison, FigureComparison, Thresholds, lost, regressed
+from substrate_assets.analysis.comparison import Comparison, FigureComparison, inconclusive, lost, regressed
 
-FIELDS = ("figure", "unit", "better", "baseline", "candidate", "change_pct", "difference_low", "difference_high",
-          "p_value", "baseline_n", "candidate_n", "verdict", "why")
+FIELDS = ("figure", "unit", "better", "scale", "baseline", "candidate", "change_pct", "difference",
+          "interval_low", "interval_high", "noise", "noise_df", "detectable", "noise_interval_low",
+          "noise_interval_high", "p_value", "rank_p_value",
+          "baseline_trials", "candidate_trials", "history_trials", "trials_needed", "verdict", "why")
 DIGITS_BY_UNIT = {"ms": 1, "ratio": 4, "users": 2}
+Outcome = Literal["regressed", "inconclusive", "no regression"]
+# What `substrate-bench compare` exits with for each outcome: a CI gate can tell them apart.
+EXIT_CODES: dict[Outcome, int] = {"no regression": 0, "regressed": 3, "inconclusive": 4}
 
 
 def figure_text(value: float | None, unit: str, signed: bool = False) -> str:
@@ -36,39 +42,90 @@ def p_value_text(value: float | None) -> str:
     return f"{value:.2g}"
 
 
+def change_text(row: FigureComparison) -> str:
+    """The change as the figure's scale reads it: a percentage, or (difference scale) the unit's signed amount."""
+    if row.scale == "difference" and row.unit == "ratio":
+        return figure_text(row.difference, row.unit, signed=True)
+    return percent_text(row.change_pct)
+
+
 def interval_text(row: FigureComparison) -> str:
-    if row.difference is None:
+    if row.interval is None:
         return "null"
-    return (f"[{figure_text(row.difference.low, row.unit, signed=True)}, "
-            f"{figure_text(row.difference.high, row.unit, signed=True)}]")
+    if row.scale == "ratio":
+        return f"[{percent_text(row.interval.low)}, {percent_text(row.interval.high)}]"
+    return (f"[{figure_text(row.interval.low, row.unit, signed=True)}, "
+            f"{figure_text(row.interval.high, row.unit, signed=True)}]")
+
+
+def spread_text(spread: float | None, scale: str, unit: str) -> str:
+    """A trial-to-trial spread: a coefficient of variation in percent on the ratio scale, else in the unit."""
+    if spread is None:
+        return "unknown"
+    return f"{spread * 100:.1f} %" if scale == "ratio" else f"{figure_text(spread, unit)} {unit}"
+
+
+def noise_text(row: FigureComparison) -> str:
+    if row.noise is None:
+        return "unknown"
+    return f"{spread_text(row.noise, row.scale, row.unit)} (df {row.noise_df})"
+
+
+def detectable_text(row: FigureComparison) -> str:
+    if row.detectable is None:
+        return "unknown"
+    if row.scale == "ratio":
+        return f"≥ {row.detectable:.1f} %"
+    return f"≥ {figure_text(row.detectable, row.unit)}"
+
+
+def trials_text(row: FigureComparison) -> str:
+    return f"{row.baseline_trials} / {row.candidate_trials} / {row.history_trials}"
 
 
 def shown_row(row: FigureComparison) -> list[str]:
-    return [row.figure, figure_text(row.baseline, row.unit), figure_text(row.candidate, row.unit),
-            percent_text(row.change_pct), interval_text(row), p_value_text(row.p_value),
-            f"{row.baseline_n} / {row.candidate_n}", row.verdict or row.why or "not measured"]
+    return [row.figure, figure_text(row.baseline, row.unit), figure_text(row.candidate, row.unit), change_text(row),
+            interval_text(row), noise_text(row), detectable_text(row), p_value_text(row.p_value), trials_text(row),
+            row.verdict or row.why or "not measured"]
 
 
-SHOWN_COLUMNS = ["figure", "baseline", "candidate", "change", "95 % CI of Δ", "p (Mann–Whitney U)",
-                 "n (baseline / candidate)", "verdict"]
+SHOWN_COLUMNS = ["figure", "baseline", "candidate", "change", "95 % CI", "noise", "could detect", "p", "trials",
+                 "verdict"]
+# What the short column names stand for, printed under every table of a comparison.
+COLUMN_LEGEND = ("95 % CI: hierarchical bootstrap of the change (trials, then requests); noise: trial-to-trial "
+                 "spread (a CV) and its degrees of freedom; could detect: the smallest change found with 80 % power; "
+                 "p: the t test of the trials' values; trials: baseline / candidate / history.")
 
 
 def plain_row(row: FigureComparison) -> dict[str, Any]:
     values = asdict(row)
-    interval = values.pop("difference")
-    values["difference_low"] = interval["low"] if interval else None
-    values["difference_high"] = interval["high"] if interval else None
+    for name in ("interval", "noise_interval"):
+        interval = values.pop(name)
+        values[f"{name}_low"] = interval["low"] if interval else None
+        values[f"{name}_high"] = interval["high"] if interval else None
     return {name: values[name] for name in FIELDS}
+
+
+def outcome(comparison: Comparison) -> Outcome:
+    """What a CI gate stops on: ``regressed`` when a figure regressed, or the baseline measured one the candidate
+    lost; else ``inconclusive`` when a figure could not be judged for want of trials; else ``no regression``."""
+    if regressed(comparison.figures) or lost(comparison.figures):
+        return "regressed"
+    return "inconclusive" if inconclusive(comparison.figures) else "no regression"
 
 
 def as_json(comparison: Comparison) -> str:
     return json.dumps({
         "baseline": {"label": comparison.baseline.label, "trial_ids": list(comparison.baseline.trial_ids)},
         "candidate": {"label": comparison.candidate.label, "trial_ids": list(comparison.candidate.trial_ids)},
+        "history": comparison.history,
         "thresholds": comparison.thresholds.model_dump(),
+        "level": comparison.level,
         "configuration_differences": comparison.differences,
+        "outcome": outcome(comparison),
         "figures": [plain_row(row) for row in comparison.figures],
         "regressed": [row.figure for row in regressed(comparison.figures)],
+        "inconclusive": [row.figure for row in inconclusive(comparison.figures)],
         "lost": [row.figure for row in lost(comparison.figures)],
     }, indent=2, allow_nan=False)
 
@@ -88,30 +145,47 @@ def _markdown_cell(text: str) -> str:
 
 def as_markdown(comparison: Comparison, source: str) -> str:
     lines = [f"**Baseline** {_markdown_cell(comparison.baseline.label)} · **candidate** "
-             f"{_markdown_cell(comparison.candidate.label)}", ""]
+             f"{_markdown_cell(comparison.candidate.label)}"
+             + (f" · **history** {_markdown_cell(comparison.history)}" if comparison.history else ""), ""]
     lines += [f"| {' | '.join(SHOWN_COLUMNS)} |", f"|{'---|' * len(SHOWN_COLUMNS)}"]
     for row in comparison.figures:
         cells = shown_row(row)
-        if row.verdict == "regressed":
-            cells[-1] = "**regressed**"
+        if row.verdict in ("regressed", "inconclusive"):
+            cells[-1] = f"**{row.verdict}**" + (f": {row.why}" if row.why else "")
         lines.append(f"| {' | '.join(_markdown_cell(cell) for cell in cells)} |")
-    lines += ["", summary(comparison, source)]
+    lines += ["", f"_{COLUMN_LEGEND}_", "", summary(comparison, source)]
     lines += [f"- configuration differs: {_markdown_cell(difference)}" for difference in comparison.differences]
     return "\n".join(lines) + "\n"
 
 
+def rules(comparison: Comparison, source: str) -> str:
+    thresholds = comparison.thresholds
+    level = f"; each figure's test at p < {comparison.level:.2g}" if comparison.level is not None else ""
+    return (f"{source}: latency ±{thresholds.latency_change_pct:g} %, densities and capacity "
+            f"±{thresholds.density_change_pct:g} %, failure ratio ±{thresholds.failure_ratio_change:g}, beyond the "
+            f"trials' noise at a false-alarm rate of {thresholds.false_alarm_rate:g}{level}")
+
+
 def summary(comparison: Comparison, source: str) -> str:
-    worse = regressed(comparison.figures)
-    thresholds: Thresholds = comparison.thresholds
-    rules = (f"{source}: latency ±{thresholds.latency_change_pct:g} % (p50: p < {thresholds.p_value:g}), densities "
-             f"and capacity ±{thresholds.density_change_pct:g} %, failure ratio ±{thresholds.failure_ratio_change:g}")
-    gone = lost(comparison.figures)
+    """One line: what regressed, what was lost, what the data cannot tell, and the rules it was judged by."""
+    worse, gone, unsure = regressed(comparison.figures), lost(comparison.figures), inconclusive(comparison.figures)
     lines = [f"Regressed: {', '.join(row.figure for row in worse)}" if worse else "No figure regressed"]
     if gone:
         lines.append(f"not measured by the candidate: {', '.join(row.figure for row in gone)}")
-    return f"{'; '.join(lines)} ({rules})."
+    if unsure:
+        lines.append(f"inconclusive: {', '.join(row.figure for row in unsure)}")
+    return f"{'; '.join(lines)} ({rules(comparison, source)})."
 
 
-def gate_fails(comparison: Comparison) -> bool:
-    """What a CI gate stops on: a figure that regressed, or one the baseline measured and the candidate lost."""
-    return bool(regressed(comparison.figures) or lost(comparison.figures))
+def settling_advice(comparison: Comparison) -> str | None:
+    """What would settle the inconclusive figures: trials a side, from each figure's noise (or a first repeat)."""
+    unsure = inconclusive(comparison.figures)
+    if not unsure:
+        return None
+    if all(row.noise is None for row in unsure):
+        return "no noise estimate: repeat each side (at least 2 trials a side), or build a history of 3 trials"
+    needed = [row.trials_needed for row in unsure if row.noise is not None]
+    most = max((n for n in needed if n is not None), default=None)
+    if most is None or None in needed:
+        return "more than 100 trials a side would be needed to judge some figures at their thresholds"
+    return f"about {most} trials a side would judge every inconclusive figure at its threshold"

@@ -8,6 +8,7 @@ error stopped it, is marked canceled and its slots freed on the way out."""
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TypeVar
 
 import dagster as dg
@@ -25,6 +26,7 @@ from substrate_assets.defs.trials.jobs import TRIAL_TAG, TrialConfig, run_config
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.results.layout import RunStore
+from substrate_assets.results.trial_key import group_id
 from substrate_assets.suites import Suite
 
 Result = TypeVar("Result", dg.ExecuteInProcessResult, dg.JobExecutionResult)
@@ -38,10 +40,26 @@ class MainJobError(RuntimeError):
 
 @dataclass(frozen=True)
 class JobOutcome:
+    # The (last) trial the job ran or reloaded.
     trial_id: str
     runs: list[str]
     # A new trial's way from its last request to its rows in every mart; None for a reload.
     insight: TimeToInsight | None = None
+    # Every trial the job ran, in order, and the group they form when there are several.
+    trial_ids: tuple[str, ...] = ()
+    group: str | None = None
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one trial of a job runs: a suite of suites.yaml by name, changed as its config says."""
+
+    suite: str
+    inject_wake_delay_ms: int | None = None
+    group: str | None = None
+
+    def config(self) -> TrialConfig:
+        return TrialConfig(suite=self.suite, inject_wake_delay_ms=self.inject_wake_delay_ms, group=self.group)
 
 
 def _quiet(_line: str) -> None:
@@ -76,7 +94,7 @@ def _owned(instance: dg.DagsterInstance, pools: Sequence[str], say: Say, execute
 def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterInstance,
                  partition_key: str, say: Say, checks: Sequence[dg.AssetCheckKey] = ()) -> dg.ExecuteInProcessResult:
     # The selection takes the checks of its assets with them, and ``checks`` of assets it leaves out (trial_run's
-    # comparison with the previous trial runs after the marts it reads).
+    # judgement against its history runs after the marts it reads).
     return _owned(instance, pools_of(selection), say, lambda: dg.materialize(
         [*(defs.assets or []), *(defs.asset_checks or [])],
         selection=dg.AssetSelection.assets(*selection) | dg.AssetSelection.checks(*checks),
@@ -127,19 +145,57 @@ def _warm_up() -> None:
     load_engine()
 
 
-def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:
-    """The main job: validate the suite's script (agent sessions only; the other families run none), run a
-    trial of the suite as a run of the run_trial job (which names the trial's partition), then load it into the
-    raw tables, rebuild the models and compare it with the previous trial, in one more run. ``say`` hears about
-    dead runs freed and about pools waited for."""
+def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet,
+              repeat: int | None = None, inject_wake_delay_ms: int | None = None) -> JobOutcome:
+    """The main job: validate the suite's script (agent sessions only; the other families run none), then
+    ``repeat`` times (default: the suite's ``repeat``) run a trial of the suite as a run of the run_trial job (which
+    names the trial's partition), load it into the raw tables, rebuild the models and judge it against its
+    configuration's history, in one more run. Repeated trials form one group (trial.json's ``group``). ``say``
+    hears about dead runs freed, pools waited for and each trial started."""
+    repeat = repeat or suite.repeat
+    group = group_id(suite.name, datetime.now(UTC), "x", repeat) if repeat > 1 else None
+    return _run_rounds(suite, [Round(suite.name, inject_wake_delay_ms, group)] * repeat, store, instance, say, group)
+
+
+def ab_rounds(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None = None,
+              started: datetime | None = None) -> list[Round]:
+    """``rounds`` trials of each suite, alternating A B, B A, A B, …: a slow spell of the machine falls on both
+    sides alike (Abedi and Brecht's interleaved trials). A side's trials form a group (``a<N>``, ``b<N>``); an
+    injected wake delay goes to B's trials, the candidate's."""
+    started = started or datetime.now(UTC)
+    a = Round(suite_a, None, group_id(suite_a, started, "a", rounds))
+    b = Round(suite_b, inject_wake_delay_ms, group_id(suite_b, started, "b", rounds))
+    return [trial for index in range(rounds) for trial in ((a, b) if index % 2 == 0 else (b, a))]
+
+
+def run_ab(suite_a: Suite, suite_b: Suite, rounds: list[Round], store: RunStore, instance: dg.DagsterInstance,
+           say: Say = _quiet) -> JobOutcome:
+    """The trials of :func:`ab_rounds`, each run and loaded as the main job does; both suites' scripts validated
+    first."""
+    return _run_rounds(suite_a, rounds, store, instance, say, None, also_validate=suite_b)
+
+
+def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance: dg.DagsterInstance, say: Say,
+                group: str | None, also_validate: Suite | None = None) -> JobOutcome:
     wait_for_pools(instance, pools_of([trial_run, *raw_assets, *mart_assets]), say)
     _warm_up()
-    runs = [materialize_script(suite, instance, say)] if suite.script is not None else []
-    trial_id, trial_run_id = _run_trial_job(TrialConfig(suite=suite.name), instance, say)
-    loaded = reload_trial(trial_id, store, instance, say)
-    marts = [key for asset in mart_assets for key in asset.keys]
-    insight = measure(instance, store.find(trial_id), trial_run_id, loaded.runs[0], marts)
-    return JobOutcome(trial_id, [*runs, trial_run_id, *loaded.runs], insight)
+    validated = {}
+    for chosen in (suite, also_validate):
+        if chosen is not None and chosen.script is not None and chosen.script not in validated:
+            validated[chosen.script] = materialize_script(chosen, instance, say)
+    runs, trial_ids = list(validated.values()), []
+    insight = None
+    for number, trial in enumerate(rounds, start=1):
+        if len(rounds) > 1:
+            say(f"trial {number} of {len(rounds)}: suite {trial.suite}"
+                + (f", group {trial.group}" if trial.group else ""))
+        trial_id, trial_run_id = _run_trial_job(trial.config(), instance, say)
+        loaded = reload_trial(trial_id, store, instance, say)
+        marts = [key for asset in mart_assets for key in asset.keys]
+        insight = measure(instance, store.find(trial_id), trial_run_id, loaded.runs[0], marts)
+        runs += [trial_run_id, *loaded.runs]
+        trial_ids.append(trial_id)
+    return JobOutcome(trial_ids[-1], runs, insight, tuple(trial_ids), group)
 
 
 def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:

@@ -2,9 +2,10 @@
 
 Launched by the ``trial_run`` asset — as a subprocess (``PipesSubprocessClient``) for the local
 backend, as the driver pod (``PipesK8sClient``) for the kubernetes backend. Extras: ``trial_id``,
-``suite`` (the suite's settings as JSON, so the trial runs exactly what was launched), and for local
-trials ``store`` and ``scripts``. Progress goes to the run's logs every 10 s; the finished trial's
-figures come back as the materialization's metadata and the ``trial_completed`` check.
+``suite`` (the suite's settings as JSON, so the trial runs exactly what was launched), ``group`` (the group of
+repeated trials it is one of, or none), and for local trials ``store`` and ``scripts``. Progress goes to the
+run's logs every 10 s; the finished trial's figures come back as the materialization's metadata and the
+``trial_completed`` check.
 
 A local trial waits for the machine while another trial (a ``substrate-bench trial`` beside Dagster) runs,
 saying so in the run's logs. SIGTERM (a run terminated) stops the trial as Ctrl-C does: it lands what was
@@ -36,6 +37,7 @@ def main() -> None:
     with open_dagster_pipes() as pipes, signals_stop_the_trial() as stop:
         trial_id = pipes.get_extra("trial_id")
         suite = Suite.model_validate_json(pipes.get_extra("suite"))
+        group = pipes.extras.get("group")
         key = TrialKey.from_trial_id(trial_id, suite.tag)
         workload = f"think scale {suite.think_scale:g}" if suite.script else f"family {suite.family}"
         pipes.log.info(f"trial {trial_id}: suite {suite.name} ({suite.load_description()}, {workload}) on the "
@@ -43,12 +45,12 @@ def main() -> None:
         try:
             if suite.backend == "kubernetes":
                 result = run_cluster_trial(suite, key, Path(SCRIPT_FILE) if suite.script else None,
-                                           on_progress=log_lines(pipes.log.info))
+                                           on_progress=log_lines(pipes.log.info), group=group)
             else:
                 result = run_local_trial(suite, RunStore(Path(pipes.get_extra("store"))),
                                          ScriptLibrary(Path(pipes.get_extra("scripts"))),
                                          on_progress=log_lines(pipes.log.info), key=key, wait_for_machine=True,
-                                         on_notice=pipes.log.warning)
+                                         on_notice=pipes.log.warning, group=group)
         except KeyboardInterrupt:
             pipes.log.error(f"trial {trial_id} stopped by {stop.signal_name} before it landed; nothing was kept")
             raise SystemExit(stop.exit_code) from None

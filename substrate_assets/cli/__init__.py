@@ -3,6 +3,7 @@ happen inside the commands that need them, so ``substrate-bench validate`` start
 
 import click
 
+from substrate_assets.cli.ab import ab
 from substrate_assets.cli.compare import compare_command
 from substrate_assets.cli.report import report
 from substrate_assets.cli.runtime import runtime
@@ -18,6 +19,6 @@ def main() -> None:
     """Benchmark Agent Substrate: density frontiers and wake-latency distributions."""
 
 
-for command in (validate, trial, run, materialize_trial, import_command, rebuild, sql, compare_command, report,
+for command in (validate, trial, run, ab, materialize_trial, import_command, rebuild, sql, compare_command, report,
                 telemetry, runtime, ui):
     main.add_command(command)

@@ -1,6 +1,6 @@
-"""``substrate-bench compare BASELINE CANDIDATE``: every figure of two trials (or groups of trials) side by side,
-with the change, its bootstrap interval, a rank test and a verdict; exit 3 when any figure regressed or the candidate
-stopped measuring one the baseline measured."""
+"""``substrate-bench compare BASELINE CANDIDATE``: every figure of two trials or groups of trials side by side, each
+judged against the trials' noise: the change, its hierarchical bootstrap interval, the noise and the change the
+comparison could detect, and a verdict. Exit 0 no regression, 3 regressed (or a figure lost), 4 inconclusive."""
 
 from __future__ import annotations
 
@@ -19,17 +19,27 @@ if TYPE_CHECKING:
 
     from substrate_assets.analysis.comparison import Comparison, Side
 
-REGRESSION_EXIT_CODE = 3
-VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no change": "dim"}
+VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no change": "dim", "inconclusive": "yellow"}
+EXIT_CODES_HELP = ("Exit code 0: no figure regressed, and every figure was judged; 3: a figure regressed, or the "
+                   "baseline measured one the candidate did not; 4: nothing regressed, but a figure is inconclusive "
+                   "(too few trials for the noise, or no noise estimate at all).")
 
 
 def print_table(comparison: Comparison, source: str) -> None:
-    from substrate_assets.analysis.comparison_text import SHOWN_COLUMNS, shown_row, summary
+    from substrate_assets.analysis.comparison_text import (
+        COLUMN_LEGEND,
+        SHOWN_COLUMNS,
+        settling_advice,
+        shown_row,
+        summary,
+    )
 
     console = wide_console()
     for role, side in (("baseline ", comparison.baseline), ("candidate", comparison.candidate)):
         trials = "" if side.trial_ids == (side.label,) else f": {', '.join(side.trial_ids)}"
         console.print(f"[bold]{role}[/bold] {side.label}{trials}", highlight=False)
+    if comparison.history is not None:
+        console.print(f"[bold]history[/bold]   {comparison.history}", highlight=False)
     for difference in comparison.differences:
         console.print(f"[yellow]configuration differs[/yellow] {difference}", highlight=False)
     table = Table()
@@ -37,9 +47,16 @@ def print_table(comparison: Comparison, source: str) -> None:
         table.add_column(column, justify="left" if column in ("figure", "verdict") else "right")
     for row in comparison.figures:
         cells = shown_row(row)
-        table.add_row(*cells[:-1], f"[{VERDICT_STYLE.get(cells[-1], 'yellow')}]{cells[-1]}")
+        table.add_row(*cells[:-1], f"[{VERDICT_STYLE.get(row.verdict or '', 'dim')}]{cells[-1]}")
     console.print(table)
+    console.print(COLUMN_LEGEND, style="dim", highlight=False)
+    for row in comparison.figures:
+        if row.verdict == "inconclusive" and row.why:
+            console.print(f"[yellow]{row.figure}[/yellow]: {row.why}", highlight=False)
     console.print(summary(comparison, source), highlight=False)
+    advice = settling_advice(comparison)
+    if advice:
+        console.print(f"[yellow]to settle[/yellow]: {advice}", highlight=False)
 
 
 def thresholds_of(suite: str | None) -> tuple[Thresholds, str]:
@@ -60,26 +77,41 @@ def judged(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Sid
     return compare(connection, baseline, candidate, thresholds), source
 
 
-@click.command("compare")
+def show_comparison(comparison: Comparison, source: str, output_format: str) -> int:
+    """The comparison in ``output_format``; the exit code of its outcome."""
+    from substrate_assets.analysis.comparison_text import EXIT_CODES, as_csv, as_json, as_markdown, outcome
+
+    if output_format == "table":
+        print_table(comparison, source)
+    elif output_format == "markdown":
+        click.echo(as_markdown(comparison, source), nl=False)
+    else:
+        click.echo({"json": as_json, "csv": as_csv}[output_format](comparison), nl=False)
+    return EXIT_CODES[outcome(comparison)]
+
+
+FORMAT = click.option("--format", "output_format", type=click.Choice(["table", "markdown", "csv", "json"]),
+                      default="table", show_default=True, help="markdown is ready to paste into a pull request; csv "
+                      "and json keep every figure unrounded.")
+
+
+@click.command("compare", epilog=EXIT_CODES_HELP)
 @click.argument("baseline")
 @click.argument("candidate")
-@click.option("--suite", help="Compare groups: BASELINE and CANDIDATE are run tags or system-under-test versions "
-              "(a commit prefix of 7+ characters) of this suite's trials, instead of trial ids.")
-@click.option("--last", type=click.IntRange(min=1), help="With --suite: only each group's N most recent trials.")
-@click.option("--format", "output_format", type=click.Choice(["table", "markdown", "csv", "json"]), default="table",
-              show_default=True, help="markdown is ready to paste into a pull request; csv and json keep every "
-              "figure unrounded.")
+@click.option("--suite", help="Compare a suite's trials by run tag or system-under-test version (a commit prefix of "
+              "7+ characters): BASELINE and CANDIDATE are those, instead of trial or group ids.")
+@click.option("--last", type=click.IntRange(min=1), help="Only each group's N most recent trials.")
+@FORMAT
 def compare_command(baseline: str, candidate: str, suite: str | None, last: int | None, output_format: str) -> None:
-    """Compare CANDIDATE with BASELINE (trial ids, or groups with --suite): the wake and step latencies (p50 and
-    p99 from the exact samples, the 95 % bootstrap interval of the difference, Mann–Whitney U), densities,
-    capacity under the SLO and the failure ratio, each with a verdict. Exit code 3 when any figure regressed, or
-    the baseline measured a figure the candidate did not."""
-    from substrate_assets.analysis.comparison_text import as_csv, as_json, as_markdown, gate_fails
+    """Compare CANDIDATE with BASELINE: trial ids, group ids (`run --repeat`, `ab`), or with --suite a suite's
+    trials by tag or version. Each trial contributes its own figures — the wake and step latency p50 and p99 from its
+    exact samples, densities, capacity under the SLO, the failure ratio — and each figure is judged against the
+    trial-to-trial noise of both sides' repeats and of the baseline configuration's recent history: its change, a
+    95 % hierarchical bootstrap interval (trials, then requests), the noise, the smallest change the comparison could
+    detect, and a verdict (regressed, improved, no change, or inconclusive when the data cannot tell)."""
     from substrate_assets.warehouse.comparison import SideNotFound, select_side
     from substrate_assets.warehouse.connection import WarehouseBusy, connect
 
-    if last is not None and suite is None:
-        raise click.UsageError("--last selects among a suite's trials: give --suite too")
     path = warehouse_path()
     if not path.exists():
         raise click.ClickException(f"no warehouse at {path}; run a trial (make run) or substrate-bench rebuild")
@@ -89,11 +121,4 @@ def compare_command(baseline: str, candidate: str, suite: str | None, last: int 
             comparison, source = judged(connection, *sides)
     except (SideNotFound, WarehouseBusy) as error:
         raise click.ClickException(str(error)) from None
-    if output_format == "table":
-        print_table(comparison, source)
-    elif output_format == "markdown":
-        click.echo(as_markdown(comparison, source), nl=False)
-    else:
-        click.echo({"json": as_json, "csv": as_csv}[output_format](comparison), nl=False)
-    if gate_fails(comparison):
-        sys.exit(REGRESSION_EXIT_CODE)
+    sys.exit(show_comparison(comparison, source, output_format))

@@ -66,8 +66,9 @@ def default_output(kind: str, value: Any) -> Path:
               "distribution and CDF, density frontier, SLO capacity and knee (with its load points), step latency.")
 @click.option("--suite", metavar="SUITE", help="A suite's history: its figures trial by trial per metric and "
               "configuration, and their change points.")
-@click.option("--compare", nargs=2, metavar="BASELINE CANDIDATE", help="Two trials compared as `substrate-bench "
-              "compare` compares them (its table and verdicts), with both wake-latency CDFs overlaid.")
+@click.option("--compare", nargs=2, metavar="BASELINE CANDIDATE", help="Two trials or groups compared as "
+              "`substrate-bench compare` compares them (its table and verdicts), with both wake-latency CDFs "
+              "overlaid.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the page [default: reports/<kind>-<name>.html in the project].")
 def report(output: Path | None, **asked: Any) -> None:

@@ -15,11 +15,17 @@ from rich.table import Table
 from substrate_assets.cli.output import print_rows, progress_display, shown, wide_console
 from substrate_assets.families import WAKE_ROWS
 from substrate_assets.project import scripts_directory, store_directory, warehouse_path
-from substrate_assets.suites import KUBERNETES_SECTION_MISSING, Suite, SuiteError, get_suite, hold_problem
+from substrate_assets.suites import KUBERNETES_SECTION_MISSING, MAX_REPEAT, Suite, SuiteError, get_suite, hold_problem
 from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound
 
 if TYPE_CHECKING:
     from substrate_assets.app.stop_signals import Stopped
+
+
+INJECT_WAKE_DELAY = click.option(
+    "--inject-wake-delay-ms", type=click.IntRange(min=0), help="The embedded runtime adds N ms to every wake before "
+    "the actor answers: a slowdown of known size, to check that a comparison finds it (a configuration of its own; "
+    "0 adds none).")
 
 
 def _fail_with_problems(error: ScriptError) -> None:
@@ -135,10 +141,12 @@ def _print_manifests(suite: Suite) -> None:
               "wait for it to end instead of refusing.")
 @click.option("--sut-version", help="The version of the system under test (a Substrate commit or image digest) to "
               "record; default: the suite's sut_version, else this checkout's commit (local) or the tag.")
+@INJECT_WAKE_DELAY
 def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: float | None, duration: str | None,
           think_scale: float | None, lifecycle_mode: str | None, resume_mode: str | None,
           actor_memory: str | None, backend: str | None, dry_run: bool, image: str | None, object_store: str | None,
-          namespace: str | None, locust_workers: int | None, wait_for_machine: bool, sut_version: str | None) -> None:
+          namespace: str | None, locust_workers: int | None, wait_for_machine: bool, sut_version: str | None,
+          inject_wake_delay_ms: int | None) -> None:
     """Run one trial of SUITE on the local backend and print its trial directory and summary.
 
     One local trial runs on a machine at a time: while another runs, this one is refused (exit 2) or, with
@@ -156,7 +164,7 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
     suite = _trial_suite(suite_name, {"users": users, "spawn_rate": spawn_rate, "duration": duration,
                                       "think_scale": think_scale, "lifecycle_mode": lifecycle_mode,
                                       "resume_mode": resume_mode, "actor_memory": actor_memory, "backend": backend,
-                                      "sut_version": sut_version},
+                                      "sut_version": sut_version, "inject_wake_delay_ms": inject_wake_delay_ms},
                          {"image": image, "store": object_store, "namespace": namespace,
                           "locust_workers": locust_workers})
     if suite.backend == "kubernetes":
@@ -214,27 +222,30 @@ def _show_trial(console: Console, trial_id: str) -> None:
     _show_capacity(console, trial_id)
 
 
-def _show_verdict(console: Console, trial_id: str) -> None:
-    """The trial against the previous one of its suite and configuration, as trial_run's check judged it: the
-    verdict line, and the figures that regressed."""
-    from substrate_assets.analysis.comparison import regressed
-    from substrate_assets.analysis.comparison_text import SHOWN_COLUMNS, shown_row, summary
-    from substrate_assets.cli.compare import judged
-    from substrate_assets.warehouse.comparison import previous_trial, select_side
+def _show_verdict(console: Console, candidate: str) -> None:
+    """The trial or group ``candidate`` judged against its configuration's history, as trial_run's check judges a
+    trial: the verdict line, the figures that regressed or that the data cannot judge, and what would settle them."""
+    from substrate_assets.analysis.comparison_text import SHOWN_COLUMNS, settling_advice, shown_row, summary
+    from substrate_assets.cli.compare import thresholds_of
+    from substrate_assets.warehouse.comparison import judge_against_history, select_side, suite_of
     from substrate_assets.warehouse.connection import connect
 
     with connect(warehouse_path(), read_only=True) as connection:
-        baseline = previous_trial(connection, trial_id)
-        if baseline is None:
-            console.print("no earlier trial of this suite and configuration to compare with", highlight=False)
-            return
-        comparison, source = judged(connection, select_side(connection, baseline), select_side(connection, trial_id))
-    worse = regressed(comparison.figures)
-    if worse:
-        print_rows(console, f"regressed against {baseline}", SHOWN_COLUMNS, [tuple(shown_row(row)) for row in worse])
-    console.print(f"against {baseline}: {summary(comparison, source)}", highlight=False)
-    console.print(f"every figure: substrate-bench compare {baseline} {trial_id}; a page with plots: substrate-bench "
-                  f"report --compare {baseline} {trial_id}", highlight=False)
+        side = select_side(connection, candidate)
+        thresholds, source = thresholds_of(suite_of(connection, side))
+        comparison = judge_against_history(connection, side, thresholds)
+    if comparison is None:
+        console.print("verdict: none yet, no earlier trial of this suite and configuration to judge against",
+                      highlight=False)
+        return
+    shown = [row for row in comparison.figures if row.verdict in ("regressed", "inconclusive")]
+    if shown:
+        print_rows(console, f"{candidate} against {comparison.baseline.label}", SHOWN_COLUMNS,
+                   [tuple(shown_row(row)) for row in shown])
+    console.print(f"verdict against {comparison.baseline.label}: {summary(comparison, source)}", highlight=False)
+    advice = settling_advice(comparison)
+    if advice:
+        console.print(f"to settle: {advice}", highlight=False)
 
 
 def _print_one_row(console: Console, title: str, columns: list[str], row: tuple[Any, ...]) -> None:
@@ -267,20 +278,36 @@ def _show_capacity(console: Console, trial_id: str) -> None:
         _print_one_row(console, f"slo_capacity ({trial_id})", capacity.columns, capacity.rows[0])
 
 
-def _exit_stopped(stopped: Stopped) -> None:
+def exit_stopped(stopped: Stopped) -> None:
     """One line for a command stopped by a signal, and the shell's exit code for it (128 + the signal's number)."""
     click.echo(f"stopped by {stopped.signal_name}; any run this command had started is marked failed or canceled "
                "and its pool slots are freed", err=True)
     sys.exit(stopped.exit_code)
 
 
+def _show_group(console: Console, group: str, trial_ids: tuple[str, ...]) -> None:
+    """Each trial of a group in one line: its wakes and their p50 and p99, and its failure ratio."""
+    from substrate_assets.warehouse.query import query
+
+    figures = query(warehouse_path(), """
+        SELECT w.trial_id, w.n AS wake_n, w.p50_ms, w.p99_ms, d.aggregate_failure_ratio AS failure_ratio
+        FROM wake_latency_distribution AS w LEFT JOIN density_frontiers AS d USING (trial_id)
+        WHERE list_contains(?::VARCHAR[], w.trial_id) ORDER BY w.trial_id""", [list(trial_ids)])
+    print_rows(console, f"group {group} ({len(trial_ids)} trials)", list(figures.columns), figures.rows)
+
+
 @click.command()
 @click.argument("suite_name", metavar="SUITE", default="quick-smoke")
-def run(suite_name: str) -> None:
-    """The main job: run a trial of SUITE through the asset graph and print its frontier and wake latency.
+@click.option("--repeat", type=click.IntRange(min=1, max=MAX_REPEAT), help="Trials to run back to back as one group, "
+              "judged together (default: the suite's repeat).")
+@INJECT_WAKE_DELAY
+def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None) -> None:
+    """The main job: run SUITE's trials (its repeat, or --repeat) through the asset graph, print the last one's
+    frontier and wake latency, and judge them against their configuration's history.
 
     Registers a trial partition in the project's Dagster instance, materializes workload_script,
-    trial_run, the raw tables and the models, then reads the trial's rows back from DuckDB.
+    trial_run, the raw tables and the models for each trial, then reads the rows back from DuckDB. Repeated trials
+    form a group, whose id is printed: `substrate-bench compare` takes it.
 
     Runs left behind by a killed substrate-bench are marked failed and their pool slots freed first (one line
     each). While a live run holds the trials pool, says which run and waits. SIGINT or SIGTERM stops the command
@@ -293,6 +320,7 @@ def run(suite_name: str) -> None:
 
     try:
         suite = get_suite(suite_name)
+        suite.with_overrides(inject_wake_delay_ms=inject_wake_delay_ms)
     except SuiteError as error:
         raise click.UsageError(str(error)) from None
     console = wide_console()
@@ -300,21 +328,27 @@ def run(suite_name: str) -> None:
         try:
             instance = project_instance()
             workload = f"script {suite.script}" if suite.script else f"family {suite.family}"
-            console.print(f"main job: suite {suite.name} ({workload}, {suite.load_description()}) on "
-                          f"Dagster instance {instance.root_directory}", highlight=False)
+            trials = repeat or suite.repeat
+            console.print(f"main job: suite {suite.name} ({workload}, {suite.load_description()}"
+                          f"{f', {trials} trials' if trials > 1 else ''}) on Dagster instance "
+                          f"{instance.root_directory}", highlight=False)
             try:
-                outcome = run_suite(suite, RunStore(store_directory()), instance, say=click.echo)
+                outcome = run_suite(suite, RunStore(store_directory()), instance, say=click.echo, repeat=repeat,
+                                    inject_wake_delay_ms=inject_wake_delay_ms)
             except MainJobError as error:
                 click.echo(str(error), err=True)
                 sys.exit(1)
             console.print(f"trial {outcome.trial_id} materialized (runs {', '.join(outcome.runs)})",
                           highlight=False)
             _show_trial(console, outcome.trial_id)
-            _show_verdict(console, outcome.trial_id)
+            if outcome.group is not None:
+                _show_group(console, outcome.group, outcome.trial_ids)
+                console.print(f"group {outcome.group}: {', '.join(outcome.trial_ids)}", highlight=False)
+            _show_verdict(console, outcome.group or outcome.trial_id)
             if outcome.insight is not None:
                 console.print(outcome.insight.line(), highlight=False)
         except Stopped as stopped:
-            _exit_stopped(stopped)
+            exit_stopped(stopped)
 
 
 @click.command("materialize")
@@ -341,4 +375,4 @@ def materialize_trial(trial_id: str) -> None:
             _show_trial(console, trial_id)
             _show_verdict(console, trial_id)
         except Stopped as stopped:
-            _exit_stopped(stopped)
+            exit_stopped(stopped)

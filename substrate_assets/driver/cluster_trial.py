@@ -101,11 +101,12 @@ def launch_cluster_trial(suite: Suite, key: TrialKey, script_text: str | None,
 
 def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path | None, *,
                       on_progress: Callable[[Progress], None] | None = None, master_bind_host: str = "0.0.0.0",
-                      discovery: Discovery | None = None) -> TrialResult:
+                      discovery: Discovery | None = None, group: str | None = None) -> TrialResult:
     """Run ``suite`` against the cluster named in its ``kubernetes`` section; the trial lands in its store.
 
     ``master_bind_host`` is where a distributed master listens for its workers: every interface in a
-    pod (the workers are other pods); tests on one machine pass 127.0.0.1.
+    pod (the workers are other pods); tests on one machine pass 127.0.0.1. ``group`` names the group of repeated
+    trials it is one of.
     """
     settings = settings_of(suite)
     loaded = load_script_file(script_file) if script_file is not None else None
@@ -151,7 +152,7 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path | None, *,
         record = TrialRecord(key, suite, loaded, "kubernetes", command, exit_code, started, ended, interrupted, facts,
                              {"namespace": settings.namespace, "image": settings.image, "locust_workers": workers,
                               "control_endpoint": settings.control_endpoint, "router_url": settings.router_url},
-                             notes)
+                             notes, group=group)
         collect_locust_outputs(staging, work, notes, *remote)
         telemetry = measure_server_summary(staging, record)
         measure_load_steps(staging, work, record)

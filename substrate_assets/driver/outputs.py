@@ -199,6 +199,8 @@ class TrialRecord:
     # The steady window measure_server_summary found, and the driver's CPU over it (local trials; else not measured).
     steady: tuple[int, int] | None = None
     driver_load: DriverLoad | None = None
+    # The group of repeated trials this one belongs to (``substrate-bench run --repeat``, ``ab``); None alone.
+    group: str | None = None
 
 
 @dataclass(frozen=True)
@@ -251,6 +253,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     files = {path.name: file_digest(path) for path in sorted(staging.iterdir()) if path.is_file()}
     write_json(staging / TRIAL_JSON, {
         "trial_id": key.trial_id,
+        "group": record.group,
         "suite": suite.name,
         "tag": key.tag,
         "backend": record.backend,

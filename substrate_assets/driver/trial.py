@@ -57,11 +57,12 @@ log = logging.getLogger(__name__)
 def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
                     on_progress: Callable[[Progress], None] | None = None,
                     runtime_overrides: dict[str, Any] | None = None, key: TrialKey | None = None,
-                    wait_for_machine: bool = True, on_notice: Callable[[str], None] | None = None) -> TrialResult:
+                    wait_for_machine: bool = True, on_notice: Callable[[str], None] | None = None,
+                    group: str | None = None) -> TrialResult:
     """Run ``suite`` once against the embedded runtime and return its finished trial directory.
 
     ``key`` fixes the trial's id and path (a Dagster trial partition does); by default the
-    current second is used.
+    current second is used. ``group`` names the group of repeated trials it is one of (trial.json's ``group``).
 
     One local trial runs on a machine at a time (``machine_lock``): when another holds it, this one waits, or
     with ``wait_for_machine`` False raises ``MachineBusy`` (a ``TrialRefused``) having run nothing. Holding it,
@@ -79,7 +80,7 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
             store.claim(key)
         machine.name_trial(key.trial_id)
         try:
-            return _run_claimed(suite, store, loaded, key, on_progress, runtime_overrides)
+            return _run_claimed(suite, store, loaded, key, on_progress, runtime_overrides, group)
         except KeyboardInterrupt:
             # Stopped before Locust measured anything, or a second time while landing: a staging directory is
             # not a trial, and removing it frees the trial id to run again.
@@ -89,7 +90,7 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
 
 def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: TrialKey,
                  on_progress: Callable[[Progress], None] | None,
-                 runtime_overrides: dict[str, Any] | None) -> TrialResult:
+                 runtime_overrides: dict[str, Any] | None, group: str | None) -> TrialResult:
     """The trial in ``key``'s claimed staging directory, from the runtime's start to the rename into runs/."""
     staging = store.staging_dir(key)
     work = staging / WORK
@@ -99,8 +100,7 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: 
         script_file.write_text(loaded.text)
     started = datetime.fromtimestamp(key.run_ts, UTC)
     notes: list[str] = [f"trial {key.trial_id}: suite {suite.name}, {workload_line(suite, loaded)}, backend local"]
-    config = RuntimeConfig(workers=suite.workers, actors_per_worker=suite.actors_per_worker,
-                           actor_memory=suite.actor_memory_bytes, **(runtime_overrides or {}))
+    config = runtime_config(suite, runtime_overrides)
     report = progress_reporter(on_progress, suite.duration_s)
     facts = local_cluster_facts(config.workers, config.actors_per_worker)
     sampler = Sampler()
@@ -139,9 +139,10 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: 
         write_parquet(staging / RUNTIME_SAMPLES_PARQUET, samples)
         runtime_settings = {"workers": config.workers, "actors_per_worker": config.actors_per_worker,
                             "actor_memory_bytes": config.actor_memory, "warm_hosts": config.warm_hosts,
-                            "snapshot_fsync": config.snapshot_fsync}
+                            "snapshot_fsync": config.snapshot_fsync,
+                            "inject_wake_delay_ms": config.inject_wake_delay_ms}
         record = TrialRecord(key, suite, loaded, "local", command, exit_code, started, ended, interrupted, facts,
-                             runtime_settings, notes, warnings=host_start_warnings(events))
+                             runtime_settings, notes, warnings=host_start_warnings(events), group=group)
         if locust.overran:
             record.warnings.append(locust.overrun_warning())
         if landing.stopped:
@@ -158,6 +159,14 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: 
     assert outcome.requests is not None, "collect_locust_outputs always writes the request log"
     return TrialResult(key, trial_dir, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),
                        outcome.failure)
+
+
+def runtime_config(suite: Suite, overrides: dict[str, Any] | None = None) -> RuntimeConfig:
+    """The embedded runtime a trial of ``suite`` runs on: its pool, its template's memory, any wake delay it
+    injects; ``overrides`` (tests) on top."""
+    return RuntimeConfig(workers=suite.workers, actors_per_worker=suite.actors_per_worker,
+                         actor_memory=suite.actor_memory_bytes, inject_wake_delay_ms=suite.inject_wake_delay_ms or 0,
+                         **(overrides or {}))
 
 
 def _measure_driver_load(record: TrialRecord, samples: pl.DataFrame) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from substrate_assets.report.figures import MISSING, figure
 
 # Directions and verdicts a table colours, so a regression stands out in a column of them.
-MARKED_WORDS = frozenset({"regressed", "improved", "unchanged", "met", "exceeded"})
+MARKED_WORDS = frozenset({"regressed", "improved", "unchanged", "inconclusive", "met", "exceeded"})
 
 CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -57,6 +57,7 @@ table.figures th { background: #f3f5f8; font-weight: 500; color: #3b4656; white-
 table.figures td:not(.num) { overflow-wrap: anywhere; }
 td.word-regressed, td.word-exceeded { color: #b3261e; font-weight: 600; }
 td.word-improved, td.word-met { color: #1e7a34; font-weight: 600; }
+td.word-inconclusive { color: #8a5a00; font-weight: 600; }
 """
 
 

@@ -23,7 +23,13 @@ import polars as pl
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
 from substrate_assets.analysis.comparison import Comparison, Side
-from substrate_assets.analysis.comparison_text import SHOWN_COLUMNS, shown_row, summary
+from substrate_assets.analysis.comparison_text import (
+    COLUMN_LEGEND,
+    SHOWN_COLUMNS,
+    settling_advice,
+    shown_row,
+    summary,
+)
 from substrate_assets.report import plots
 from substrate_assets.report.html import (
     Html,
@@ -38,6 +44,7 @@ from substrate_assets.report.html import (
     table,
 )
 from substrate_assets.warehouse.comparison import wake_samples as side_wake_samples
+from substrate_assets.warehouse.connection import has_table
 
 TRIAL_COLUMNS = ("trial_id", "suite", "script", "backend", "tag", "sut_version", "started_at", "ended_at", "status",
                  "failure", "failed_requests", "users", "duration_s", "think_scale", "lifecycle_mode")
@@ -56,6 +63,8 @@ LOAD_POINT_COLUMNS = ("step", "target_users", "users", "actors_per_node", "wake_
 STEP_COLUMNS = ("step", "n", "failures", "p50_ms", "p95_ms", "p99_ms")
 HISTORY_COLUMNS = ("suite", "configuration", "trial_id", "started_at", "trial_number", "sut_version", "metric",
                    "value", "unit", "better")
+NOISE_FLOOR_COLUMNS = ("configuration", "metric", "unit", "scale", "trials_used", "since_trial_number",
+                       "first_trial_id", "last_trial_id", "median", "level", "noise", "noise_df", "robust_noise")
 CHANGE_POINT_COLUMNS = ("configuration", "metric", "direction", "change_pct", "mean_before", "mean_after", "unit",
                         "p_value", "trial_number", "trial_id", "sut_version", "started_at", "previous_trial_id")
 
@@ -70,13 +79,6 @@ def _warehouse(connection: duckdb.DuckDBPyConnection) -> str | None:
     return found[0] if found and found[0] else None
 
 
-def _has_table(connection: duckdb.DuckDBPyConnection, name: str) -> bool:
-    found = connection.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_catalog = current_database() AND table_name = ?",
-        [name]).fetchone()
-    return bool(found and found[0])
-
-
 def _rows(connection: duckdb.DuckDBPyConnection, sql: str, parameters: Sequence[Any]) -> list[dict[str, Any]]:
     cursor = connection.execute(sql, list(parameters))
     names = [description[0] for description in cursor.description]
@@ -86,7 +88,7 @@ def _rows(connection: duckdb.DuckDBPyConnection, sql: str, parameters: Sequence[
 def _trial_rows(connection: duckdb.DuckDBPyConnection, model: str, trial_id: str,
                 order: str | None = None) -> list[dict[str, Any]] | None:
     """``model``'s rows of the trial; None when the warehouse has no such table yet."""
-    if not _has_table(connection, model):
+    if not has_table(connection, model):
         return None
     ordering = f" ORDER BY {order}" if order else ""
     return _rows(connection, f'SELECT * FROM "{model}" WHERE trial_id = ?{ordering}', [trial_id])
@@ -147,7 +149,7 @@ def _headline(connection: duckdb.DuckDBPyConnection, trial: dict[str, Any]) -> H
 
 
 def _cdf_section(connection: duckdb.DuckDBPyConnection, trial_id: str) -> Html:
-    samples = wake_samples(connection, trial_id) if _has_table(connection, "request_samples") else np.empty(0)
+    samples = wake_samples(connection, trial_id) if has_table(connection, "request_samples") else np.empty(0)
     if not samples.size:
         return section("Wake latency CDF", [note("No wake samples to draw.")])
     drawn = plots.latency_cdf({trial_id: samples}, "wake latency CDF")
@@ -212,7 +214,7 @@ def trial_report(connection: duckdb.DuckDBPyConnection, trial_id: str, *,
 
 
 def _suite_known(connection: duckdb.DuckDBPyConnection, suite: str) -> bool:
-    return any(_has_table(connection, source) and connection.execute(
+    return any(has_table(connection, source) and connection.execute(
         f"SELECT count(*) FROM {source} WHERE suite = ?", [suite]).fetchone()[0]
         for source in ("trial_manifests", "metric_history"))
 
@@ -235,23 +237,31 @@ def _latest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              "better": row.get("better")} for key, row in latest.items()]
 
 
-def _history_chart(suite: str, history: list[dict[str, Any]],
-                   changes: list[dict[str, Any]] | None) -> alt.TopLevelMixin:
+def _history_chart(suite: str, history: list[dict[str, Any]], changes: list[dict[str, Any]] | None,
+                   noise: list[dict[str, Any]] | None) -> alt.TopLevelMixin:
     change_frame = _frame(changes, CHANGE_POINT_COLUMNS) if changes else pl.DataFrame()
-    return plots.history_chart(_frame(history, HISTORY_COLUMNS), change_frame, title=suite)
+    noise_frame = _frame(noise, NOISE_FLOOR_COLUMNS) if noise else None
+    return plots.history_chart(_frame(history, HISTORY_COLUMNS), change_frame, title=suite, noise_floor=noise_frame)
+
+
+def _noise_floor(connection: duckdb.DuckDBPyConnection, suite: str) -> list[dict[str, Any]] | None:
+    """The suite's rows of noise_floor; None when the warehouse has no such table yet."""
+    if not has_table(connection, "noise_floor"):
+        return None
+    return _rows(connection, "SELECT * FROM noise_floor WHERE suite = ? ORDER BY configuration, metric", [suite])
 
 
 def history_chart(connection: duckdb.DuckDBPyConnection, suite: str) -> alt.TopLevelMixin | None:
-    """A suite's history with its change points; None when metric_history has no figures of it."""
-    if not _has_table(connection, "metric_history"):
+    """A suite's history with its change points and noise floors; None when metric_history has no figures of it."""
+    if not has_table(connection, "metric_history"):
         return None
     history = _rows(connection, "SELECT * FROM metric_history WHERE suite = ? ORDER BY metric, configuration, "
                                 "trial_number", [suite])
     if not history:
         return None
     changes = _rows(connection, "SELECT * FROM change_points WHERE suite = ? ORDER BY started_at, configuration, "
-                                "metric", [suite]) if _has_table(connection, "change_points") else None
-    return _history_chart(suite, history, changes)
+                                "metric", [suite]) if has_table(connection, "change_points") else None
+    return _history_chart(suite, history, changes, _noise_floor(connection, suite))
 
 
 def history_report(connection: duckdb.DuckDBPyConnection, suite: str, *, generated_at: datetime | None = None) -> str:
@@ -264,7 +274,7 @@ def history_report(connection: duckdb.DuckDBPyConnection, suite: str, *, generat
         raise NotInWarehouse(f"no trials of suite {suite!r} in the warehouse {warehouse or ''}".rstrip())
     parts: list[Html] = []
     history: list[dict[str, Any]] = []
-    if not _has_table(connection, "metric_history"):
+    if not has_table(connection, "metric_history"):
         parts.append(_not_built("metric_history"))
     else:
         history = _rows(connection, "SELECT * FROM metric_history WHERE suite = ? "
@@ -272,14 +282,26 @@ def history_report(connection: duckdb.DuckDBPyConnection, suite: str, *, generat
         if not history:
             parts.append(note(f"The suite {suite} has no trials with figures in metric_history yet."))
     changes: list[dict[str, Any]] | None = None
-    if _has_table(connection, "change_points"):
+    if has_table(connection, "change_points"):
         changes = _rows(connection, "SELECT * FROM change_points WHERE suite = ? "
                                     "ORDER BY started_at, configuration, metric", [suite])
+    noise = _noise_floor(connection, suite)
     if history:
-        parts.append(chart(plots.svg(_history_chart(suite, history, changes)),
-                           "x: the trial's number within its configuration. Vertical rules: change points (red "
-                           "regressed, green improved); dashed: the means before and after each."))
+        parts.append(chart(plots.svg(_history_chart(suite, history, changes, noise)),
+                           "x: the trial's number within its configuration. Shaded: each configuration's noise floor, "
+                           "one trial-to-trial spread either side of its level, over the trials it was measured "
+                           "from. Vertical rules: change points (red regressed, green improved); dashed: the means "
+                           "before and after each."))
     sections = [section("History", parts)]
+    if noise is None:
+        sections.append(section("Noise floor", [_not_built("noise_floor")]))
+    elif noise:
+        sections.append(section("Noise floor", [
+            paragraph("How much each figure moves from one trial of a configuration to the next, over its trials "
+                      "since the latest change point (at most 20): the spread a new trial's change is judged "
+                      "against. On the ratio scale, noise is the standard deviation of the logarithms (a coefficient "
+                      "of variation); robust_noise is 1.4826 x MAD / median."),
+            table([_only(row, NOISE_FLOOR_COLUMNS) for row in noise])]))
     if changes is None:
         sections.append(section("Change points", [_not_built("change_points")]))
     elif not changes:
@@ -323,7 +345,13 @@ def compared_page(connection: duckdb.DuckDBPyConnection, comparison: Comparison,
             for row in comparison.figures]
     sides = (comparison.baseline, comparison.candidate)
     samples = {side.label: side_wake_samples(connection, side) for side in sides}
-    notes = [summary(comparison, source), *(f"configuration differs: {line}" for line in comparison.differences)]
+    advice = settling_advice(comparison)
+    notes = [COLUMN_LEGEND, summary(comparison, source),
+             *([f"History (the noise's other measurements): {comparison.history}"] if comparison.history else []),
+             *(f"{row.figure} is inconclusive: {row.why}" for row in comparison.figures
+               if row.verdict == "inconclusive" and row.why),
+             *([f"To settle: {advice}"] if advice else []),
+             *(f"configuration differs: {line}" for line in comparison.differences)]
     return comparison_report(f"{comparison.candidate.label} against {comparison.baseline.label}",
                              comparison.baseline.label, comparison.candidate.label, rows, samples,
                              warehouse=warehouse, generated_at=generated_at, notes=notes)

@@ -236,12 +236,31 @@ def _value_scale(values: Sequence[float | None]) -> alt.Scale:
     return alt.Scale(zero=False)
 
 
+def noise_bands(noise_floor: list[dict[str, Any]], last: dict[str, float]) -> list[dict[str, Any]]:
+    """Each configuration's noise floor (rows of noise_floor) as a band around its window's level, one spread
+    either way (a factor ``e^±noise`` on the ratio scale, ``± noise`` in the unit otherwise), from the window's first
+    trial to the configuration's last; none where the noise is unknown."""
+    bands = []
+    for row in noise_floor:
+        noise, level = row.get("noise"), row.get("level")
+        if noise is None or level is None or row["configuration"] not in last:
+            continue
+        ratio = row.get("scale") == "ratio"
+        low, high = (level * math.exp(-noise), level * math.exp(noise)) if ratio else (level - noise, level + noise)
+        bands.append({"configuration": row["configuration"], "start": row["since_trial_number"],
+                      "end": last[row["configuration"]], "low": low, "high": high, "level": level,
+                      "trials": row["trials_used"],
+                      "noise": f"±{noise * 100:.1f} %" if ratio else f"±{noise:.4g} {row.get('unit') or ''}".strip()})
+    return bands
+
+
 def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
-                  title: str = "history") -> alt.VConcatChart | alt.Chart:
+                  title: str = "history", noise_floor: pl.DataFrame | None = None) -> alt.VConcatChart | alt.Chart:
     """A suite's history (rows of metric_history: one per trial and metric) as one panel per metric, stacked, each
     with its own y scale: x the trial's number in its configuration, a line and points per configuration (one
-    colour each, the same in every panel); each change point a vertical rule coloured by direction (regressed red,
-    improved green) and the means before and after it as dashed horizontal segments."""
+    colour each, the same in every panel); each configuration's noise floor (rows of noise_floor) a shaded band in
+    its colour over the trials it was measured from; each change point a vertical rule coloured by direction
+    (regressed red, improved green) and the means before and after it as dashed horizontal segments."""
     if history.height == 0:
         return _styled(_note("no trials with figures", title))
     configurations = list(dict.fromkeys(history.sort("trial_number")["configuration"].to_list()))
@@ -271,6 +290,17 @@ def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
                      alt.Tooltip("configuration:N"), alt.Tooltip("trial_number:Q", format="d"),
                      alt.Tooltip("value:Q", format=",.4~f")])
         layers: list[alt.Chart] = []
+        floors = noise_floor.filter(pl.col("metric") == metric).to_dicts() \
+            if noise_floor is not None and noise_floor.height else []
+        bands = noise_bands(floors, last)
+        if bands:
+            layers.append(alt.Chart(_values(bands)).mark_rect(opacity=0.15).encode(
+                x=alt.X("start:Q", scale=trials), x2="end:Q", y=alt.Y("low:Q"), y2="high:Q",
+                color=alt.Color("configuration:N", scale=alt.Scale(domain=configurations, range=colours),
+                                legend=None),
+                tooltip=[alt.Tooltip("configuration:N"), alt.Tooltip("noise:N", title="noise floor"),
+                         alt.Tooltip("trials:Q", title="trials", format="d"),
+                         alt.Tooltip("level:Q", format=",.4~f")]))
         if changes:
             direction = alt.Color("direction:N", scale=alt.Scale(domain=list(DIRECTION_COLOURS),
                                                                range=list(DIRECTION_COLOURS.values())),

@@ -263,6 +263,7 @@ class TrialDirectory:
             "metadata": json.dumps(manifest.get("metadata", {}) if manifest else self._summary_metadata(),
                                    sort_keys=True),
             **{key: driver_load.get(key) for key in ("driver_cpu_s", "driver_core_share", "machine_cpu_saturation")},
+            "group_id": manifest.get("group"), "inject_wake_delay_ms": knobs.get("inject_wake_delay_ms"),
         }
 
     def cluster_facts(self) -> dict[str, Any]:

@@ -13,6 +13,12 @@ _TRIAL_DIR = re.compile(r"runs/(?P<suite>[^/]+)/run_date=(?P<date>\d{4}-\d{2}-\d
                         r"/run_tag=(?P<tag>[^/]+)/?$")
 
 
+def group_id(suite: str, started: datetime, role: str, trials: int) -> str:
+    """The id of a group of repeated trials: ``<suite>-<yyyymmddthhmmssz>-<role><trials>``, ``role`` ``x`` for a
+    suite's repeats (``run --repeat``), ``a`` or ``b`` for a side of an A/B comparison (``ab``)."""
+    return f"{suite}-{started.astimezone(UTC).strftime(_STAMP)}-{role}{trials}"
+
+
 @dataclass(frozen=True)
 class TrialKey:
     """What identifies a trial directory: suite, start second (UTC) and tag."""

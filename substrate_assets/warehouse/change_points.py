@@ -11,17 +11,20 @@ trials given, and :func:`replace_change_points` replaces the whole table from th
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from datetime import datetime
 from itertools import groupby
 
 import duckdb
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS, ChangePointParameters, find_change_points
+from substrate_assets.analysis.noise import fits_ratio_scale, successive_spread
 from substrate_assets.warehouse.connection import transaction
 
 CHANGE_POINTS = "change_points"
 METRIC_HISTORY = "metric_history"
+# A change point must move its series' level by at least this many times the series' trial-to-trial noise.
+NOISE_MULTIPLE = 1.0
 
 COLUMNS: tuple[tuple[str, str], ...] = (
     ("suite", "VARCHAR"),
@@ -109,11 +112,24 @@ def _series(history: Iterable[Measurement]) -> Iterator[list[Measurement]]:
         yield list(measurements)
 
 
+def above_the_noise(values: Sequence[float], parameters: ChangePointParameters) -> ChangePointParameters:
+    """The parameters for one series, its smallest change raised to :data:`NOISE_MULTIPLE` times its trial-to-trial
+    noise where that is larger: a level that moves by less than trials of one configuration move among themselves
+    is not a change. The noise is the series' successive-difference spread (robust to the very steps looked for),
+    on the ratio scale — Otava's magnitude is a ratio — so only for a series of positive values."""
+    spread = successive_spread(values, "ratio") if fits_ratio_scale(values) else None
+    if spread is None or NOISE_MULTIPLE * spread <= parameters.min_magnitude:
+        return parameters
+    return replace(parameters, min_magnitude=NOISE_MULTIPLE * spread)
+
+
 def series_changes(series: list[Measurement],
                    parameters: ChangePointParameters = DEFAULT_PARAMETERS) -> list[MetricChange]:
-    """The change points of one series (one suite, configuration and metric, in trial order)."""
+    """The change points of one series (one suite, configuration and metric, in trial order), each beyond the
+    series' noise (:func:`above_the_noise`)."""
     changes = []
-    for point in find_change_points([m.value for m in series], parameters):
+    values = [m.value for m in series]
+    for point in find_change_points(values, above_the_noise(values, parameters)):
         first, previous = series[point.index], series[point.index - 1]
         changes.append(MetricChange(
             first.suite, first.configuration, first.metric, first.trial_id, first.trial_number, first.started_at,

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 
 import duckdb
 
+from substrate_assets.warehouse.connection import has_table
+
 SCHEMA = "changes"
 LOADS = f"{SCHEMA}.loads"
 MARKS = f"{SCHEMA}.marks"
@@ -42,8 +44,7 @@ def database(connection: duckdb.DuckDBPyConnection) -> str:
 
 
 def has_bookkeeping(connection: duckdb.DuckDBPyConnection) -> bool:
-    return bool(connection.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-                                   "AND schema_name = ? AND table_name = 'loads'", [SCHEMA]).fetchone()[0])
+    return has_table(connection, "loads", SCHEMA)
 
 
 def ensure_bookkeeping(connection: duckdb.DuckDBPyConnection, raw_tables: Iterable[str]) -> None:

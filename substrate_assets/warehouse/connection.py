@@ -49,6 +49,12 @@ CREATE OR REPLACE TEMP MACRO locust_bucket(ms) AS
 """)
 
 
+def has_table(connection: duckdb.DuckDBPyConnection, name: str, schema: str = "main") -> bool:
+    """Whether the warehouse (not a TEMP table, not another attached database) has the table ``schema.name``."""
+    return bool(connection.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
+                                   "AND schema_name = ? AND table_name = ?", [schema, name]).fetchone()[0])
+
+
 def prepare(connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Register the warehouse's functions on ``connection`` (idempotent)."""
     with contextlib.suppress(duckdb.CatalogException):  # already registered on this connection

@@ -44,6 +44,7 @@ from substrate_assets.warehouse.change_points import (
 )
 from substrate_assets.warehouse.checks import TestOutcome, load_tests, read_yaml, run_test_groups, run_tests
 from substrate_assets.warehouse.connection import transaction
+from substrate_assets.warehouse.noise_floor import NOISE_FLOOR, replace_noise_floor
 
 
 class ModelError(ValueError):
@@ -549,6 +550,7 @@ def _update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.
     books = books if books is not None else changes.read_books(connection)
     if books is None:
         replace_change_points(connection)
+        replace_noise_floor(connection)
         return None
     models = models if models is not None else discover()
     built = books.mark(CHANGE_POINTS)
@@ -570,6 +572,7 @@ def _update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.
     with transaction(connection):
         _set_mark(connection, books, CHANGE_POINTS, target, CHANGE_POINTS_BUILT_BY, [METRIC_HISTORY],
                   whole=updated is None)
+        replace_noise_floor(connection)
     return updated
 
 
@@ -641,6 +644,8 @@ def build_marts(connection: duckdb.DuckDBPyConnection,
                 _set_mark(connection, books, CHANGE_POINTS, _target(books, [METRIC_HISTORY]), CHANGE_POINTS_BUILT_BY,
                           [METRIC_HISTORY], whole=True)
             built.append(describe_table(connection, CHANGE_POINTS))
+            replace_noise_floor(connection)
+            built.append(describe_table(connection, NOISE_FLOOR))
         prune_copies(connection, models)
     return built, run_tests(connection, _tests(directory, models))
 
@@ -680,6 +685,7 @@ def update_marts(connection: duckdb.DuckDBPyConnection, directory: Path | None =
         updated = [(model.name, _update(connection, model, models, books)) for model in build_order(models)]
         if METRIC_HISTORY in models:
             updated.append((CHANGE_POINTS, _update_change_points(connection, books, models)))
+            updated.append((NOISE_FLOOR, None))
         if books is not None:
             changes.save_marks(connection, books)
         prune_copies(connection, models, books)

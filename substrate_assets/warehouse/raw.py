@@ -89,6 +89,8 @@ MANIFEST_SCHEMA: dict[str, pl.DataType] = {
     "metadata": pl.Utf8(), "family": pl.Utf8(),
     # What the local trial's own driver cost over the steady window (trial.json's driver_load); null elsewhere.
     "driver_cpu_s": pl.Float64(), "driver_core_share": pl.Float64(), "machine_cpu_saturation": pl.Float64(),
+    # The group of repeated trials it is one of, and the wake delay injected into the embedded runtime.
+    "group_id": pl.Utf8(), "inject_wake_delay_ms": pl.Int64(),
 }
 CLUSTER_FACTS_SCHEMA: dict[str, pl.DataType] = {
     "machine_type": pl.Utf8(), "node_count": pl.Int64(), "allocatable_cores": pl.Float64(),

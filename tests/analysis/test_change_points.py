@@ -111,3 +111,13 @@ def test_a_new_level_is_reported_once_three_trials_confirm_it():
     [change] = find_change_points(noisy([100.0] * 10 + [130.0] * 3, seed=3))
     assert change.index == 10 and change.mean_after == pytest.approx(130.0, rel=0.03)
 
+
+
+def test_an_outlier_among_the_last_three_trials_is_no_change():
+    """The mean of the last three trials moves with one outlier among them (+100 %), their median does not: no change.
+    Three trials at a new level are one."""
+    series = noisy([100.0] * 20 + [400.0, 100.0, 100.0], seed=2)
+    assert find_change_points(series) == []
+    tripled = noisy([100.0] * 20 + [300.0, 310.0, 305.0], seed=2)
+    [change] = find_change_points(tripled)
+    assert change.index == 20

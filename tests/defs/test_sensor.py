@@ -1,5 +1,5 @@
-"""script_change_sensor: a changed script starts exactly one trial per suite that uses it; an invalid one starts
-nothing and says why."""
+"""script_change_sensor: a changed script starts each suite's trials that uses it (its repeat, one group); an invalid
+one starts nothing and says why."""
 
 import json
 import shutil
@@ -21,9 +21,9 @@ from substrate_assets.defs.trials.sensors import script_change_sensor
 ROOT = Path(__file__).resolve().parents[2]
 SUITES = """\
 suites:
-  - {name: smoke-a, script: quick-session, users: 1}
-  - {name: smoke-b, script: quick-session, users: 2}
-  - {name: coding, script: coding-session, users: 1}
+  - {name: smoke-a, script: quick-session, users: 1, repeat: 1}
+  - {name: smoke-b, script: quick-session, users: 2, repeat: 2}
+  - {name: coding, script: coding-session, users: 1, repeat: 1}
 """
 
 
@@ -60,7 +60,7 @@ def test_first_tick_records_a_baseline_and_starts_nothing(tmp_path):
     assert set(json.loads(result.cursor)) == {"coding-session", "quick-session"}
 
 
-def test_an_edited_think_time_starts_one_trial_per_suite_using_the_script(tmp_path):
+def test_an_edited_think_time_starts_each_suites_trials_using_the_script(tmp_path):
     setup(tmp_path)
     baseline = tick(tmp_path, None).cursor
     unchanged = tick(tmp_path, baseline)
@@ -70,11 +70,17 @@ def test_an_edited_think_time_starts_one_trial_per_suite_using_the_script(tmp_pa
     result = tick(tmp_path, baseline)
     trials = [r for r in result.run_requests if r.job_name == run_trial_job.name]
     scripts = [r for r in result.run_requests if r.job_name == validate_script_job.name]
-    assert sorted(suite_of(r) for r in trials) == ["smoke-a", "smoke-b"]  # not "coding"
+    assert sorted(suite_of(r) for r in trials) == ["smoke-a", "smoke-b", "smoke-b"]  # not "coding"
     sha = json.loads(result.cursor)["quick-session"]
     assert sha != json.loads(baseline)["quick-session"]
-    # Each run names its trial's partition when it starts; the request carries the suite as run config.
-    assert all(r.partition_key is None and r.run_key == f"{suite_of(r)}:quick-session:{sha}" for r in trials)
+    # Each run names its trial's partition when it starts; the request carries the suite as run config. smoke-b's
+    # repeat of 2 is one group of two trials.
+    assert all(r.partition_key is None for r in trials)
+    assert sorted(r.run_key for r in trials) == [f"smoke-a:quick-session:{sha}", f"smoke-b:quick-session:{sha}:1",
+                                                 f"smoke-b:quick-session:{sha}:2"]
+    groups = [r.run_config["ops"]["trial"]["config"].get("group") for r in trials]
+    assert groups[0] is None and groups[1] == groups[2] and groups[1].startswith("smoke-b-")
+    assert groups[1].endswith("-x2") and trials[1].tags["substrate/group"] == groups[1]
     assert [r.partition_key for r in scripts] == ["quick-session"]
     added = {request.partitions_def_name: request.partition_keys for request in result.dynamic_partitions_requests}
     assert added == {"script": ["quick-session"]}
@@ -93,7 +99,7 @@ def test_an_invalid_script_starts_nothing_and_says_why(tmp_path):
     assert "invalid script" in message and 'unknown unit "d"' in message and "quick-session.yaml:" in message
     assert json.loads(result.cursor)["quick-session"] == json.loads(baseline)["quick-session"]
     path.write_text(path.read_text().replace("think: 7d", "think: 800ms"))
-    assert len(tick(tmp_path, result.cursor).run_requests) == 3  # fixed: the script run and two trials
+    assert len(tick(tmp_path, result.cursor).run_requests) == 4  # fixed: the script run and three trials
 
 
 def test_a_new_script_counts_as_changed(tmp_path):
@@ -108,7 +114,7 @@ def test_a_new_script_counts_as_changed(tmp_path):
 def test_a_cluster_deployment_starts_only_kubernetes_suites(tmp_path, monkeypatch):
     setup(tmp_path)
     with (tmp_path / "suites.yaml").open("a") as suites:
-        suites.write("  - {name: smoke-pods, script: quick-session, users: 4, backend: kubernetes, "
+        suites.write("  - {name: smoke-pods, script: quick-session, users: 4, repeat: 1, backend: kubernetes, "
                      "kubernetes: {image: r/substrate-bench:1, store: gs://b/p}}\n")
     baseline = tick(tmp_path, None).cursor
     path = tmp_path / "scripts" / "quick-session.yaml"
@@ -118,4 +124,4 @@ def test_a_cluster_deployment_starts_only_kubernetes_suites(tmp_path, monkeypatc
     assert [suite_of(r) for r in trials] == ["smoke-pods"]
     monkeypatch.setenv("SUBSTRATE_BENCH_DEPLOYMENT", "workstation")
     trials = [r for r in tick(tmp_path, baseline).run_requests if r.job_name == run_trial_job.name]
-    assert sorted(suite_of(r) for r in trials) == ["smoke-a", "smoke-b", "smoke-pods"]
+    assert sorted(suite_of(r) for r in trials) == ["smoke-a", "smoke-b", "smoke-b", "smoke-pods"]

@@ -40,6 +40,7 @@ suites:
     duration: 10m
     think_scale: 0.2
     workers: 2
+    repeat: 1
 """
 TRIAL_CHILD = "substrate_assets.app.pipes_trial"
 # A waiting run sleeps a second between looks at the pool and exits as soon as a signal arrives; the rest of this

@@ -150,18 +150,20 @@ def test_a_blank_page_is_caught(browser, tmp_path):
 
 
 def test_a_comparison_of_two_real_trials_reads_in_the_browser(browser, tmp_path):
-    """`report --compare` on two trials loaded through the real load path and marts: the command's own table and
-    verdicts, both CDFs, nothing fetched, nothing erring."""
+    """`report --compare` on two groups of three trials loaded through the real load path and marts, the second
+    twice as slow: the command's own table and verdicts, both CDFs, nothing fetched, nothing erring."""
     store = RunStore(tmp_path / "store")
     rng = np.random.default_rng(3)
-    ids = [write_trial(store, "s", 1_764_547_200 + 100 * n, {"WakeFirstTouch": rng.lognormal(np.log(m), 0.5, 4000),
-                                                             "Step_01_edit": rng.lognormal(3.0, 0.3, 800)})
-           for n, m in enumerate((100.0, 130.0))]
+    groups = ("s-20251201t000000z-a3", "s-20251201t000000z-b3")
+    for n, (m, group) in enumerate([(100.0, groups[0])] * 3 + [(200.0, groups[1])] * 3):
+        level = m * np.exp(rng.normal(0, 0.05))
+        write_trial(store, "s", 1_764_547_200 + 100 * n, {"WakeFirstTouch": rng.lognormal(np.log(level), 0.5, 4000),
+                                                          "Step_01_edit": rng.lognormal(3.0, 0.3, 800)}, group=group)
     path = tmp_path / "w.duckdb"
     with connect(path) as connection:
         load_trials(connection, [TrialDirectory(directory) for directory in store.trial_dirs()])
         build_marts(connection)
-    page = write_with_cli(path, tmp_path / "compare.html", "--compare", *ids)
+    page = write_with_cli(path, tmp_path / "compare.html", "--compare", *groups)
     text = page.read_text()
     assert "WakeFirstTouch p50" in text and "word-regressed" in text and "Regressed: WakeFirstTouch p50" in text
     assert text.count("<svg") >= 1

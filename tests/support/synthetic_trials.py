@@ -28,7 +28,8 @@ PERCENTILES = "20,25,30,33,40,55,80,120,300,400,400"
 
 def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str, np.ndarray], *,
                 tag: str = "local", sut_version: str | None = None, users: int = 4, failures: int = 0,
-                node_count: int = 1, completed: bool = True) -> str:
+                node_count: int = 1, completed: bool = True, group: str | None = None,
+                inject_wake_delay_ms: int | None = None) -> str:
     """A trial of ``suite`` (``completed``, or stopped before its end) whose request log holds ``latencies`` (request
     name → samples, all successful) and whose Aggregated stats row counts ``failures`` more failed requests; its
     trial id."""
@@ -38,10 +39,11 @@ def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str
     started = datetime.fromtimestamp(run_ts, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     ended = datetime.fromtimestamp(run_ts + 60, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     (directory / "trial.json").write_text(json.dumps({
-        "trial_id": key.trial_id, "suite": suite, "tag": tag, "backend": "local", "run_ts": run_ts,
+        "trial_id": key.trial_id, "group": group, "suite": suite, "tag": tag, "backend": "local", "run_ts": run_ts,
         "started_at": started, "ended_at": ended, "completed": completed, "interrupted": not completed, "sut_version": sut_version,
         "script": {"name": "quick-session", "sha256": "0" * 64},
-        "knobs": {"users": users, "duration_s": 60, "actors_per_user": 1},
+        "knobs": {"users": users, "duration_s": 60, "actors_per_user": 1,
+                  "inject_wake_delay_ms": inject_wake_delay_ms},
         "cluster_facts": {"machine_type": "cpu", "node_count": node_count, "allocatable_cores": 2.0,
                           "allocatable_ram_gb": 23.5, "worker_pod_count": 8, "gke_version": None,
                           "worker_actor_capacity": "4", "worker_memory_limit_gb": None, "sandbox_class": "process"},

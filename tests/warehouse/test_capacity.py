@@ -40,7 +40,7 @@ SLO_CAPACITY_COLUMNS = [
 CAPACITY_HISTORY_COLUMNS = [
     "configuration", "script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "sut_version",
     "machine_type", "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder", "node_count", "users",
-    "actors_per_user", "duration_s", "suite", "trial_id",
+    "actors_per_user", "duration_s", "inject_wake_delay_ms", "suite", "trial_id",
     "started_at", "trial_number",
     "capacity_users", "capacity_actors_per_node", "capacity_actors_per_vcpu", "capacity_actors_per_gb_ram",
     "capacity_wake_p99_ms", "knee_users", "broken_by", "capacity_null_because",
@@ -302,6 +302,8 @@ def configuration_id(**values) -> str:
             "slo_wake_p99_ms", "slo_failure_ratio", "think_scale", "ladder", "node_count", "users", "actors_per_user",
             "duration_s")
     text = json.dumps({key: values.get(key) for key in keys}, separators=(",", ":"))
+    if values.get("inject_wake_delay_ms") is not None:
+        text += f" inject_wake_delay_ms={values['inject_wake_delay_ms']}"
     return hashlib.md5(text.encode()).hexdigest()[:12]
 
 
@@ -345,7 +347,7 @@ def test_capacity_history_groups_trials_by_configuration(warehouse):
             {"script_sha256": "bbb", **load, "slo_wake_p99_ms": 100.0}
         # Every point's wake_p99_ms here is its users in ms, and its actors per node, vCPU, GiB users / 2, 8, 32.
         return {"configuration": configuration,
-                **{key: config.get(key) for key in CAPACITY_HISTORY_COLUMNS[1:15]},
+                **{key: config.get(key) for key in CAPACITY_HISTORY_COLUMNS[1:16]},
                 "suite": "ladder", "trial_id": trial_id, "started_at": started_at, "trial_number": number,
                 "capacity_users": users,
                 "capacity_actors_per_node": None if users is None else users / 2,
@@ -369,6 +371,19 @@ def test_capacity_history_groups_trials_by_configuration(warehouse):
         row(b, "b-2", at(5), 2, 20.0, "b-1", 40.0, -20.0),
     ]
     assert fetch(warehouse, "SELECT * FROM capacity_history") == (rows_a + rows_b if a < b else rows_b + rows_a)
+
+
+def test_an_injected_wake_delay_is_another_configuration_and_leaves_the_others_ids(warehouse):
+    """A trial with a wake delay injected is a configuration of its own; one without keeps the id it had before the
+    delay was a column (the delay joins the configuration's JSON only when set)."""
+    ladder(warehouse, "plain", [(10.0, 0.0)], wake=100.0)
+    ladder(warehouse, "delayed", [(10.0, 0.0)], wake=100.0, inject_wake_delay_ms=45)
+    build_and_check(warehouse)
+    rows = {row["trial_id"]: row for row in fetch(warehouse, "SELECT * FROM capacity_history")}
+    load = {"users": 40, "actors_per_user": 2, "slo_wake_p99_ms": 100.0}
+    assert rows["plain"]["configuration"] == configuration_id(**load)
+    assert rows["delayed"]["configuration"] == configuration_id(**load, inject_wake_delay_ms=45)
+    assert rows["delayed"]["inject_wake_delay_ms"] == 45 and rows["delayed"]["trial_number"] == 1
 
 
 def test_a_changed_slo_is_another_configuration(warehouse):

@@ -260,10 +260,52 @@ def test_the_asset_reports_the_change_points(warehouse, path):
     assert histories and all(metadata[key].value.startswith("![history of suite ") for key in histories)
 
 
-def test_change_points_is_an_asset_only_beside_the_model_it_reads(tmp_path, monkeypatch):
+def test_change_points_and_noise_floor_are_assets_only_beside_the_model_they_read(tmp_path, monkeypatch):
     monkeypatch.setenv("SUBSTRATE_BENCH_ROOT", str(tmp_path))
     assert model_assets() == []  # a project without models: nothing to read, no asset to fail
     (tmp_path / "dbt_like_sql").mkdir()
     (tmp_path / "dbt_like_sql" / "metric_history.sql").write_text("SELECT 1 AS value")
     assert {key.to_user_string() for asset in model_assets() for key in asset.keys} == {"metric_history",
-                                                                                        "change_points"}
+                                                                                        "change_points",
+                                                                                        "noise_floor"}
+
+
+def series(values: list[float], metric: str = "wake_p50_ms") -> list:
+    from substrate_assets.warehouse.change_points import Measurement
+
+    return [Measurement("s", "cfg", metric, f"t-{n:03d}", n, at(n), "v1", value, "ms", "lower")
+            for n, value in enumerate(values, start=1)]
+
+
+def test_an_a_a_history_of_trial_level_figures_shows_no_change_point():
+    """Identical configurations, trial after trial: 100 seeded histories of 40 trials whose figures move 12 % from
+    trial to trial (log-normal), with an isolated outlying trial (three times the level) now and then, as this
+    machine's wake p50 has under load. The noise gate (a change at least the series' own trial-to-trial spread,
+    between the levels' medians) leaves none, the last trials of a series included."""
+    from substrate_assets.warehouse.change_points import series_changes
+
+    found = 0
+    for seed in range(100):
+        rng = random.Random(seed)
+        values, last_outlier = [], -10
+        for number in range(40):
+            outlier = rng.random() < 0.05 and number - last_outlier > 4
+            last_outlier = number if outlier else last_outlier
+            values.append(100.0 * rng.lognormvariate(0, 0.12) * (3.0 if outlier else 1.0))
+        found += len(series_changes(series(values)))
+    assert found == 0
+
+
+def test_a_step_of_three_noise_floors_is_still_found():
+    """A level that moves by three times the series' trial-to-trial spread (12 %: +40 %) after 20 trials is one
+    regression at its first trial, through the gate."""
+    from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
+    from substrate_assets.warehouse.change_points import above_the_noise, series_changes
+
+    rng = random.Random(7)
+    values = [100.0 * rng.lognormvariate(0, 0.12) for _ in range(20)] + \
+             [140.0 * rng.lognormvariate(0, 0.12) for _ in range(20)]
+    gated = above_the_noise(values, DEFAULT_PARAMETERS)
+    assert gated.min_magnitude > 0.05
+    [change] = series_changes(series(values))
+    assert (change.trial_number, change.direction) == (21, "regressed")

@@ -3,6 +3,6 @@
 
 TRIAL_RUN = "trial_run"
 TRIAL_COMPLETED = "trial_completed"
-# On a workstation, the warehouse domain compares each trial with the previous one of its suite and configuration
+# On a workstation, the warehouse domain judges each trial against the history of its suite and configuration
 # under this name; the run_trial job leaves it out, as the marts it reads follow that job.
-NO_REGRESSION = "no_regression_against_previous_trial"
+NO_REGRESSION = "no_regression_against_history"

@@ -20,6 +20,7 @@ TRIAL_TAG = "substrate/trial"
 SUITE_TAG = "substrate/suite"
 SCRIPT_TAG = "substrate/script"
 FAMILY_TAG = "substrate/family"
+GROUP_TAG = "substrate/group"
 # Dagster keeps a materialization's data version under this tag (MaterializeResult.data_version as an event).
 DATA_VERSION_TAG = "dagster/data_version"
 
@@ -34,12 +35,18 @@ class TrialConfig(dg.Config):
                                  "2m, 1h30m); null keeps the suite's.")
     think_scale: float | None = Field(default=None, description="Multiplies every think time instead of the "
                                       "suite's factor; null keeps the suite's.")
+    inject_wake_delay_ms: int | None = Field(default=None, description="Adds this many ms to every wake of the "
+                                             "embedded runtime (a slowdown of known size; 0 adds none); null keeps "
+                                             "the suite's.")
+    group: str | None = Field(default=None, description="The group of repeated trials this one belongs to "
+                              "(`substrate-bench run --repeat`, `ab`); null for a trial of its own.")
 
     def chosen_suite(self, suites: SuitesResource) -> Suite:
         """The suite with this config's changes, validated as suites.yaml is; dg.Failure names what is wrong."""
         try:
             return suites.suite(self.suite).with_overrides(users=self.users, duration=self.duration,
-                                                           think_scale=self.think_scale)
+                                                           think_scale=self.think_scale,
+                                                           inject_wake_delay_ms=self.inject_wake_delay_ms)
         except SuiteError as error:
             raise dg.Failure(f"run config: {error}") from None
 
@@ -60,9 +67,10 @@ def trial(context: dg.OpExecutionContext, config: TrialConfig, pipes_subprocess_
     trial_id = run_store.store().propose_key(suite.name, suite.tag, taken).trial_id
     context.instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
     context.instance.add_run_tags(context.run_id, {TRIAL_TAG: trial_id, SUITE_TAG: suite.name, FAMILY_TAG: suite.family,
-                                                   **({SCRIPT_TAG: suite.script} if suite.script else {})})
+                                                   **({SCRIPT_TAG: suite.script} if suite.script else {}),
+                                                   **({GROUP_TAG: config.group} if config.group else {})})
     invocation = launch_trial(context, suite, trial_id, pipes_subprocess_client, pipes_k8s_client, run_store,
-                              script_library, deployment)
+                              script_library, deployment, config.group)
     for result in invocation.get_results(implicit_materializations=False):
         if isinstance(result, dg.MaterializeResult):
             version = {DATA_VERSION_TAG: result.data_version.value} if result.data_version else {}
@@ -86,10 +94,11 @@ LAUNCHPAD_DEFAULT = "quick-smoke"
     config={"ops": {"trial": {"config": {"suite": LAUNCHPAD_DEFAULT}}}},
     tags={"substrate/kind": "trial"},
     description="Run one trial. Launchpad config: `ops: {trial: {config: {suite: quick-smoke}}}`, optionally "
-    "`users`, `duration` (60s, 2m) and `think_scale`. The job names the trial's partition of trial_run itself "
+    "`users`, `duration` (60s, 2m), `think_scale`, `inject_wake_delay_ms` (a slowdown of known size) and `group` (the "
+    "group of repeated trials it belongs to). The job names the trial's partition of trial_run itself "
     "(`<suite>-<yyyymmddthhmmssz>`, tagged `substrate/trial` on the run); re-executing a run starts a new trial with "
-    "the same config. On a workstation the raw tables, the models and the comparison with the previous trial follow "
-    "on their own (sensor `warehouse_refresh`).",
+    "the same config. On a workstation the raw tables, the models and the judgement against the trial's history "
+    "follow on their own (sensor `warehouse_refresh`).",
 )
 def run_trial_job() -> None:
     trial()

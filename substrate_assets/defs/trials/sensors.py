@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+from datetime import UTC, datetime
 
 import dagster as dg
 
@@ -12,7 +13,15 @@ from substrate_assets.defs.resources import (
     SuitesResource,
 )
 from substrate_assets.defs.scripts.jobs import validate_script_job
-from substrate_assets.defs.trials.jobs import SCRIPT_TAG, SUITE_TAG, TrialConfig, run_config, run_trial_job
+from substrate_assets.defs.trials.jobs import (
+    GROUP_TAG,
+    SCRIPT_TAG,
+    SUITE_TAG,
+    TrialConfig,
+    run_config,
+    run_trial_job,
+)
+from substrate_assets.results.trial_key import group_id
 from substrate_assets.suites import Suite, SuiteError
 from substrate_assets.workload import ScriptError
 
@@ -21,14 +30,27 @@ def _hashes(script_library: ScriptLibraryResource) -> dict[str, str]:
     return {path.stem: hashlib.sha256(path.read_bytes()).hexdigest() for path in script_library.library().paths()}
 
 
+def _trial_requests(suite: Suite, script: str, sha: str) -> list[dg.RunRequest]:
+    """The suite's ``repeat`` trials of the changed script, as one group when there are several. Each run names its
+    trial when it starts: trials queued behind one another each get their own second."""
+    group = group_id(suite.name, datetime.now(UTC), "x", suite.repeat) if suite.repeat > 1 else None
+    return [dg.RunRequest(job_name=run_trial_job.name,
+                          run_key=f"{suite.name}:{script}:{sha}" + (f":{number}" if group else ""),
+                          run_config=run_config(TrialConfig(suite=suite.name, group=group)),
+                          tags={SUITE_TAG: suite.name, SCRIPT_TAG: script, "substrate/script_sha256": sha,
+                                **({GROUP_TAG: group} if group else {})})
+            for number in range(1, suite.repeat + 1)]
+
+
 @dg.sensor(
     name="script_change_sensor",
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
     jobs=[validate_script_job, run_trial_job],
-    description="Hashes scripts/*.yaml. For each script that is new or changed (and valid), requests a run_trial run "
-    "of every suite that uses it (in a cluster deployment, every kubernetes suite; run_key = suite + script + sha), "
-    "which names its trial when it starts. The first tick records the current scripts as the baseline. An invalid "
+    description="Hashes scripts/*.yaml. For each script that is new or changed (and valid), requests the run_trial "
+    "runs of every suite that uses it (in a cluster deployment, every kubernetes suite): the suite's `repeat` trials, "
+    "one group (run_key = suite + script + sha, and the trial's number in a group), each naming its trial when it "
+    "starts. The first tick records the current scripts as the baseline. An invalid "
     "script starts nothing: the skip reason says why when nothing else started, else a warning in the tick's log.",
 )
 def script_change_sensor(context: dg.SensorEvaluationContext, script_library: ScriptLibraryResource,
@@ -64,10 +86,7 @@ def script_change_sensor(context: dg.SensorEvaluationContext, script_library: Sc
         runs.append(dg.RunRequest(partition_key=name, job_name=validate_script_job.name, run_key=f"{name}:{sha}",
                                   tags={"substrate/script_sha256": sha}))
         for suite in sorted(by_script.get(name, []), key=lambda suite: suite.name):
-            # The run names its trial when it starts: trials queued behind one another each get their own second.
-            runs.append(dg.RunRequest(job_name=run_trial_job.name, run_key=f"{suite.name}:{name}:{sha}",
-                                      run_config=run_config(TrialConfig(suite=suite.name)),
-                                      tags={SUITE_TAG: suite.name, SCRIPT_TAG: name, "substrate/script_sha256": sha}))
+            runs += _trial_requests(suite, name, sha)
     if not runs:
         reason = "no script changed"
         if problems:

@@ -1,28 +1,31 @@
-"""trial_run's check ``no_regression_against_previous_trial``: each trial compared, figure by figure, with the latest
-earlier trial of its suite and configuration (``substrate-bench compare``'s figures and verdicts, by its suite's
-thresholds). A regression warns and blocks nothing; the comparison table is the check's metadata."""
+"""trial_run's check ``no_regression_against_history``: each trial judged, figure by figure, against the recent history
+of its suite and configuration (its trials since the latest change point, at most 20, before this one), as
+Conbench judges a result against the distribution of earlier results: the history is the baseline and the measure
+of the noise (``substrate-bench compare``'s figures and verdicts, by the suite's thresholds). A regression warns and
+blocks nothing; an inconclusive figure passes, saying why; the comparison table is the check's metadata."""
 
 import warnings
 
 import dagster as dg
 import duckdb
 
-from substrate_assets.analysis.comparison import Comparison, Side, lost, regressed
-from substrate_assets.analysis.comparison_text import as_markdown, gate_fails, summary
+from substrate_assets.analysis.comparison import Comparison, Side, inconclusive, lost, regressed
+from substrate_assets.analysis.comparison_text import as_markdown, outcome, settling_advice, summary
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION, TRIAL_RUN
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.suites import compare_thresholds
-from substrate_assets.warehouse.comparison import compare, previous_trial, select_side, wake_samples
+from substrate_assets.warehouse.comparison import judge_against_history, select_side, wake_samples
 
-# What the comparison reads: the trial's raw tables and the marts holding its configuration and figures.
-READS = ("request_samples", "locust_stats", "capacity_history", "density_frontiers", "slo_capacity")
+# What the judgement reads: the trial's raw tables, the marts holding its configuration, figures and history.
+READS = ("request_samples", "locust_stats", "capacity_history", "density_frontiers", "slo_capacity",
+         "wake_latency_distribution", "step_latency", "metric_history", "change_points")
 
 
 def trial_pictures(connection: duckdb.DuckDBPyConnection, sides: list[Side]) -> dict[str, dg.MetadataValue]:
-    """The wake-latency CDF of the trial (the last side) over its baseline's, and its load points when it climbed a
+    """The wake-latency CDF of the trial (the last side) over its history's, and its load points when it climbed a
     ladder: images in markdown, as Dagster shows them."""
     # Imported here: the chart libraries cost ~0.6 s to import, paid by every process that loads the definitions.
     from substrate_assets.report.pages import ladder_chart
@@ -31,7 +34,7 @@ def trial_pictures(connection: duckdb.DuckDBPyConnection, sides: list[Side]) -> 
     samples = {side.label: wake_samples(connection, side) for side in sides}
     pictures = {}
     if any(len(values) for values in samples.values()):
-        title = "wake latency CDF" + (": previous trial and this one" if len(sides) > 1 else "")
+        title = "wake latency CDF" + (": the history's trials and this one" if len(sides) > 1 else "")
         pictures["wake_cdf"] = dg.MetadataValue.md(markdown_image(latency_cdf(samples, title), title))
     ladder = ladder_chart(connection, sides[-1].trial_ids[0])
     if ladder is not None:
@@ -41,22 +44,30 @@ def trial_pictures(connection: duckdb.DuckDBPyConnection, sides: list[Side]) -> 
 
 def check_result(comparison: Comparison, source: str,
                  pictures: dict[str, dg.MetadataValue]) -> dg.AssetCheckResult:
-    worse, gone = regressed(comparison.figures), lost(comparison.figures)
+    worse, gone, unsure = regressed(comparison.figures), lost(comparison.figures), inconclusive(comparison.figures)
+    advice = settling_advice(comparison)
     metadata: dict[str, dg.RawMetadataValue] = {
         **pictures,
-        "compared_with": comparison.baseline.trial_ids[0],
+        "history_trials": dg.MetadataValue.int(len(comparison.baseline.trial_ids)),
+        "history": ", ".join(comparison.baseline.trial_ids),
+        "outcome": outcome(comparison),
         "regressed": ", ".join(row.figure for row in worse) or "none",
+        "inconclusive": ", ".join(row.figure for row in unsure) or "none",
         "not_measured_by_this_trial": ", ".join(row.figure for row in gone) or "none",
         "comparison": dg.MetadataValue.md(as_markdown(comparison, source)),
+        **({"to_settle": advice} if advice else {}),
     }
     for row in comparison.figures:
+        name = row.figure.replace(" ", "_")
         if row.change_pct is not None:
-            metadata[f"change_pct/{row.figure.replace(' ', '_')}"] = dg.MetadataValue.float(round(row.change_pct, 1))
-    return dg.AssetCheckResult(passed=not gate_fails(comparison), severity=dg.AssetCheckSeverity.WARN,
+            metadata[f"change_pct/{name}"] = dg.MetadataValue.float(round(row.change_pct, 1))
+        if row.noise is not None and row.scale == "ratio":
+            metadata[f"noise_pct/{name}"] = dg.MetadataValue.float(round(row.noise * 100, 1))
+    return dg.AssetCheckResult(passed=not (worse or gone), severity=dg.AssetCheckSeverity.WARN,
                                metadata=metadata, description=summary(comparison, source))
 
 
-def compare_with_previous_trial(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource,
+def judge_trial_against_history(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource,
                                 suites: SuitesResource) -> dg.AssetCheckResult:
     trial_id = context.partition_key
     with warehouse.connect() as connection:
@@ -64,23 +75,23 @@ def compare_with_previous_trial(context: dg.AssetCheckExecutionContext, warehous
                                    [trial_id]).fetchone()
         if not known or not known[1]:
             raise dg.Failure(f"trial {trial_id} is not in capacity_history: materialize its raw tables and the marts "
-                             "before comparing it")
-        baseline = previous_trial(connection, trial_id)
-        sides = [select_side(connection, trial) for trial in (baseline, trial_id) if trial is not None]
-        pictures = trial_pictures(connection, sides)
-        if baseline is None:
-            return dg.AssetCheckResult(passed=True, metadata={"compared_with": "none", **pictures},
-                                       description="The first trial of its suite and configuration: nothing to "
-                                       "compare with.")
+                             "before judging it")
         thresholds, source = compare_thresholds(known[0], suites.all())
-        comparison = compare(connection, sides[0], sides[1], thresholds)
+        trial = select_side(connection, trial_id)
+        comparison = judge_against_history(connection, trial, thresholds)
+        sides = [trial] if comparison is None else [comparison.baseline, trial]
+        pictures = trial_pictures(connection, sides)
+    if comparison is None:
+        return dg.AssetCheckResult(passed=True, metadata={"history_trials": dg.MetadataValue.int(0), **pictures},
+                                   description="No earlier trial of its suite and configuration: no history to "
+                                   "judge it against yet.")
     return check_result(comparison, source, pictures)
 
 
 def _after_the_marts_follow_a_trial() -> dg.AutomationCondition:
-    """True for a trial's partition that was never compared, when the marts have just been rebuilt with nothing
+    """True for a trial's partition that was never judged, when the marts have just been rebuilt with nothing
     upstream still running, and the trial both landed (trial_run; an imported or rebuilt trial has no such event and
-    is compared only on request) and loaded."""
+    is judged only on request) and loaded."""
     def dep(asset: str, condition: dg.AutomationCondition) -> dg.AutomationCondition:
         return dg.AutomationCondition.any_deps_match(condition).allow(dg.AssetSelection.assets(asset))
 
@@ -94,7 +105,7 @@ def _after_the_marts_follow_a_trial() -> dg.AutomationCondition:
 with warnings.catch_warnings():
     # A check per trial partition is a preview feature of Dagster 1.13, and the only way to check each trial.
     warnings.simplefilter("ignore", dg.PreviewWarning)
-    no_regression_against_previous_trial = dg.asset_check(
+    no_regression_against_history = dg.asset_check(
         asset=trial_run,
         name=NO_REGRESSION,
         partitions_def=trial_partitions,
@@ -102,8 +113,10 @@ with warnings.catch_warnings():
         additional_deps=list(READS),
         pool="duckdb",
         automation_condition=_after_the_marts_follow_a_trial(),
-        description="The trial compared with the latest earlier trial of its suite and configuration, as "
-        "`substrate-bench compare` does: wake and step latency p50/p99 (95 % bootstrap interval, Mann–Whitney U), "
-        "densities, capacity, failure ratio. Warns on a regression, blocks nothing; passes with nothing to compare "
-        "for a configuration's first trial.",
-    )(compare_with_previous_trial)
+        description="The trial judged against the recent history of its suite and configuration (its trials since "
+        "the latest change point, at most 20, before it), as `substrate-bench compare` judges: per figure — wake "
+        "and step latency p50/p99, densities, capacity, failure ratio — the change, a 95 % hierarchical bootstrap "
+        "interval, the trial-to-trial noise of the history and the change it could detect. Warns on a regression; "
+        "passes on no change and on an inconclusive figure (saying how many trials would settle it), and with "
+        "nothing to judge against for a configuration's first trial.",
+    )(judge_trial_against_history)

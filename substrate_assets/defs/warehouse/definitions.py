@@ -2,12 +2,12 @@
 
 import dagster as dg
 
-from substrate_assets.defs.warehouse.comparison import no_regression_against_previous_trial
+from substrate_assets.defs.warehouse.comparison import no_regression_against_history
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.defs.warehouse.sensors import warehouse_refresh
 
-defs = dg.Definitions(assets=[*raw_assets, *mart_assets], asset_checks=[no_regression_against_previous_trial],
+defs = dg.Definitions(assets=[*raw_assets, *mart_assets], asset_checks=[no_regression_against_history],
                       sensors=[warehouse_refresh],
                       resources={"warehouse": WarehouseResource()})

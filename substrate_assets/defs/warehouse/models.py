@@ -12,7 +12,8 @@ import dagster as dg
 import duckdb
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
-from substrate_assets.analysis.comparison_text import figure_text, p_value_text, percent_text
+from substrate_assets.analysis.comparison_text import figure_text, p_value_text, percent_text, spread_text
+from substrate_assets.analysis.noise import HISTORY_WINDOW
 from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.warehouse.column_checks import check_results, column_checks
 from substrate_assets.defs.warehouse.metadata import declared_table, model_metadata
@@ -20,11 +21,12 @@ from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, MetricChange, read_change_points
 from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_tests
-from substrate_assets.warehouse.connection import transaction
+from substrate_assets.warehouse.connection import has_table, transaction
 from substrate_assets.warehouse.models import (
     Model,
     ModelError,
     build_order,
+    describe_table,
     discover,
     drop_updated_rows,
     held_rows,
@@ -34,6 +36,7 @@ from substrate_assets.warehouse.models import (
     update,
     update_change_points,
 )
+from substrate_assets.warehouse.noise_floor import NOISE_FLOOR, replace_noise_floor
 from substrate_assets.warehouse.raw import RAW_TABLES
 
 # The marts are refreshed when a trial lands, so their age is the age of the newest trial: a day without one warns,
@@ -60,22 +63,30 @@ def _model_spec(model: Model, known: set[str]) -> dg.AssetSpec:
     )
 
 
-CHANGE_POINTS_SPEC = dg.AssetSpec(
-    CHANGE_POINTS,
-    deps=[dg.AssetKey(METRIC_HISTORY)],
-    group_name="marts",
-    owners=OWNERS,
-    kinds={"duckdb", "python"},
-    automation_condition=dg.AutomationCondition.eager(),
-    freshness_policy=MART_FRESHNESS,
-    metadata=declared_table(CHANGE_POINTS),
-    description=(
-        "Where each headline metric of a configuration moved to another level: one row per change point of "
-        "each metric_history series (suite, configuration, metric, measured values in trial order), with the "
-        "trial it starts at, the means before and after, the change in %, the p-value and whether it regressed "
-        "or improved. Found by Hunter's split/merge with a t-test (Apache Otava's compute_change_points): "
-        f"{DEFAULT_PARAMETERS.describe()}."),
-)
+def _built_in_python(name: str, deps: list[str], kind: str, description: str) -> dg.AssetSpec:
+    """A mart the refresh builds in Python after the SQL models, from the tables ``deps``."""
+    return dg.AssetSpec(name, deps=[dg.AssetKey(dep) for dep in deps], group_name="marts", owners=OWNERS,
+                        kinds={"duckdb", kind}, automation_condition=dg.AutomationCondition.eager(),
+                        freshness_policy=MART_FRESHNESS, metadata=declared_table(name), description=description)
+
+
+CHANGE_POINTS_SPEC = _built_in_python(
+    CHANGE_POINTS, [METRIC_HISTORY], "python",
+    "Where each headline metric of a configuration moved to another level: one row per change point of "
+    "each metric_history series (suite, configuration, metric, measured values in trial order), with the "
+    "trial it starts at, the means before and after, the change in %, the p-value and whether it regressed "
+    "or improved. Found by Hunter's split/merge with a t-test (Apache Otava's compute_change_points): "
+    f"{DEFAULT_PARAMETERS.describe()}; a change at least the series' own trial-to-trial noise, between the "
+    "medians of its levels.")
+
+NOISE_FLOOR_SPEC = _built_in_python(
+    NOISE_FLOOR, [METRIC_HISTORY, CHANGE_POINTS], "sql",
+    "How much each headline metric of a configuration moves from one trial to the next: one row per "
+    "metric_history series, over the configuration's trials since its latest change point (at most the last "
+    f"{HISTORY_WINDOW}): the trials used, the median and level, the trial-to-trial standard deviation on the "
+    "metric's scale (of the logarithms, read as a coefficient of variation; the failure ratio's in its unit) "
+    "that comparisons judge a change against, and the robust spread (1.4826 x MAD / median) beside it. Null with "
+    "fewer than 3 trials.")
 
 
 # When the refresh's writes were committed and the warehouse closed: from then on a reader sees the rows.
@@ -94,6 +105,7 @@ class _Refresh:
     # The models not refreshed for it, each with its cause.
     skipped: dict[str, str] = field(default_factory=dict)
     change_points: dict[str, dg.MetadataValue] | None = None
+    noise_floor: dict[str, dg.MetadataValue] | None = None
 
 
 def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], tests: dict[str, list[ColumnTest]],
@@ -120,13 +132,21 @@ def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], 
             if failed:
                 refresh.blocking[model.name] = f"{model.name}: {', '.join(failed)}"
             refresh.results.append((model.name, model_metadata(built), check_results(model.name, outcomes)))
-        if CHANGE_POINTS in selected and METRIC_HISTORY in models:
+        python_built = {CHANGE_POINTS, NOISE_FLOOR} & selected
+        if python_built and METRIC_HISTORY in models:
             if METRIC_HISTORY in refresh.blocking:
-                refresh.skipped[CHANGE_POINTS] = refresh.blocking[METRIC_HISTORY]
-            else:
+                refresh.skipped.update(dict.fromkeys(sorted(python_built), refresh.blocking[METRIC_HISTORY]))
+            elif CHANGE_POINTS in selected or not has_table(connection, CHANGE_POINTS):
+                # noise_floor is rebuilt with change_points, whose latest change point starts each window.
                 built = update_change_points(connection, books)
-                refresh.change_points = {**model_metadata(built), "change_points": dg.MetadataValue.md(
-                    change_points_markdown(read_change_points(connection)))}
+                if CHANGE_POINTS in selected:
+                    refresh.change_points = {**model_metadata(built), "change_points": dg.MetadataValue.md(
+                        change_points_markdown(read_change_points(connection)))}
+            else:
+                replace_noise_floor(connection)
+            if NOISE_FLOOR in selected and NOISE_FLOOR not in refresh.skipped:
+                refresh.noise_floor = {**model_metadata(describe_table(connection, NOISE_FLOOR)),
+                                       "noise_floor": dg.MetadataValue.md(noise_floor_markdown(connection))}
         prune_copies(connection, models)
         if books is not None:
             drop_updated_rows(connection, books)
@@ -141,7 +161,7 @@ def marts_asset(models: dict[str, Model], tests: dict[str, list[ColumnTest]],
     anything is drawn or recorded. Any subset can be materialized."""
     specs = [_model_spec(model, known) for model in models.values()]
     if METRIC_HISTORY in models:
-        specs.append(CHANGE_POINTS_SPEC)
+        specs += [CHANGE_POINTS_SPEC, NOISE_FLOOR_SPEC]
 
     @dg.multi_asset(name="marts", specs=specs, can_subset=True, pool="duckdb",
                     check_specs=[check.spec() for model in models.values()
@@ -160,6 +180,8 @@ def marts_asset(models: dict[str, Model], tests: dict[str, list[ColumnTest]],
                 histories = suite_histories(connection)
             yield dg.MaterializeResult(asset_key=CHANGE_POINTS,
                                        metadata={**refresh.change_points, **committed, **histories})
+        if refresh.noise_floor is not None:
+            yield dg.MaterializeResult(asset_key=NOISE_FLOOR, metadata={**refresh.noise_floor, **committed})
         if refresh.skipped:
             raise ModelError("not refreshed, a blocking test of what they read failed: " + "; ".join(
                 f"{name} (after {cause})" for name, cause in refresh.skipped.items()))
@@ -190,6 +212,24 @@ def change_points_markdown(changes: list[MetricChange]) -> str:
                      f"(#{change.trial_number}) | {change.previous_trial_id} | {before} {change.unit} | "
                      f"{after} {change.unit} | {percent_text(change.change_pct)} | {p_value_text(change.p_value)} | "
                      f"{change.direction} |")
+    return "\n".join(lines)
+
+
+def noise_floor_markdown(connection: duckdb.DuckDBPyConnection) -> str:
+    """Each series' noise floor as a table: the trials it was measured over, the level, the noise and the robust
+    spread (percent on the ratio scale, the unit's on the difference scale)."""
+    rows = connection.execute(f"""
+        SELECT suite, configuration, metric, unit, scale, trials_used, first_trial_id, last_trial_id, level, noise,
+               robust_noise
+        FROM {NOISE_FLOOR} ORDER BY suite, configuration, metric""").fetchall()
+    if not rows:
+        return "No series has a trial yet."
+    lines = ["| suite | configuration | metric | trials | level | noise | robust noise |",
+             "|---|---|---|---|---|---|---|"]
+    for suite, configuration, metric, unit, scale, used, first, last, level, noise, robust in rows:
+        lines.append(f"| {suite} | {configuration} | {metric} | {used} ({first} … {last}) | "
+                     f"{figure_text(level, unit)} {unit} | {spread_text(noise, scale, unit)} | "
+                     f"{spread_text(robust, scale, unit)} |")
     return "\n".join(lines)
 
 

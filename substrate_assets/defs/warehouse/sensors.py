@@ -2,19 +2,19 @@
 
 import dagster as dg
 
-from substrate_assets.defs.warehouse.comparison import no_regression_against_previous_trial
+from substrate_assets.defs.warehouse.comparison import no_regression_against_history
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 
 warehouse_refresh = dg.AutomationConditionSensorDefinition(
     "warehouse_refresh",
     target=dg.AssetSelection.assets(*raw_assets, *mart_assets) | dg.AssetSelection.checks(
-        *no_regression_against_previous_trial.check_keys),
+        *no_regression_against_history.check_keys),
     default_status=dg.DefaultSensorStatus.RUNNING,
     # Each step of a trial's follow-up waits for a tick: 10 s keeps a UI-launched trial close to a `run` one, at a
     # cost of one condition evaluation (~0.3 s of CPU) per tick.
     minimum_interval_seconds=10,
     description="Follows every trial that lands, however it was launched (the run_trial form, `substrate-bench "
     "run`, the script sensor): its raw tables load (eager on trial_run), the cross-run models rebuild (eager on "
-    "the raw tables), then the trial is compared with the previous one of its suite and configuration.",
+    "the raw tables), then the trial is judged against the history of its suite and configuration.",
 )

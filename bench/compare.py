@@ -1,9 +1,10 @@
-"""The work of `substrate-bench compare` on two trials of 100k request samples each: selecting both sides, reading
-their samples, and every figure (p50 and p99 with 10,000 bootstrap replicates each, Mann–Whitney U, densities,
-failure ratio), after start-up (imports, opening the warehouse). Judged against a budget of 200 ms. Also the cost of
-one percentile difference's bootstrap as compare draws it (one Beta draw per replicate) against real resampling.
+"""The work of `substrate-bench compare` on two groups of trials of 100k request samples each (3 a side by default):
+selecting both sides, reading their samples by trial, the history's figures, and every figure (each trial's p50 and
+p99, a hierarchical bootstrap of 10,000 replicates each, the noise, the t test, densities, failure ratio), after
+start-up (imports, opening the warehouse). Judged against a budget of 200 ms. Also the cost of one trial's percentile
+bootstrap as compare draws it (one Beta draw per replicate) against real resampling.
 
-    .venv/bin/python bench/compare.py [--samples 100000] [--repeat 7]
+    .venv/bin/python bench/compare.py [--samples 100000] [--trials 3] [--repeat 7]
 
 The trials are written with every file a local trial has and loaded through the warehouse's real load path; 90 % of
 each trial's samples are WakeFirstTouch, the rest five Step rows.
@@ -24,11 +25,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from substrate_assets.analysis.comparison import (  # noqa: E402
-    BOOTSTRAP_REPLICATES,
-    Thresholds,
-    difference_replicates,
-)
+from substrate_assets.analysis.bootstrap import REPLICATES, bootstrap_percentiles  # noqa: E402
+from substrate_assets.analysis.comparison import Thresholds  # noqa: E402
 from substrate_assets.analysis.statistics import floor_index  # noqa: E402
 from substrate_assets.results.layout import RunStore  # noqa: E402
 from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
@@ -53,29 +51,32 @@ NAIVE_REPLICATES = 20
 
 
 def bootstrap_costs(rng: np.random.Generator, samples: int) -> tuple[float, float]:
-    """(ms for the p99 difference's replicates as compare draws them, ms resampling would take for as many)."""
-    baseline, candidate = np.sort(rng.lognormal(4.6, 0.5, samples)), np.sort(rng.lognormal(4.7, 0.5, samples))
+    """(ms for one trial's p99 replicates as compare draws them, ms resampling would take for as many)."""
+    trial = np.sort(rng.lognormal(4.6, 0.5, samples))
     started = time.perf_counter()
-    difference_replicates(baseline, candidate, 990)
+    bootstrap_percentiles(trial, 990, REPLICATES, rng)
     beta_ms = (time.perf_counter() - started) * 1e3
     started = time.perf_counter()
     for _ in range(NAIVE_REPLICATES):
-        floor_index(np.sort(rng.choice(candidate, samples)), 990)
-        floor_index(np.sort(rng.choice(baseline, samples)), 990)
-    naive_ms = (time.perf_counter() - started) * 1e3 * BOOTSTRAP_REPLICATES / NAIVE_REPLICATES
+        floor_index(np.sort(rng.choice(trial, samples)), 990)
+    naive_ms = (time.perf_counter() - started) * 1e3 * REPLICATES / NAIVE_REPLICATES
     return beta_ms, naive_ms
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=100_000)
+    parser.add_argument("--trials", type=int, default=3, help="Trials a side.")
     parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
     rng = np.random.default_rng(1)
+    groups = ("bench-20251201t000000z-a", "bench-20251201t000000z-b")
     with tempfile.TemporaryDirectory() as work:
         store = RunStore(Path(work) / "store")
-        ids = [write_trial(store, "bench", 1_764_547_200 + 100 * index, latencies(rng, args.samples, median))
-               for index, median in enumerate((100.0, 110.0))]
+        ids = [write_trial(store, "bench", 1_764_547_200 + 100 * index, latencies(rng, args.samples, median),
+                           group=groups[side])
+               for side, median in enumerate((100.0, 110.0)) for index in range(side * args.trials,
+                                                                                 (side + 1) * args.trials)]
         warehouse = Path(work) / "w.duckdb"
         with connect(warehouse) as connection:
             load_trials(connection, [TrialDirectory(path) for path in store.trial_dirs()])
@@ -84,26 +85,27 @@ def main() -> None:
         with connect(warehouse, read_only=True) as connection:
             for _ in range(args.repeat):
                 started = time.perf_counter()
-                result = compare(connection, select_side(connection, ids[0]), select_side(connection, ids[1]),
-                                 Thresholds())
+                result = compare(connection, select_side(connection, groups[0]),
+                                 select_side(connection, groups[1]), Thresholds())
                 timings.append((time.perf_counter() - started) * 1e3)
         wall = []
         for _ in range(3):
             started = time.perf_counter()
-            subprocess.run([str(ROOT / ".venv/bin/substrate-bench"), "compare", *ids, "--format", "json"],
+            subprocess.run([str(ROOT / ".venv/bin/substrate-bench"), "compare", *groups, "--format", "json"],
                            env={"SUBSTRATE_BENCH_WAREHOUSE": str(warehouse), "PATH": "/usr/bin:/bin"},
                            capture_output=True, check=False)
             wall.append(time.perf_counter() - started)
     median = statistics.median(timings)
     beta_ms, naive_ms = bootstrap_costs(rng, args.samples)
-    print(f"compare, 2 trials x {args.samples:,} request samples, {len(result.figures)} figures")
+    print(f"compare, 2 groups of {args.trials} trials x {args.samples:,} request samples ({len(ids)} trials), "
+          f"{len(result.figures)} figures")
     print(f"  work after start-up: median {median:.1f} ms (min {min(timings):.1f}, max {max(timings):.1f}) "
           f"over {args.repeat} runs")
     print(f"  budget {BUDGET_MS:.0f} ms: ratio {median / BUDGET_MS:.2f} of the budget")
     print(f"  the whole command, start-up included: median {statistics.median(wall):.2f} s")
-    print(f"bootstrap of one percentile difference, {BOOTSTRAP_REPLICATES:,} replicates of {args.samples:,} samples "
-          f"a side: one Beta draw per replicate {beta_ms:.1f} ms; resampling {naive_ms / 1e3:.1f} s (measured on "
-          f"{NAIVE_REPLICATES} replicates, scaled); ratio {naive_ms / beta_ms:,.0f}x")
+    print(f"bootstrap of one trial's p99, {REPLICATES:,} replicates of {args.samples:,} samples: one Beta draw per "
+          f"replicate {beta_ms:.1f} ms; resampling {naive_ms / 1e3:.1f} s (measured on {NAIVE_REPLICATES} "
+          f"replicates, scaled); ratio {naive_ms / beta_ms:,.0f}x")
 
 
 if __name__ == "__main__":

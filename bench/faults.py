@@ -65,6 +65,7 @@ suites:
     duration: 30s
     think_scale: 0.2
     workers: 4
+    repeat: 1
   - name: next
     script: quick-session
     users: 1
@@ -72,6 +73,7 @@ suites:
     duration: 5s
     think_scale: 0.2
     workers: 2
+    repeat: 1
 """
 HOSTILE_SUITE = """\
 suites:

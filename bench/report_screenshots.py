@@ -1,8 +1,8 @@
 """The screenshots of docs/: each kind of report (trial, comparison, history), opened in headless Chromium and saved
 as docs/report-<kind>.png. The trial report is of the report tests' hand-filled ladder trial (lognormal wake
 latencies, a ladder past its SLO); the comparison and the history are of twelve synthetic trials loaded through the
-real load path and marts, the last six with wakes a quarter slower, compared and searched for change points as
-`substrate-bench compare` and `change_points` do.
+real load path and marts, the last six with wakes a quarter slower, compared (the three trials before the change
+against the three after it) and searched for change points as `substrate-bench compare` and `change_points` do.
 
     .venv/bin/python bench/report_screenshots.py [--out docs]
 """
@@ -53,9 +53,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     arguments = parser.parse_args()
     sys.path.insert(0, str(ROOT))  # the warehouse and the browser are the tests' own
+    from substrate_assets.analysis.comparison import Side
     from substrate_assets.report.pages import compared_page, history_report, trial_report
     from substrate_assets.suites import compare_thresholds, load_suites
-    from substrate_assets.warehouse.comparison import compare, select_side
+    from substrate_assets.warehouse.comparison import compare
     from substrate_assets.warehouse.connection import connect
     from tests.report import warehouse
     from tests.report.browser import assert_clean, assert_not_blank, chromium, visit
@@ -68,7 +69,9 @@ def main() -> None:
         with connect(history, read_only=True) as connection:
             ids = [row[0] for row in connection.execute(
                 "SELECT trial_id FROM trial_manifests ORDER BY started_at").fetchall()]
-            sides = [select_side(connection, trial_id) for trial_id in (ids[5], ids[6])]
+            # The three trials before the change against the three after it, with the history of the others.
+            sides = [Side(f"{ids[3]} … {ids[5]} (3 trials)", tuple(ids[3:6])),
+                     Side(f"{ids[6]} … {ids[8]} (3 trials)", tuple(ids[6:9]))]
             thresholds, source = compare_thresholds(SUITE, load_suites())
             pages["comparison"] = compared_page(connection, compare(connection, *sides, thresholds), source)
             pages["history"] = history_report(connection, SUITE)

@@ -106,7 +106,7 @@ def main() -> None:
             run_id = launched["data"]["launchRun"]["run"]["runId"]
             trial_id = None
             landed_s = marts_s = None
-            check = dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_previous_trial")
+            check = dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_history")
             while True:
                 time.sleep(0.5)
                 if trial_id is None:

@@ -26,11 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from substrate_assets.analysis.bootstrap import REPLICATES, bootstrap_percentiles  # noqa: E402
-from substrate_assets.analysis.comparison import Thresholds  # noqa: E402
 from substrate_assets.analysis.statistics import floor_index  # noqa: E402
+from substrate_assets.analysis.verdicts import Thresholds  # noqa: E402
 from substrate_assets.results.layout import RunStore  # noqa: E402
 from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
-from substrate_assets.warehouse.comparison import compare, select_side  # noqa: E402
+from substrate_assets.warehouse.compare_trials import compare, select_side  # noqa: E402
 from substrate_assets.warehouse.connection import connect  # noqa: E402
 from substrate_assets.warehouse.models import build_marts  # noqa: E402
 from substrate_assets.warehouse.raw import load_trials  # noqa: E402

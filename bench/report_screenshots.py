@@ -53,10 +53,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     arguments = parser.parse_args()
     sys.path.insert(0, str(ROOT))  # the warehouse and the browser are the tests' own
-    from substrate_assets.analysis.comparison import Side
+    from substrate_assets.analysis.verdicts import Side
     from substrate_assets.report.pages import compared_page, history_report, trial_report
     from substrate_assets.suites import compare_thresholds, load_suites
-    from substrate_assets.warehouse.comparison import compare
+    from substrate_assets.warehouse.compare_trials import compare
     from substrate_assets.warehouse.connection import connect
     from tests.report import warehouse
     from tests.report.browser import assert_clean, assert_not_blank, chromium, visit

@@ -32,17 +32,17 @@ sys.path.insert(0, str(ROOT))
 
 from bench.verdict_pool import DEFAULT_POOL, DELAYED, QUIET, STRESSED, fill, pool_store  # noqa: E402
 from substrate_assets.analysis.bootstrap import bootstrap_percentiles, percentile_interval  # noqa: E402
-from substrate_assets.analysis.comparison import (  # noqa: E402
+from substrate_assets.analysis.noise import Noise, detectable_shift  # noqa: E402
+from substrate_assets.analysis.statistics import floor_index  # noqa: E402
+from substrate_assets.analysis.verdicts import (  # noqa: E402
     LATENCY_PERCENTILES,
     Comparison,
     Side,
     rank_test,
 )
-from substrate_assets.analysis.noise import Noise, detectable_shift  # noqa: E402
-from substrate_assets.analysis.statistics import floor_index  # noqa: E402
 from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
 from substrate_assets.suites import get_suite  # noqa: E402
-from substrate_assets.warehouse.comparison import History, compare, trial_samples  # noqa: E402
+from substrate_assets.warehouse.compare_trials import History, compare, trial_samples  # noqa: E402
 from substrate_assets.warehouse.connection import connect  # noqa: E402
 from substrate_assets.warehouse.models import build_marts  # noqa: E402
 from substrate_assets.warehouse.raw import load_trials  # noqa: E402

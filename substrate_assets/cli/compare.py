@@ -17,7 +17,7 @@ from substrate_assets.project import warehouse_path
 if TYPE_CHECKING:
     import duckdb
 
-    from substrate_assets.analysis.comparison import Comparison, Side
+    from substrate_assets.analysis.verdicts import Comparison, Side
 
 VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no change": "dim", "inconclusive": "yellow"}
 EXIT_CODES_HELP = ("Exit code 0: no figure regressed, and every figure was judged; 3: a figure regressed, or the "
@@ -26,7 +26,7 @@ EXIT_CODES_HELP = ("Exit code 0: no figure regressed, and every figure was judge
 
 
 def print_table(comparison: Comparison, source: str) -> None:
-    from substrate_assets.analysis.comparison_text import (
+    from substrate_assets.analysis.verdict_text import (
         COLUMN_LEGEND,
         SHOWN_COLUMNS,
         settling_advice,
@@ -71,7 +71,7 @@ def thresholds_of(suite: str | None) -> tuple[Thresholds, str]:
 
 def judged(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> tuple[Comparison, str]:
     """The comparison of the two sides by the thresholds of the candidate's suite, and where those come from."""
-    from substrate_assets.warehouse.comparison import compare, suite_of
+    from substrate_assets.warehouse.compare_trials import compare, suite_of
 
     thresholds, source = thresholds_of(suite_of(connection, candidate))
     return compare(connection, baseline, candidate, thresholds), source
@@ -79,7 +79,7 @@ def judged(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Sid
 
 def show_comparison(comparison: Comparison, source: str, output_format: str) -> int:
     """The comparison in ``output_format``; the exit code of its outcome."""
-    from substrate_assets.analysis.comparison_text import EXIT_CODES, as_csv, as_json, as_markdown, outcome
+    from substrate_assets.analysis.verdict_text import EXIT_CODES, as_csv, as_json, as_markdown, outcome
 
     if output_format == "table":
         print_table(comparison, source)
@@ -109,7 +109,7 @@ def compare_command(baseline: str, candidate: str, suite: str | None, last: int 
     trial-to-trial noise of both sides' repeats and of the baseline configuration's recent history: its change, a
     95 % hierarchical bootstrap interval (trials, then requests), the noise, the smallest change the comparison could
     detect, and a verdict (regressed, improved, no change, or inconclusive when the data cannot tell)."""
-    from substrate_assets.warehouse.comparison import SideNotFound, select_side
+    from substrate_assets.warehouse.compare_trials import SideNotFound, select_side
     from substrate_assets.warehouse.connection import WarehouseBusy, connect
 
     path = warehouse_path()

@@ -33,7 +33,7 @@ def _history_page(connection: duckdb.DuckDBPyConnection, suite: str) -> str:
 def _comparison_page(connection: duckdb.DuckDBPyConnection, trial_ids: tuple[str, str]) -> str:
     from substrate_assets.cli.compare import judged
     from substrate_assets.report.pages import compared_page
-    from substrate_assets.warehouse.comparison import select_side
+    from substrate_assets.warehouse.compare_trials import select_side
 
     comparison, source = judged(connection, *(select_side(connection, trial_id) for trial_id in trial_ids))
     return compared_page(connection, comparison, source, warehouse=str(warehouse_path()))
@@ -77,7 +77,7 @@ def report(output: Path | None, **asked: Any) -> None:
     another process writes it."""
     from substrate_assets.report.pages import NotInWarehouse
     from substrate_assets.results.atomic import WriteFailed, write_text
-    from substrate_assets.warehouse.comparison import SideNotFound
+    from substrate_assets.warehouse.compare_trials import SideNotFound
     from substrate_assets.warehouse.connection import WarehouseBusy, connect
 
     chosen = [(option, value) for option, value in asked.items() if value is not None]

@@ -225,9 +225,9 @@ def _show_trial(console: Console, trial_id: str) -> None:
 def _show_verdict(console: Console, candidate: str) -> None:
     """The trial or group ``candidate`` judged against its configuration's history, as trial_run's check judges a
     trial: the verdict line, the figures that regressed or that the data cannot judge, and what would settle them."""
-    from substrate_assets.analysis.comparison_text import SHOWN_COLUMNS, settling_advice, shown_row, summary
+    from substrate_assets.analysis.verdict_text import SHOWN_COLUMNS, settling_advice, shown_row, summary
     from substrate_assets.cli.compare import thresholds_of
-    from substrate_assets.warehouse.comparison import judge_against_history, select_side, suite_of
+    from substrate_assets.warehouse.compare_trials import judge_against_history, select_side, suite_of
     from substrate_assets.warehouse.connection import connect
 
     with connect(warehouse_path(), read_only=True) as connection:

@@ -22,14 +22,14 @@ import numpy as np
 import polars as pl
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
-from substrate_assets.analysis.comparison import Comparison, Side
-from substrate_assets.analysis.comparison_text import (
+from substrate_assets.analysis.verdict_text import (
     COLUMN_LEGEND,
     SHOWN_COLUMNS,
     settling_advice,
     shown_row,
     summary,
 )
+from substrate_assets.analysis.verdicts import Comparison, Side
 from substrate_assets.report import plots
 from substrate_assets.report.html import (
     Html,
@@ -43,7 +43,7 @@ from substrate_assets.report.html import (
     side_by_side,
     table,
 )
-from substrate_assets.warehouse.comparison import wake_samples as side_wake_samples
+from substrate_assets.warehouse.compare_trials import wake_samples as side_wake_samples
 from substrate_assets.warehouse.connection import has_table
 
 TRIAL_COLUMNS = ("trial_id", "suite", "script", "backend", "tag", "sut_version", "started_at", "ended_at", "status",

@@ -2,9 +2,9 @@
 
 import dagster as dg
 
-from substrate_assets.defs.warehouse.comparison import no_regression_against_history
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
+from substrate_assets.defs.warehouse.regression_check import no_regression_against_history
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.defs.warehouse.sensors import warehouse_refresh
 

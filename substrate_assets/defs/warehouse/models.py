@@ -12,8 +12,8 @@ import dagster as dg
 import duckdb
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
-from substrate_assets.analysis.comparison_text import figure_text, p_value_text, percent_text, spread_text
 from substrate_assets.analysis.noise import HISTORY_WINDOW
+from substrate_assets.analysis.verdict_text import figure_text, p_value_text, percent_text, spread_text
 from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.warehouse.column_checks import check_results, column_checks
 from substrate_assets.defs.warehouse.metadata import declared_table, model_metadata

@@ -9,15 +9,15 @@ import warnings
 import dagster as dg
 import duckdb
 
-from substrate_assets.analysis.comparison import Comparison, Side, inconclusive, lost, regressed
-from substrate_assets.analysis.comparison_text import as_markdown, outcome, settling_advice, summary
+from substrate_assets.analysis.verdict_text import as_markdown, outcome, settling_advice, summary
+from substrate_assets.analysis.verdicts import Comparison, Side, inconclusive, lost, regressed
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION, TRIAL_RUN
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.suites import compare_thresholds
-from substrate_assets.warehouse.comparison import judge_against_history, select_side, wake_samples
+from substrate_assets.warehouse.compare_trials import judge_against_history, select_side, wake_samples
 
 # What the judgement reads: the trial's raw tables, the marts holding its configuration, figures and history.
 READS = ("request_samples", "locust_stats", "capacity_history", "density_frontiers", "slo_capacity",

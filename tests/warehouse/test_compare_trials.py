@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from substrate_assets.analysis.comparison import NO_NOISE, Thresholds
 from substrate_assets.analysis.statistics import floor_index
+from substrate_assets.analysis.verdicts import NO_NOISE, Thresholds
 from substrate_assets.cli import main
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
-from substrate_assets.warehouse.comparison import (
+from substrate_assets.warehouse.compare_trials import (
     SideNotFound,
     compare,
     history_window,

@@ -1,4 +1,4 @@
-"""Two sets of trials from the warehouse, compared figure by figure (:mod:`substrate_assets.analysis.comparison`),
+"""Two sets of trials from the warehouse, compared figure by figure (:mod:`substrate_assets.analysis.verdicts`),
 with the history of the baseline's configuration as the measure of its noise.
 
 A side is one trial (its id), a group of repeated trials (its group id: ``run --repeat``, ``ab``), or the trials of
@@ -25,7 +25,8 @@ from dataclasses import dataclass
 import duckdb
 import numpy as np
 
-from substrate_assets.analysis.comparison import (
+from substrate_assets.analysis.noise import HISTORY_WINDOW
+from substrate_assets.analysis.verdicts import (
     LATENCY_PERCENTILES,
     Comparison,
     Measured,
@@ -35,7 +36,6 @@ from substrate_assets.analysis.comparison import (
     latency_figures,
     scalar_figure,
 )
-from substrate_assets.analysis.noise import HISTORY_WINDOW
 from substrate_assets.families import WAKE_ROWS
 from substrate_assets.warehouse.connection import has_table
 

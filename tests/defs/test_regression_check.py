@@ -11,9 +11,9 @@ from substrate_assets.defs.resources import RunStoreResource
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION
 from substrate_assets.defs.trials.jobs import run_trial_job
-from substrate_assets.defs.warehouse.comparison import no_regression_against_history
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
+from substrate_assets.defs.warehouse.regression_check import no_regression_against_history
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.results.layout import RunStore
 from tests.support.synthetic_trials import write_trial

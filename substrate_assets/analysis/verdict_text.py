@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict
 from typing import Any, Literal
 
-from substrate_assets.analysis.comparison import Comparison, FigureComparison, inconclusive, lost, regressed
+from substrate_assets.analysis.verdicts import Comparison, FigureComparison, inconclusive, lost, regressed
 
 FIELDS = ("figure", "unit", "better", "scale", "baseline", "candidate", "change_pct", "difference",
           "interval_low", "interval_high", "noise", "noise_df", "detectable", "noise_interval_low",

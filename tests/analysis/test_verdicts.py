@@ -10,7 +10,8 @@ import pytest
 from scipy.stats import ks_2samp
 
 from substrate_assets.analysis.bootstrap import bootstrap_percentiles, group_percentiles, percentile_interval
-from substrate_assets.analysis.comparison import (
+from substrate_assets.analysis.statistics import floor_index
+from substrate_assets.analysis.verdicts import (
     NO_NOISE,
     Thresholds,
     judge,
@@ -18,7 +19,6 @@ from substrate_assets.analysis.comparison import (
     rank_test_reaches,
     scalar_figure,
 )
-from substrate_assets.analysis.statistics import floor_index
 
 # Between-trial spread of a trial's level (log scale: 8 %, this machine's quick-smoke p50) and within-trial spread.
 BETWEEN, WITHIN, SAMPLES = 0.08, 0.5, 300

@@ -8,10 +8,11 @@ read is refused where it is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 Family = Literal["agentsession", "glutton", "durdir", "spawn", "burst", "sweperf"]
 
@@ -42,61 +43,84 @@ HEADLINE_ROWS: dict[str, tuple[str, ...]] = {
 # Families that run one batch or cohort per Locust process: one user, as upstream runs them.
 ONE_USER_FAMILIES = ("spawn", "burst")
 
-_WAITS = ("min_wait_time", "max_wait_time")
-_GLUTTON = (*_WAITS, "min_live_time", "max_live_time", "max_pings_per_wake", "mem_target", "mem_churn", "mem_read",
-            "cpu_cores", "cpu_duty_cycle")
-_COHORT = ("total_actors", "actor_deadline")
+_QUANTITY = r"^(|all|\d+(Ki|Mi|Gi|Ti|K|M|G|T)?)$"
+_WAITING = ("glutton", "durdir", "burst", "sweperf")
+_GLUTTON_LOAD = ("glutton", "burst")
+_COHORT = ("spawn", "burst")
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob of the workload families, declared once. Everything else is derived from it: the suite's
+    ``knobs:`` validation (:class:`Knobs`, :data:`FAMILY_KNOBS`), the Locust flag of the same name in kebab case with
+    upstream's worker default (reference §16), the values a family's virtual users read, and the Dagster launch
+    form's field."""
+
+    name: str
+    kind: type[float] | type[int] | type[str]
+    # Upstream's worker default: what the flag holds when a suite leaves the knob unset.
+    default: float | int | str
+    description: str
+    families: tuple[str, ...]
+    # The values a suite may set: pydantic's constraints (ge, le, gt, pattern) or a closed set of choices.
+    constraints: Mapping[str, Any] = field(default_factory=dict)
+    choices: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        return f"--{self.name.replace('_', '-')}"
+
+    @property
+    def annotation(self) -> Any:
+        return Literal[self.choices] if self.choices else self.kind  # type: ignore[valid-type]
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob("min_wait_time", float, 0.0, "Seconds; wait between iterations, at least.", _WAITING, {"ge": 0}),
+    Knob("max_wait_time", float, 0.5, "Seconds; wait between iterations, at most (upstream default 0.5).", _WAITING,
+         {"ge": 0}),
+    Knob("min_live_time", float, 0.0, "Seconds an actor stays awake, at least.", _GLUTTON_LOAD, {"ge": 0}),
+    Knob("max_live_time", float, 0.0, "Seconds an actor stays awake, at most.", _GLUTTON_LOAD, {"ge": 0}),
+    Knob("max_pings_per_wake", int, 1, "GluttonPing calls per wake, at most (< 1 reads as 1).", _GLUTTON_LOAD),
+    Knob("mem_target", str, "", "RAM each actor fills once (GluttonFillRAM), a glutton quantity such as 96Mi.",
+         _GLUTTON_LOAD, {"pattern": _QUANTITY}),
+    Knob("mem_churn", str, "", "RAM rewritten per wake (GluttonChurnRAM, rotating).", _GLUTTON_LOAD,
+         {"pattern": _QUANTITY}),
+    Knob("mem_read", str, "", "RAM walked after each resume (GluttonReadRAM); 'all' walks the whole fill.",
+         _GLUTTON_LOAD, {"pattern": _QUANTITY}),
+    Knob("cpu_cores", int, 0, "Cores of background load per actor (GluttonUseCPU).", _GLUTTON_LOAD, {"ge": 0}),
+    Knob("cpu_duty_cycle", float, 0.0, "Share of each cycle those cores spin.", _GLUTTON_LOAD, {"ge": 0, "le": 1}),
+    Knob("actors_per_user", int, 1, "Actors each glutton user serves round robin.", ("glutton",), {"ge": 1}),
+    Knob("durdir_template", str, "glutton-durdir-data", "Durdir's actor template.", ("durdir",),
+         choices=("glutton-durdir-data", "glutton-durdir-full")),
+    Knob("durdir_file_size_bytes", int, 8 << 20, "Size of the durable file (0 reads as 8 MiB).", ("durdir",),
+         {"ge": 0, "le": (1 << 31) - 1}),
+    Knob("durdir_read_mode", str, "data", "data (bytes and digest) or digest.", ("durdir",),
+         choices=("", "data", "digest")),
+    Knob("total_actors", int, 100, "Actors of the spawn batch or burst cohort.", _COHORT, {"ge": 1}),
+    Knob("spawn_concurrency", int, 1, "Actors spawned at once.", ("spawn",), {"ge": 0}),
+    Knob("actor_deadline", float, 120.0, "Seconds each actor has to become ready.", _COHORT, {"gt": 0}),
+    Knob("sweperf_template", str, "swebench-astropy-7336", "Sweperf's actor template.", ("sweperf",),
+         {"pattern": r"^[a-z0-9][a-z0-9.-]*$"}),
+    Knob("sweperf_total_steps", int, 21, "Steps of the trajectory replayed.", ("sweperf",), {"ge": 0}),
+    Knob("sweperf_num_cycles", int, 4, "Cycles (suspend and resume) the trajectory is split into.", ("sweperf",),
+         {"ge": 0}),
+    Knob("sweperf_poll_interval_ms", int, 200, "How often a cycle's job status is polled, in ms.", ("sweperf",),
+         {"ge": 0}),
+)
+KNOBS_BY_NAME: dict[str, Knob] = {knob.name: knob for knob in KNOBS}
 # Which knobs each family reads (reference §16's "used by" column).
 FAMILY_KNOBS: dict[str, tuple[str, ...]] = {
-    "agentsession": (),
-    "glutton": (*_GLUTTON, "actors_per_user"),
-    "durdir": (*_WAITS, "durdir_template", "durdir_file_size_bytes", "durdir_read_mode"),
-    "spawn": (*_COHORT, "spawn_concurrency"),
-    "burst": (*_GLUTTON, *_COHORT),
-    "sweperf": (*_WAITS, "sweperf_template", "sweperf_total_steps", "sweperf_num_cycles",
-                "sweperf_poll_interval_ms"),
-}
+    family: tuple(knob.name for knob in KNOBS if family in knob.families) for family in get_args(Family)}
 # The suite-level modes each family reads.
 FAMILY_MODES: dict[str, tuple[str, ...]] = {
     "agentsession": ("lifecycle_mode", "resume_mode"), "glutton": ("lifecycle_mode",),
     "durdir": ("lifecycle_mode", "resume_mode"), "spawn": (), "burst": ("lifecycle_mode",), "sweperf": (),
 }
 
-_QUANTITY = r"^(|all|\d+(Ki|Mi|Gi|Ti|K|M|G|T)?)$"
 
-
-class Knobs(BaseModel):
-    """A family's knobs; unset ones keep upstream's worker defaults (reference §16)."""
-
+class _KnobValues(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-
-    min_wait_time: float | None = Field(None, ge=0, description="Seconds; wait between iterations, at least.")
-    max_wait_time: float | None = Field(None, ge=0, description="Seconds; wait between iterations, at most "
-                                        "(upstream default 0.5).")
-    min_live_time: float | None = Field(None, ge=0, description="Seconds an actor stays awake, at least.")
-    max_live_time: float | None = Field(None, ge=0, description="Seconds an actor stays awake, at most.")
-    max_pings_per_wake: int | None = Field(None, description="GluttonPing calls per wake, at most (< 1 reads "
-                                           "as 1).")
-    mem_target: str | None = Field(None, pattern=_QUANTITY, description="RAM each actor fills once "
-                                   "(GluttonFillRAM), a glutton quantity such as 96Mi.")
-    mem_churn: str | None = Field(None, pattern=_QUANTITY, description="RAM rewritten per wake "
-                                  "(GluttonChurnRAM, rotating).")
-    mem_read: str | None = Field(None, pattern=_QUANTITY, description="RAM walked after each resume "
-                                 "(GluttonReadRAM); 'all' walks the whole fill.")
-    cpu_cores: int | None = Field(None, ge=0, description="Cores of background load per actor (GluttonUseCPU).")
-    cpu_duty_cycle: float | None = Field(None, ge=0, le=1, description="Share of each cycle those cores spin.")
-    actors_per_user: int | None = Field(None, ge=1, description="Actors each glutton user serves round robin.")
-    durdir_template: Literal["glutton-durdir-data", "glutton-durdir-full"] | None = None
-    durdir_file_size_bytes: int | None = Field(None, ge=0, le=(1 << 31) - 1, description="Size of the durable "
-                                               "file (0 reads as 8 MiB).")
-    durdir_read_mode: Literal["", "data", "digest"] | None = None
-    total_actors: int | None = Field(None, ge=1, description="Actors of the spawn batch or burst cohort.")
-    spawn_concurrency: int | None = Field(None, ge=0, description="Actors spawned at once.")
-    actor_deadline: float | None = Field(None, gt=0, description="Seconds each actor has to become ready.")
-    sweperf_template: str | None = Field(None, pattern=r"^[a-z0-9][a-z0-9.-]*$")
-    sweperf_total_steps: int | None = Field(None, ge=0)
-    sweperf_num_cycles: int | None = Field(None, ge=0)
-    sweperf_poll_interval_ms: int | None = Field(None, ge=0)
 
     def given(self) -> dict[str, object]:
         """The knobs the suite sets."""
@@ -106,8 +130,15 @@ class Knobs(BaseModel):
         """The set knobs as Locust flags, in a fixed order."""
         options: list[str] = []
         for name, value in self.given().items():
-            options += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
+            options += [KNOBS_BY_NAME[name].flag, f"{value:g}" if isinstance(value, float) else str(value)]
         return options
+
+
+# A family's knobs as a suite sets them; unset ones keep upstream's worker defaults (reference §16).
+Knobs = create_model(
+    "Knobs", __base__=_KnobValues, __doc__="A family's knobs; unset ones keep upstream's worker defaults.",
+    **{knob.name: (knob.annotation | None, Field(None, description=knob.description, **knob.constraints))
+       for knob in KNOBS})
 
 
 def family_template(family: str, knobs: Knobs) -> str:

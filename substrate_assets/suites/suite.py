@@ -225,12 +225,14 @@ class Suite(BaseModel):
         return parse_byte_count(self.actor_memory)
 
     def with_overrides(self, **changes: Any) -> Suite:
-        """A copy with the given fields replaced (None leaves a field as it is; ``kubernetes`` settings are merged
-        into the suite's own), validated again; a SuiteError names each field that is wrong and why."""
+        """A copy with the given fields replaced (None leaves a field as it is; ``kubernetes`` settings and
+        ``knobs`` are merged into the suite's own), validated again; a SuiteError names each field that is wrong and
+        why."""
         data = self.model_dump()
         given = {key: value for key, value in changes.items() if value is not None}
-        if isinstance(given.get("kubernetes"), dict):
-            given["kubernetes"] = {**(data.get("kubernetes") or {}), **given["kubernetes"]}
+        for section in ("kubernetes", "knobs"):
+            if isinstance(given.get(section), dict):
+                given[section] = {**(data.get(section) or {}), **given[section]}
         data.update(given)
         try:
             return Suite.model_validate(data)

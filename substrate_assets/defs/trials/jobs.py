@@ -3,7 +3,7 @@ trial's partition itself, runs the trial and records it as that partition of ``t
 models follow on their own (``warehouse_refresh``)."""
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, create_model
 
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import (
@@ -14,6 +14,7 @@ from substrate_assets.defs.resources import (
 )
 from substrate_assets.defs.trials.assets import launch_trial, trial_run
 from substrate_assets.defs.trials.kubernetes_client import KubernetesPipesClient
+from substrate_assets.families import KNOBS
 from substrate_assets.suites import Suite, SuiteError
 
 TRIAL_TAG = "substrate/trial"
@@ -23,6 +24,14 @@ FAMILY_TAG = "substrate/family"
 GROUP_TAG = "substrate/group"
 # Dagster keeps a materialization's data version under this tag (MaterializeResult.data_version as an event).
 DATA_VERSION_TAG = "dagster/data_version"
+
+# The launch form's knobs, one field per family knob (families.KNOBS), each null unless set: the suite validates the
+# values and refuses a knob its family does not read, naming it.
+KnobsConfig = create_model(
+    "KnobsConfig", __base__=dg.Config, __doc__="A family's knobs for this trial only; null keeps the suite's.",
+    **{knob.name: (knob.kind | None, Field(None, description=f"{knob.description} Read by "
+                                       f"{', '.join(knob.families)}."))
+       for knob in KNOBS})
 
 
 class TrialConfig(dg.Config):
@@ -40,13 +49,17 @@ class TrialConfig(dg.Config):
                                              "the suite's.")
     group: str | None = Field(default=None, description="The group of repeated trials this one belongs to "
                               "(`substrate-bench run --repeat`, `ab`); null for a trial of its own.")
+    knobs: KnobsConfig | None = Field(default=None, description="Family knobs instead of the suite's (merged "
+                                      "into its knobs:); null keeps the suite's.")
 
     def chosen_suite(self, suites: SuitesResource) -> Suite:
         """The suite with this config's changes, validated as suites.yaml is; dg.Failure names what is wrong."""
         try:
             return suites.suite(self.suite).with_overrides(users=self.users, duration=self.duration,
                                                            think_scale=self.think_scale,
-                                                           inject_wake_delay_ms=self.inject_wake_delay_ms)
+                                                           inject_wake_delay_ms=self.inject_wake_delay_ms,
+                                                           knobs=self.knobs.model_dump(exclude_none=True)
+                                                           if self.knobs else None)
         except SuiteError as error:
             raise dg.Failure(f"run config: {error}") from None
 

@@ -35,7 +35,7 @@ FAMILIES = {
                               {"CreateActor", "ResumeActor", "GluttonPing", "ActorTimeToReady", "TimeToReady_10pct",
                                "TimeToReady_100pct", "TimeToAllReady"}),
     "burst-cohort": ({"knobs": {"total_actors": 3, "actor_deadline": 30, "min_wait_time": 0.5, "max_wait_time": 0.5,
-                                "max_live_time": 0.2}},
+                                "min_live_time": 0.2, "max_live_time": 0.2}},
                      {"CreateActor", "ResumeActorFirstResume", "GluttonReadyPing", "ActorTimeToFirstResume",
                       "TimeToFirstResume_100pct", "TimeToAllFirstResumed", "ActorTimeToFirstSuspend",
                       "TimeToAllFirstSuspended"}),

@@ -55,14 +55,14 @@ sys.path.insert(0, str(ROOT))
 
 from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
 from substrate_assets.driver.scripts import ScriptSource  # noqa: E402
-from substrate_assets.driver.session import (  # noqa: E402
+from substrate_assets.driver.stopping import dying_with_this_process  # noqa: E402
+from substrate_assets.driver.users.session import (  # noqa: E402
     AgentSessionVU,
     Session,
     SessionKnobs,
     TemplateCheck,
     prepared_call,
 )
-from substrate_assets.driver.stopping import dying_with_this_process  # noqa: E402
 from substrate_assets.protos import ateapi_pb2 as pb  # noqa: E402
 from substrate_assets.protos import glutton_pb2 as g  # noqa: E402
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord  # noqa: E402

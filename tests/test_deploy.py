@@ -14,8 +14,8 @@ from dagster_k8s.container_context import K8sContainerContext
 from dagster_k8s.job import UserDefinedDagsterK8sConfig
 
 from substrate_assets.defs.trials.kubernetes import kubernetes_objects
-from substrate_assets.driver.kubernetes_api import create_objects, delete_trial_objects, kubernetes_api
-from substrate_assets.driver.kubernetes_pods import support_objects
+from substrate_assets.driver.kubernetes.api import create_objects, delete_trial_objects, kubernetes_api
+from substrate_assets.driver.kubernetes.pods import support_objects
 from substrate_assets.facts.kubernetes import Discovery
 from substrate_assets.suites import load_suites
 from substrate_assets.workload import ScriptLibrary

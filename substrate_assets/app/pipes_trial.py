@@ -20,8 +20,8 @@ from pathlib import Path
 from dagster_pipes import open_dagster_pipes
 
 from substrate_assets.defs.trials.checks import TRIAL_COMPLETED, TRIAL_RUN
-from substrate_assets.driver.cluster_trial import run_cluster_trial
-from substrate_assets.driver.kubernetes_pods import SCRIPT_FILE
+from substrate_assets.driver.kubernetes.cluster_trial import run_cluster_trial
+from substrate_assets.driver.kubernetes.pods import SCRIPT_FILE
 from substrate_assets.driver.preflight import TrialRefused
 from substrate_assets.driver.progress import log_lines
 from substrate_assets.driver.stopping import signals_stop_the_trial, stop_when_parent_dies

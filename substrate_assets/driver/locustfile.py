@@ -39,21 +39,21 @@ from locust import User, constant, events, task  # noqa: E402
 from locust.env import Environment  # noqa: E402
 from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING  # noqa: E402
 
-from substrate_assets.driver.burst import BurstVU  # noqa: E402
 from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
-from substrate_assets.driver.durdir import DurdirVU  # noqa: E402
 from substrate_assets.driver.family_knobs import CohortKnobs, DurdirKnobs, GluttonKnobs, SweperfKnobs  # noqa: E402
-from substrate_assets.driver.glutton import GluttonVU  # noqa: E402
 from substrate_assets.driver.scripts import DEFAULT_SCRIPT, ScriptSource  # noqa: E402
-from substrate_assets.driver.session import (  # noqa: E402
+from substrate_assets.driver.users.burst import BurstVU  # noqa: E402
+from substrate_assets.driver.users.durdir import DurdirVU  # noqa: E402
+from substrate_assets.driver.users.glutton import GluttonVU  # noqa: E402
+from substrate_assets.driver.users.session import (  # noqa: E402
     LIFECYCLE_MODES,
     RESUME_MODES,
     AgentSessionVU,
     SessionKnobs,
     TemplateCheck,
 )
-from substrate_assets.driver.spawn import SpawnVU  # noqa: E402
-from substrate_assets.driver.sweperf import SweperfVU  # noqa: E402
+from substrate_assets.driver.users.spawn import SpawnVU  # noqa: E402
+from substrate_assets.driver.users.sweperf import SweperfVU  # noqa: E402
 from substrate_assets.project import scripts_directory  # noqa: E402
 from substrate_assets.results.atomic import WriteFailed  # noqa: E402
 from substrate_assets.results.request_log import (  # noqa: E402

@@ -18,7 +18,7 @@ from typing import Any
 
 import polars as pl
 
-from substrate_assets.driver.session import SESSION_START_FAILED
+from substrate_assets.driver.users.session import SESSION_START_FAILED
 from substrate_assets.families import HEADLINE_ROWS
 from substrate_assets.project import code_version
 from substrate_assets.results.atomic import write_json, write_text

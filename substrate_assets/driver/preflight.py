@@ -29,7 +29,7 @@ import grpc
 
 from substrate_assets.driver.clients import TEMPLATE, ControlClient
 from substrate_assets.driver.scripts import LoadedScript
-from substrate_assets.driver.session import SessionStartError, TemplateCheck
+from substrate_assets.driver.users.session import SessionStartError, TemplateCheck
 from substrate_assets.results.atomic import write_error
 from substrate_assets.suites import Suite
 from substrate_assets.workload import ScriptFile

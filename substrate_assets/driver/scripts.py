@@ -28,7 +28,7 @@ class LoadedScript:
 
     file: ScriptFile
     payload: bytes = field(repr=False)  # as long as the script's largest ingest
-    # Each op's serialized call (driver/session.py's prepared_call), built on first use and shared by every
+    # Each op's serialized call (driver/users/session.py's prepared_call), built on first use and shared by every
     # session of the script: the bytes an op sends depend on the op and the payload only.
     calls: dict[Op, Any] = field(default_factory=dict, repr=False, compare=False)
 

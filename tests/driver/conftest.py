@@ -8,7 +8,7 @@ import pytest
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.scripts import ScriptSource
-from substrate_assets.driver.session import AgentSessionVU, SessionKnobs, TemplateCheck
+from substrate_assets.driver.users.session import AgentSessionVU, SessionKnobs, TemplateCheck
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.workload import ScriptLibrary
 

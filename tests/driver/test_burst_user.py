@@ -8,7 +8,9 @@ from collections import Counter
 import grpc
 import pytest
 
-from substrate_assets.driver.burst import (
+from substrate_assets.driver.clients import ControlClient
+from substrate_assets.driver.family_knobs import CohortKnobs, GluttonKnobs
+from substrate_assets.driver.users.burst import (
     FIRST_RESUME,
     FIRST_SUSPEND,
     NO_ACTOR_SUCCEEDED,
@@ -21,10 +23,8 @@ from substrate_assets.driver.burst import (
     create_landed,
     retry_with_backoff,
 )
-from substrate_assets.driver.clients import ControlClient
-from substrate_assets.driver.family_knobs import CohortKnobs, GluttonKnobs
-from substrate_assets.driver.session import CRASHED_MESSAGE
-from substrate_assets.driver.spawn import IDLE_S
+from substrate_assets.driver.users.session import CRASHED_MESSAGE
+from substrate_assets.driver.users.spawn import IDLE_S
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
 from tests.support.driver_doubles import PerThreadRouter, Status, assert_gone

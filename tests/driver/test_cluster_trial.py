@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from substrate_assets.driver.cluster_trial import run_cluster_trial
-from substrate_assets.driver.kubernetes_pods import worker_command
+from substrate_assets.driver.kubernetes.cluster_trial import run_cluster_trial
+from substrate_assets.driver.kubernetes.pods import worker_command
 from substrate_assets.driver.outputs import LOCUSTFILE, TrialResult
 from substrate_assets.facts.kubernetes import Discovery
 from substrate_assets.results.importer import fetch_trial
@@ -122,8 +122,8 @@ class Log:
 def test_a_launch_submits_runs_removes_and_mirrors(tmp_path, kubernetes_api_server):
     """The launch around the driver pod, through the official client against tests/support/kubernetes_api.py (no
     Kubernetes API server can run here); the driver pod's own work runs in-process, as the pod would run it."""
-    from substrate_assets.driver.cluster_trial import launch_cluster_trial
-    from substrate_assets.driver.kubernetes_api import kubernetes_api
+    from substrate_assets.driver.kubernetes.api import kubernetes_api
+    from substrate_assets.driver.kubernetes.cluster_trial import launch_cluster_trial
     from substrate_assets.results.layout import TrialExists
 
     store_url = (tmp_path / "bucket").as_uri()
@@ -156,8 +156,8 @@ def test_a_launch_submits_runs_removes_and_mirrors(tmp_path, kubernetes_api_serv
 
 
 def test_a_failed_driver_pod_still_removes_what_the_launch_submitted(tmp_path, kubernetes_api_server):
-    from substrate_assets.driver.cluster_trial import launch_cluster_trial
-    from substrate_assets.driver.kubernetes_api import kubernetes_api
+    from substrate_assets.driver.kubernetes.api import kubernetes_api
+    from substrate_assets.driver.kubernetes.cluster_trial import launch_cluster_trial
 
     suite = Suite(name="cluster-smoke", script="quick-session", users=2, duration="10s", backend="kubernetes",
                   kubernetes={"image": "r/substrate-bench:1", "store": (tmp_path / "bucket").as_uri(),

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
-from substrate_assets.driver.durdir import DURDIR_FILE, DurdirMismatch, DurdirVU
 from substrate_assets.driver.family_knobs import DurdirKnobs
+from substrate_assets.driver.users.durdir import DURDIR_FILE, DurdirMismatch, DurdirVU
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows

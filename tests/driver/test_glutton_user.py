@@ -7,8 +7,8 @@ import pytest
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.family_knobs import GluttonKnobs
-from substrate_assets.driver.glutton import MAX_PING_GAP_S, MIN_PING_GAP_S, GluttonVU
-from substrate_assets.driver.session import CRASHED_MESSAGE
+from substrate_assets.driver.users.glutton import MAX_PING_GAP_S, MIN_PING_GAP_S, GluttonVU
+from substrate_assets.driver.users.session import CRASHED_MESSAGE
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig

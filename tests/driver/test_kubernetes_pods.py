@@ -8,14 +8,14 @@ import kubernetes_validate
 import pytest
 
 from substrate_assets.defs.trials.kubernetes import driver_pod, kubernetes_objects
-from substrate_assets.driver.kubernetes_api import (
+from substrate_assets.driver.kubernetes.api import (
     create_objects,
     delete_trial_objects,
     kubernetes_api,
     own_pod_reference,
     owned_by,
 )
-from substrate_assets.driver.kubernetes_pods import (
+from substrate_assets.driver.kubernetes.pods import (
     MASTER_PORT,
     SCRIPT_FILE,
     driver_pod_spec,

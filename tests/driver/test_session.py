@@ -9,7 +9,7 @@ import grpc
 import pytest
 
 from substrate_assets.driver.clients import ControlClient
-from substrate_assets.driver.session import CRASHED_MESSAGE, SessionKnobs, TemplateCheck
+from substrate_assets.driver.users.session import CRASHED_MESSAGE, SessionKnobs, TemplateCheck
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig, TemplateConfig
 from tests.driver.conftest import Rows, make_vu, write_script
 from tests.support.faults import FailingRouter

@@ -20,10 +20,10 @@ from typing import Any
 import grpc
 
 from substrate_assets.driver import scripts as scripts_module
-from substrate_assets.driver import session as session_module
 from substrate_assets.driver.failures import RouterError
 from substrate_assets.driver.scripts import ScriptSource
-from substrate_assets.driver.session import AgentSessionVU, SessionKnobs, TemplateCheck
+from substrate_assets.driver.users import session as session_module
+from substrate_assets.driver.users.session import AgentSessionVU, SessionKnobs, TemplateCheck
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.workload import ScriptLibrary

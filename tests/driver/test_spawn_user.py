@@ -9,8 +9,8 @@ import pytest
 from substrate_assets.driver.clients import TEMPLATE, ControlClient
 from substrate_assets.driver.failures import is_crashed
 from substrate_assets.driver.family_knobs import CohortKnobs
-from substrate_assets.driver.session import CRASHED_MESSAGE
-from substrate_assets.driver.spawn import (
+from substrate_assets.driver.users.session import CRASHED_MESSAGE
+from substrate_assets.driver.users.spawn import (
     BACKOFF_JITTER_S,
     IDLE_S,
     NO_ACTOR_READY,

@@ -11,7 +11,7 @@ import pytest
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.family_knobs import SweperfKnobs
-from substrate_assets.driver.sweperf import TRAJECTORY_FAILED, Chunk, SweperfVU, generate_chunks
+from substrate_assets.driver.users.sweperf import TRAJECTORY_FAILED, Chunk, SweperfVU, generate_chunks
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig, TemplateConfig
 from tests.driver.conftest import Rows
 

@@ -8,8 +8,8 @@ from dagster_k8s import PipesK8sClient
 from dagster_k8s.pipes import build_pod_body, get_pod_name
 from kubernetes.client import ApiClient
 
-from substrate_assets.driver.cluster_trial import launch_cluster_trial
-from substrate_assets.driver.kubernetes_pods import driver_pod_meta, driver_pod_spec, settings_of, support_objects
+from substrate_assets.driver.kubernetes.cluster_trial import launch_cluster_trial
+from substrate_assets.driver.kubernetes.pods import driver_pod_meta, driver_pod_spec, settings_of, support_objects
 from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
 from substrate_assets.suites import Suite
 

@@ -56,7 +56,7 @@ import grpc
 from substrate_assets.driver.clients import ControlClient, RouterClient, server_elapsed_s
 from substrate_assets.driver.failures import rpc_code
 from substrate_assets.driver.family_knobs import SweperfKnobs
-from substrate_assets.driver.session import Record
+from substrate_assets.driver.users.session import Record
 from substrate_assets.protos import ateapi_pb2 as pb
 
 log = logging.getLogger(__name__)

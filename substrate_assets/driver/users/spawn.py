@@ -47,7 +47,7 @@ import grpc
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.failures import retry_on_conflict, rpc_code, rpc_details
 from substrate_assets.driver.family_knobs import CohortKnobs
-from substrate_assets.driver.session import CRASHED_MESSAGE, CrashedActor, Record
+from substrate_assets.driver.users.session import CRASHED_MESSAGE, CrashedActor, Record
 from substrate_assets.protos import glutton_pb2 as g
 
 log = logging.getLogger(__name__)

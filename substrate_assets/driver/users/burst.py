@@ -58,9 +58,9 @@ import grpc
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.failures import rpc_code
 from substrate_assets.driver.family_knobs import CohortKnobs, GluttonKnobs, uniform_wait
-from substrate_assets.driver.glutton import GluttonActor, GluttonCallError, GluttonWiring
-from substrate_assets.driver.session import Record
-from substrate_assets.driver.spawn import (
+from substrate_assets.driver.users.glutton import GluttonActor, GluttonCallError, GluttonWiring
+from substrate_assets.driver.users.session import Record
+from substrate_assets.driver.users.spawn import (
     BACKOFF_JITTER_S,
     DELETE_CONCURRENCY,
     IDLE_S,

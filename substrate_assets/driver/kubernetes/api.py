@@ -7,7 +7,7 @@ import logging
 import os
 from typing import Any
 
-from substrate_assets.driver.kubernetes_pods import ROLE_LABEL, TRIAL_LABEL, object_name, trial_label, with_owner
+from substrate_assets.driver.kubernetes.pods import ROLE_LABEL, TRIAL_LABEL, object_name, trial_label, with_owner
 
 log = logging.getLogger(__name__)
 

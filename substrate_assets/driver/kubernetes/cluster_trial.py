@@ -22,14 +22,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from substrate_assets.driver.kubernetes_api import (
+from substrate_assets.driver.kubernetes.api import (
     create_objects,
     delete_trial_objects,
     kubernetes_api,
     own_pod_reference,
     owned_by,
 )
-from substrate_assets.driver.kubernetes_pods import (
+from substrate_assets.driver.kubernetes.pods import (
     MASTER_PORT,
     TRIAL_LABEL,
     driver_pod_meta,

@@ -41,7 +41,7 @@ from google.protobuf.message import DecodeError
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.family_knobs import DURDIR_TEMPLATES, DurdirKnobs
-from substrate_assets.driver.session import Record
+from substrate_assets.driver.users.session import Record
 from substrate_assets.protos import glutton_pb2 as g
 
 log = logging.getLogger(__name__)

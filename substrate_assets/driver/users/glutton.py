@@ -59,7 +59,7 @@ from substrate_assets.driver.failures import (
     retry_on_conflict,
 )
 from substrate_assets.driver.family_knobs import GluttonKnobs, uniform_wait
-from substrate_assets.driver.session import CRASHED_MESSAGE, CrashedActor, Record
+from substrate_assets.driver.users.session import CRASHED_MESSAGE, CrashedActor, Record
 from substrate_assets.protos import glutton_pb2 as g
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,1 @@
+"""The driver's side of a Kubernetes trial: the API client, the Locust pods and the cluster trial itself."""

@@ -56,10 +56,10 @@ sys.path.insert(0, str(ROOT))
 from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
 from substrate_assets.driver.scripts import ScriptSource  # noqa: E402
 from substrate_assets.driver.stopping import dying_with_this_process  # noqa: E402
+from substrate_assets.driver.users.knobs import WorkerKnobs  # noqa: E402
 from substrate_assets.driver.users.session import (  # noqa: E402
     AgentSessionVU,
     Session,
-    SessionKnobs,
     TemplateCheck,
     prepared_call,
 )
@@ -109,7 +109,7 @@ def probe(router_url: str, control_address: str, pings: int) -> None:
 
         control = ControlClient(control_address)
         scripts = ScriptSource(ScriptLibrary(ROOT / "scripts"), "quick-session")
-        vu = AgentSessionVU(control, RouterClient(router_url), scripts, SessionKnobs(), TemplateCheck(control),
+        vu = AgentSessionVU(control, RouterClient(router_url), scripts, WorkerKnobs(), TemplateCheck(control),
                             record, rng=random.Random(1))
         session = Session("bench", scripts.load())
         wall_per_ping = []

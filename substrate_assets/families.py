@@ -15,6 +15,10 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 Family = Literal["agentsession", "glutton", "durdir", "spawn", "burst", "sweperf"]
+# How an actor is parked between wakes, and whether a wake is an explicit ResumeActor or the first request itself;
+# "" is each family's own default (suspend; implicit for agent sessions, explicit for durdir).
+LifecycleMode = Literal["", "suspend", "pause"]
+ResumeMode = Literal["", "explicit", "implicit"]
 
 # The Locust user class each family runs.
 USER_CLASSES: dict[str, str] = {
@@ -27,6 +31,8 @@ WAKE_ROWS: dict[str, str | None] = {
     "agentsession": "WakeFirstTouch", "glutton": "GluttonPing", "durdir": "DurDirServeAfterResume",
     "spawn": None, "burst": None, "sweperf": "ResumeToFirstExec",
 }
+# The atespace the benchmark's actors live in, and the one that holds the families' actor templates.
+ATESPACE = "benchmark"
 TEMPLATE_ATESPACE = "benchmark-workloads"
 # Upstream's default template of each family; durdir and sweperf name theirs with a knob.
 DEFAULT_TEMPLATES: dict[str, str] = {
@@ -152,6 +158,12 @@ def knob_problems(family: str, knobs: Knobs) -> list[tuple[str, str]]:
     problems = [(name, f"family {family} does not read {name}; it reads "
                  f"{', '.join(allowed) if allowed else 'none (an agent session is configured by its script)'}")
                 for name in knobs.given() if name not in allowed]
+    return problems + window_problems(knobs)
+
+
+def window_problems(knobs: object) -> list[tuple[str, str]]:
+    """Each wait or live window whose max is below its min (a window left unset is not judged)."""
+    problems = []
     for window in ("wait", "live"):
         low, high = getattr(knobs, f"min_{window}_time"), getattr(knobs, f"max_{window}_time")
         if low is not None and high is not None and high < low:

@@ -20,10 +20,11 @@ and its position among the requests of its name (see :mod:`request_log`).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import gevent
 from grpc.experimental import gevent as grpc_gevent
@@ -40,20 +41,16 @@ from locust.env import Environment  # noqa: E402
 from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING  # noqa: E402
 
 from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
-from substrate_assets.driver.family_knobs import CohortKnobs, DurdirKnobs, GluttonKnobs, SweperfKnobs  # noqa: E402
 from substrate_assets.driver.scripts import DEFAULT_SCRIPT, ScriptSource  # noqa: E402
+from substrate_assets.driver.users.base import VirtualUser  # noqa: E402
 from substrate_assets.driver.users.burst import BurstVU  # noqa: E402
 from substrate_assets.driver.users.durdir import DurdirVU  # noqa: E402
 from substrate_assets.driver.users.glutton import GluttonVU  # noqa: E402
-from substrate_assets.driver.users.session import (  # noqa: E402
-    LIFECYCLE_MODES,
-    RESUME_MODES,
-    AgentSessionVU,
-    SessionKnobs,
-    TemplateCheck,
-)
+from substrate_assets.driver.users.knobs import WorkerKnobs  # noqa: E402
+from substrate_assets.driver.users.session import AgentSessionVU, TemplateCheck  # noqa: E402
 from substrate_assets.driver.users.spawn import SpawnVU  # noqa: E402
 from substrate_assets.driver.users.sweperf import SweperfVU  # noqa: E402
+from substrate_assets.families import ATESPACE, KNOBS, LifecycleMode, ResumeMode  # noqa: E402
 from substrate_assets.project import scripts_directory  # noqa: E402
 from substrate_assets.results.atomic import WriteFailed  # noqa: E402
 from substrate_assets.results.request_log import (  # noqa: E402
@@ -77,13 +74,15 @@ def _knobs(parser: Any) -> None:
     group.add_argument("--agentsession-script-file", default="", help="Script file; wins over --agentsession-script.")
     group.add_argument("--agentsession-think-scale", type=float, default=1.0,
                        env_var="LOCUST_AGENTSESSION_THINK_SCALE", help="Multiplies think times; 0 reads as 1.")
-    group.add_argument("--lifecycle-mode", default="", choices=LIFECYCLE_MODES, help="suspend (default) or pause.")
-    group.add_argument("--resume-mode", default="", choices=RESUME_MODES, help="implicit (default) or explicit.")
+    group.add_argument("--lifecycle-mode", default="", choices=get_args(LifecycleMode),
+                       help="suspend (default) or pause.")
+    group.add_argument("--resume-mode", default="", choices=get_args(ResumeMode),
+                       help="The family's own default (implicit for sessions, explicit for durdir) or either.")
     group.add_argument("--control-endpoint", default="127.0.0.1:50051", help="Control API host:port (gRPC).")
     group.add_argument("--control-tls", action="store_true", default=False,
                        help="Reach the control API over TLS (system roots or GRPC_DEFAULT_SSL_ROOTS_FILE_PATH).")
     group.add_argument("--router-url", default="http://127.0.0.1:8080", help="Router base URL.")
-    group.add_argument("--atespace", default="benchmark", help="Atespace the sessions' actors live in.")
+    group.add_argument("--atespace", default=ATESPACE, help="Atespace the sessions' actors live in.")
     group.add_argument("--request-log-dir", default="",
                        help="Write every request with its exact latency as Parquet parts here.")
     group.add_argument("--request-log-upload", default="",
@@ -94,32 +93,12 @@ def _knobs(parser: Any) -> None:
 
 
 def _family_knobs(parser: Any) -> None:
-    """Upstream's worker flags for the other families, with its worker defaults (reference §16)."""
+    """Every family's knob as the flag of its name, with upstream's worker default (reference §16); a value
+    outside the knob's bounds refuses the user that reads it, at its start."""
     group = parser.add_argument_group("workload families")
-    for flag, kind, default, what in (
-        ("--min-wait-time", float, 0.0, "Seconds between iterations, at least (glutton, durdir, burst, sweperf)."),
-        ("--max-wait-time", float, 0.5, "Seconds between iterations, at most."),
-        ("--min-live-time", float, 0.0, "Seconds a glutton actor stays awake, at least."),
-        ("--max-live-time", float, 0.0, "Seconds a glutton actor stays awake, at most."),
-        ("--max-pings-per-wake", int, 1, "GluttonPing calls per wake, at most."),
-        ("--mem-target", str, "", "RAM each glutton actor fills once, a quantity (96Mi)."),
-        ("--mem-churn", str, "", "RAM rewritten per wake (rotating)."),
-        ("--mem-read", str, "", "RAM walked after each resume; 'all' for the whole fill."),
-        ("--cpu-cores", int, 0, "Cores of background load per actor (UseCPU)."),
-        ("--cpu-duty-cycle", float, 0.0, "Share of each cycle those cores spin."),
-        ("--actors-per-user", int, 1, "Actors each glutton user serves round robin."),
-        ("--durdir-template", str, "glutton-durdir-data", "Durdir's actor template."),
-        ("--durdir-file-size-bytes", int, 8 << 20, "Size of durdir's durable file; 0 reads as 8 MiB."),
-        ("--durdir-read-mode", str, "data", "data (bytes and digest) or digest."),
-        ("--total-actors", int, 100, "Actors of a spawn batch or burst cohort."),
-        ("--spawn-concurrency", int, 1, "Actors spawned at once."),
-        ("--actor-deadline", float, 120.0, "Seconds each spawned actor has to become ready."),
-        ("--sweperf-template", str, "swebench-astropy-7336", "Sweperf's actor template."),
-        ("--sweperf-total-steps", int, 21, "Steps of the trajectory replayed."),
-        ("--sweperf-num-cycles", int, 4, "Cycles (suspend and resume) the trajectory is split into."),
-        ("--sweperf-poll-interval-ms", int, 200, "How often a cycle's job status is polled."),
-    ):
-        group.add_argument(flag, type=kind, default=default, help=what)
+    for knob in KNOBS:
+        group.add_argument(knob.flag, type=knob.kind, default=knob.default,
+                           help=f"{knob.description} ({', '.join(knob.families)})")
 
 
 class Shared:
@@ -127,9 +106,7 @@ class Shared:
 
     def __init__(self, environment: Environment) -> None:
         options = environment.parsed_options
-        self.knobs = SessionKnobs(atespace=options.atespace, think_scale=options.agentsession_think_scale,
-                                  lifecycle_mode=options.lifecycle_mode, resume_mode=options.resume_mode)
-        self.families = FamilyOptions(options)
+        self.options = options
         self.router_url = options.router_url
         self.control = ControlClient(options.control_endpoint, tls=options.control_tls)
         self.scripts = ScriptSource(ScriptLibrary(scripts_directory()), options.agentsession_script,
@@ -141,6 +118,14 @@ class Shared:
         self.booked: Counter[tuple[str, str]] = Counter()
         self.stop_reason_file = Path(options.stop_reason_file) if options.stop_reason_file else None
         self.stopped: str | None = None
+
+    @functools.cached_property
+    def knobs(self) -> WorkerKnobs:
+        """The knobs every user reads, built when the first user starts: a bad one refuses each user's start."""
+        options = self.options
+        return WorkerKnobs(atespace=options.atespace, think_scale=options.agentsession_think_scale,
+                           lifecycle_mode=options.lifecycle_mode, resume_mode=options.resume_mode,
+                           **{knob.name: getattr(options, knob.name) for knob in KNOBS})
 
     def flush_request_log(self, finish: bool = False) -> None:
         """Flush (or finish) the request log; a part that cannot be written stops the run instead of raising."""
@@ -185,41 +170,6 @@ class Shared:
             request_type=request_type, name=name, response_time=int(latency_ms),
             response_length=length if isinstance(length, int) else 0, exception=error,
             context={**context, "latency_ms": latency_ms, "ts": started}, start_time=started)
-
-
-class FamilyOptions:
-    """Each family's knobs from the options, built when a user of that family starts (a bad knob stops it)."""
-
-    def __init__(self, options: Any) -> None:
-        self.options = options
-
-    def _waits(self) -> dict[str, Any]:
-        return {"atespace": self.options.atespace, "min_wait_time": self.options.min_wait_time,
-                "max_wait_time": self.options.max_wait_time}
-
-    def glutton(self) -> GluttonKnobs:
-        o = self.options
-        return GluttonKnobs(**self._waits(), min_live_time=o.min_live_time, max_live_time=o.max_live_time,
-                            max_pings_per_wake=o.max_pings_per_wake, mem_target=o.mem_target, mem_churn=o.mem_churn,
-                            mem_read=o.mem_read, cpu_cores=o.cpu_cores, cpu_duty_cycle=o.cpu_duty_cycle,
-                            lifecycle_mode=o.lifecycle_mode, actors_per_user=o.actors_per_user)
-
-    def durdir(self) -> DurdirKnobs:
-        o = self.options
-        return DurdirKnobs(**self._waits(), durdir_template=o.durdir_template,
-                           durdir_file_size_bytes=o.durdir_file_size_bytes, durdir_read_mode=o.durdir_read_mode,
-                           resume_mode=o.resume_mode, lifecycle_mode=o.lifecycle_mode)
-
-    def cohort(self) -> CohortKnobs:
-        o = self.options
-        return CohortKnobs(atespace=o.atespace, total_actors=o.total_actors, spawn_concurrency=o.spawn_concurrency,
-                           actor_deadline=o.actor_deadline)
-
-    def sweperf(self) -> SweperfKnobs:
-        o = self.options
-        return SweperfKnobs(**self._waits(), sweperf_template=o.sweperf_template,
-                            sweperf_total_steps=o.sweperf_total_steps, sweperf_num_cycles=o.sweperf_num_cycles,
-                            sweperf_poll_interval_ms=o.sweperf_poll_interval_ms)
 
 
 _shared: Shared | None = None
@@ -281,27 +231,6 @@ def _flush_after_teardown(**_: Any) -> None:
         _shared.flush_request_log()
 
 
-class AgentSessionUser(User):
-    """An agent that replays a workload script against one actor at a time, parked while it thinks."""
-
-    wait_time = constant(0)
-
-    def on_start(self) -> None:
-        assert _shared is not None, "the locustfile's init listener did not run"
-        self.vu = AgentSessionVU(_shared.control, RouterClient(_shared.router_url), _shared.scripts, _shared.knobs,
-                                 _shared.template_check, _shared.record, sleep=gevent.sleep)
-
-    @task
-    def iterate(self) -> None:
-        self.vu.iterate()
-
-    def on_stop(self) -> None:
-        vu = getattr(self, "vu", None)
-        if vu is not None:
-            vu.stop()
-            vu.router.close()
-
-
 def _started() -> Shared:
     assert _shared is not None, "the locustfile's init listener did not run"
     return _shared
@@ -313,12 +242,12 @@ def _stopping() -> bool:
 
 
 class FamilyUser(User):
-    """A user of one of upstream's other families: builds its virtual user at start, one iteration per task."""
+    """A Locust user of one workload family: builds its virtual user at start, one iteration per task."""
 
     abstract = True
     wait_time = constant(0)
 
-    def make_vu(self, shared: Shared, router: RouterClient) -> Any:
+    def make_vu(self, shared: Shared, router: RouterClient) -> VirtualUser:
         raise NotImplementedError
 
     def requests_at_once(self, shared: Shared) -> int:
@@ -341,44 +270,50 @@ class FamilyUser(User):
             self.router.close()
 
 
+class AgentSessionUser(FamilyUser):
+    """An agent that replays a workload script against one actor at a time, parked while it thinks."""
+
+    def make_vu(self, shared: Shared, router: RouterClient) -> AgentSessionVU:
+        return AgentSessionVU(shared.control, router, shared.scripts, shared.knobs, shared.template_check,
+                              shared.record, sleep=gevent.sleep)
+
+
 class GluttonUser(FamilyUser):
     """Actors woken, loaded (RAM fill, read, churn, CPU), pinged through a live window and parked, round robin."""
 
     def make_vu(self, shared: Shared, router: RouterClient) -> GluttonVU:
-        return GluttonVU(shared.control, router, shared.families.glutton(), shared.record, sleep=gevent.sleep)
+        return GluttonVU(shared.control, router, shared.knobs, shared.record, sleep=gevent.sleep)
 
 
 class DurdirUser(FamilyUser):
     """A file in an actor's durable directory, written, served across suspends, overwritten, verified."""
 
     def make_vu(self, shared: Shared, router: RouterClient) -> DurdirVU:
-        return DurdirVU(shared.control, router, shared.families.durdir(), shared.record, sleep=gevent.sleep)
+        return DurdirVU(shared.control, router, shared.knobs, shared.record, sleep=gevent.sleep)
 
 
 class SpawnUser(FamilyUser):
     """One batch of actors created, resumed and pinged until ready: how long a cohort takes to come up."""
 
     def requests_at_once(self, shared: Shared) -> int:
-        return shared.families.cohort().workers
+        return shared.knobs.spawn_workers
 
     def make_vu(self, shared: Shared, router: RouterClient) -> SpawnVU:
-        return SpawnVU(shared.control, router, shared.families.cohort(), shared.record, sleep=gevent.sleep,
-                       stopped=_stopping)
+        return SpawnVU(shared.control, router, shared.knobs, shared.record, sleep=gevent.sleep, stopped=_stopping)
 
 
 class BurstUser(FamilyUser):
     """One cohort of glutton actors resumed and suspended all at once, batch after batch."""
 
     def requests_at_once(self, shared: Shared) -> int:
-        return shared.families.cohort().total_actors  # every actor of the cohort at once
+        return shared.knobs.total_actors  # every actor of the cohort at once
 
     def make_vu(self, shared: Shared, router: RouterClient) -> BurstVU:
-        return BurstVU(shared.control, router, shared.families.glutton(), shared.families.cohort(), shared.record,
-                       sleep=gevent.sleep, stopped=_stopping)
+        return BurstVU(shared.control, router, shared.knobs, shared.record, sleep=gevent.sleep, stopped=_stopping)
 
 
 class SweperfUser(FamilyUser):
     """A recorded SWE-bench trajectory replayed in cycles, suspended between them."""
 
     def make_vu(self, shared: Shared, router: RouterClient) -> SweperfVU:
-        return SweperfVU(shared.control, router, shared.families.sweperf(), shared.record, sleep=gevent.sleep)
+        return SweperfVU(shared.control, router, shared.knobs, shared.record, sleep=gevent.sleep)

@@ -16,6 +16,8 @@ from substrate_assets.families import (
     USER_CLASSES,
     Family,
     Knobs,
+    LifecycleMode,
+    ResumeMode,
     family_template,
     knob_problems,
 )
@@ -63,8 +65,8 @@ class Suite(BaseModel):
     compare: Thresholds = Field(default_factory=Thresholds, description="When `substrate-bench compare` and the "
                                 "trial check call a figure changed.")
     think_scale: float = Field(1.0, ge=0, description="Multiplies every think time; 0 reads as 1, as upstream.")
-    lifecycle_mode: Literal["", "suspend", "pause"] = ""
-    resume_mode: Literal["", "explicit", "implicit"] = ""
+    lifecycle_mode: LifecycleMode = ""
+    resume_mode: ResumeMode = ""
     actor_memory: str = Field("1Gi", description="Memory limit of the glutton template.")
     workers: int = Field(8, ge=1)
     actors_per_worker: int = Field(4, ge=1)

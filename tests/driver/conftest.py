@@ -8,7 +8,8 @@ import pytest
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.scripts import ScriptSource
-from substrate_assets.driver.users.session import AgentSessionVU, SessionKnobs, TemplateCheck
+from substrate_assets.driver.users.knobs import WorkerKnobs
+from substrate_assets.driver.users.session import AgentSessionVU, TemplateCheck
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.workload import ScriptLibrary
 
@@ -53,7 +54,7 @@ def make_vu(runtime: EmbeddedRuntime, scripts: ScriptSource, rows: Rows, *, rout
             template_check: TemplateCheck | None = None, **knobs) -> AgentSessionVU:
     control = ControlClient(runtime.control_address)
     return AgentSessionVU(control, RouterClient(runtime.router_url, timeout_s=router_timeout_s), scripts,
-                          SessionKnobs(**knobs), template_check or TemplateCheck(control), rows,
+                          WorkerKnobs(**knobs), template_check or TemplateCheck(control), rows,
                           sleep=lambda seconds: None, rng=random.Random(7))
 
 

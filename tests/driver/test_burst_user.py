@@ -9,20 +9,17 @@ import grpc
 import pytest
 
 from substrate_assets.driver.clients import ControlClient
-from substrate_assets.driver.family_knobs import CohortKnobs, GluttonKnobs
+from substrate_assets.driver.users.backoff import Cancelled, RetryBudget, create_landed, retry_with_backoff
 from substrate_assets.driver.users.burst import (
     FIRST_RESUME,
     FIRST_SUSPEND,
     NO_ACTOR_SUCCEEDED,
     RESUME,
     SUSPEND,
-    Budget,
-    BurstCancelled,
     BurstPhase,
     BurstVU,
-    create_landed,
-    retry_with_backoff,
 )
+from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.driver.users.session import CRASHED_MESSAGE
 from substrate_assets.driver.users.spawn import IDLE_S
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
@@ -78,7 +75,7 @@ def make_burst(runtime, rows: StopOn, *, control=None, router=None, clock=None, 
                actor_deadline: float = 30.0, **knobs) -> BurstVU:
     extra = {"clock": clock} if clock else {}
     return BurstVU(control or ControlClient(runtime.control_address), router or PerThreadRouter(runtime),
-                   GluttonKnobs(**knobs), CohortKnobs(total_actors=total_actors, actor_deadline=actor_deadline),
+                   WorkerKnobs(**knobs, total_actors=total_actors, actor_deadline=actor_deadline),
                    rows, sleep=sleep or (lambda seconds: None), rng=random.Random(9), stopped=rows.stopped,
                    **extra)
 
@@ -314,7 +311,7 @@ class FakeTime:
 
 def test_retry_with_backoff():
     time = FakeTime()
-    budget = Budget(time.clock, time.sleep, 10.0, lambda: False)
+    budget = RetryBudget(time.clock, time.sleep, 10.0, lambda: False)
     attempts: list[int] = []
 
     def transient(attempt: int):
@@ -331,16 +328,16 @@ def test_retry_with_backoff():
     assert calls == [0]
 
     time.sleeps.clear()
-    short = Budget(time.clock, time.sleep, time.now + 3.0, lambda: False)
+    short = RetryBudget(time.clock, time.sleep, time.now + 3.0, lambda: False)
     error = retry_with_backoff(lambda _: Status(grpc.StatusCode.RESOURCE_EXHAUSTED, "no room"), short,
                                random.Random(1))
-    assert isinstance(error, BurstCancelled) and "deadline" in str(error)
+    assert isinstance(error, Cancelled) and "deadline" in str(error)
     assert max(time.sleeps) <= 1.005 and time.now == pytest.approx(short.until)
 
-    stopped = Budget(time.clock, time.sleep, time.now + 3.0, lambda: True)
+    stopped = RetryBudget(time.clock, time.sleep, time.now + 3.0, lambda: True)
     never: list[int] = []
     error = retry_with_backoff(lambda attempt: never.append(attempt), stopped, random.Random(1))
-    assert isinstance(error, BurstCancelled) and "canceled" in str(error) and never == []
+    assert isinstance(error, Cancelled) and "canceled" in str(error) and never == []
 
 
 def test_create_landed():

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
-from substrate_assets.driver.family_knobs import DurdirKnobs
 from substrate_assets.driver.users.durdir import DURDIR_FILE, DurdirMismatch, DurdirVU
+from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
@@ -30,7 +30,7 @@ def runtime():
 def make_durdir(runtime, rows, *, router=None, control=None, sleeps=None, **knobs) -> DurdirVU:
     knobs = {"durdir_file_size_bytes": FILE_SIZE, **knobs}
     return DurdirVU(control or ControlClient(runtime.control_address), router or RouterClient(runtime.router_url),
-                    DurdirKnobs(**knobs), rows, sleep=sleeps if sleeps is not None else (lambda s: None),
+                    WorkerKnobs(**knobs), rows, sleep=sleeps if sleeps is not None else (lambda s: None),
                     rng=random.Random(11))
 
 
@@ -189,7 +189,7 @@ def test_data_mode_hashes_the_bytes_and_a_failed_bootstrap_starts_over(runtime):
     assert vu.actor is None and sleeps == [0.25]  # max <= min waits min, as upstream
     assert_gone(runtime, first)
     # Digest mode never sees the bytes: the same router passes, and the next iteration starts a new actor.
-    vu.knobs = DurdirKnobs(durdir_file_size_bytes=FILE_SIZE, durdir_read_mode="digest")
+    vu.knobs = WorkerKnobs(durdir_file_size_bytes=FILE_SIZE, durdir_read_mode="digest")
     rows.clear()
     vu.iterate()
     assert rows.names() == BOOTSTRAP + STEP and all(row.ok for row in rows.rows)
@@ -228,7 +228,10 @@ def test_grpc_rows_are_the_client_wall_clock(runtime):
 
 def test_a_start_that_cannot_create_the_actor_waits_and_keeps_nothing(runtime):
     rows, sleeps = Rows(), Sleeps()
-    vu = make_durdir(runtime, rows, sleeps=sleeps, durdir_template="no-such-template", max_wait_time=0.0)
+    vu = make_durdir(runtime, rows, sleeps=sleeps, max_wait_time=0.0)
+    # A template the runtime does not hold (the knob's own bounds refuse one outside its choices, so it is set
+    # past them): CreateActor fails.
+    vu.knobs = vu.knobs.model_copy(update={"durdir_template": "no-such-template"})
     vu.iterate()
     assert rows.names() == ["CreateAtespace", "CreateActor"] and not rows.rows[1].ok
     assert vu.actor is None and sleeps == [0.0]

@@ -6,8 +6,8 @@ import grpc
 import pytest
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
-from substrate_assets.driver.family_knobs import GluttonKnobs
 from substrate_assets.driver.users.glutton import MAX_PING_GAP_S, MIN_PING_GAP_S, GluttonVU
+from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.driver.users.session import CRASHED_MESSAGE
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import glutton_pb2 as g
@@ -48,7 +48,7 @@ class FaultyControl:
 def make_glutton(runtime, rows, *, control=None, time=None, sleep=None, **knobs) -> GluttonVU:
     extra = {"clock": time.clock} if time else {}
     return GluttonVU(control or ControlClient(runtime.control_address), RouterClient(runtime.router_url),
-                     GluttonKnobs(**knobs), rows, sleep=sleep or (time.sleep if time else (lambda s: None)),
+                     WorkerKnobs(**knobs), rows, sleep=sleep or (time.sleep if time else (lambda s: None)),
                      rng=random.Random(5), **extra)
 
 

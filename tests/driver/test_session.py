@@ -9,7 +9,8 @@ import grpc
 import pytest
 
 from substrate_assets.driver.clients import ControlClient
-from substrate_assets.driver.users.session import CRASHED_MESSAGE, SessionKnobs, TemplateCheck
+from substrate_assets.driver.users.knobs import WorkerKnobs
+from substrate_assets.driver.users.session import CRASHED_MESSAGE, TemplateCheck
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig, TemplateConfig
 from tests.driver.conftest import Rows, make_vu, write_script
 from tests.support.faults import FailingRouter
@@ -62,7 +63,7 @@ def test_think_time_is_scaled_and_jittered(tmp_path, runtime, rows):
     samples = [unset.think_seconds(step) for _ in range(500)]
     assert all(8.0 <= s <= 12.0 for s in samples) and max(samples) - min(samples) > 3
     with pytest.raises(ValueError):
-        SessionKnobs(think_scale=-1)
+        WorkerKnobs(think_scale=-1)
 
 
 def test_a_session_books_the_reference_rows(tmp_path, runtime, rows):

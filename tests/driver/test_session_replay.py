@@ -23,7 +23,8 @@ from substrate_assets.driver import scripts as scripts_module
 from substrate_assets.driver.failures import RouterError
 from substrate_assets.driver.scripts import ScriptSource
 from substrate_assets.driver.users import session as session_module
-from substrate_assets.driver.users.session import AgentSessionVU, SessionKnobs, TemplateCheck
+from substrate_assets.driver.users.knobs import WorkerKnobs
+from substrate_assets.driver.users.session import AgentSessionVU, TemplateCheck
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.workload import ScriptLibrary
@@ -117,7 +118,7 @@ def replay(monkeypatch: Any | None = None) -> dict[str, Any]:
     control = ScriptedControl({40: grpc.StatusCode.UNAVAILABLE, 60: grpc.StatusCode.NOT_FOUND})
     rows = Rows()
     vu = AgentSessionVU(control, router, ScriptSource(ScriptLibrary(SCRIPTS), "coding-session"),  # type: ignore[arg-type]
-                        SessionKnobs(think_scale=0.5), TemplateCheck(control), rows, sleep=Sleeps(),  # type: ignore[arg-type]
+                        WorkerKnobs(think_scale=0.5), TemplateCheck(control), rows, sleep=Sleeps(),  # type: ignore[arg-type]
                         rng=random.Random(16))
     for _ in range(ITERATIONS):
         vu.iterate()

@@ -8,18 +8,10 @@ import pytest
 
 from substrate_assets.driver.clients import TEMPLATE, ControlClient
 from substrate_assets.driver.failures import is_crashed
-from substrate_assets.driver.family_knobs import CohortKnobs
+from substrate_assets.driver.users.backoff import BACKOFF_JITTER_S, Cancelled, spawn_crashed, spawn_terminal
+from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.driver.users.session import CRASHED_MESSAGE
-from substrate_assets.driver.users.spawn import (
-    BACKOFF_JITTER_S,
-    IDLE_S,
-    NO_ACTOR_READY,
-    SpawnCancelled,
-    SpawnVU,
-    fired_deciles,
-    spawn_crashed,
-    spawn_terminal,
-)
+from substrate_assets.driver.users.spawn import IDLE_S, NO_ACTOR_READY, SpawnVU, fired_deciles
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
@@ -43,7 +35,7 @@ def make_spawn(runtime, record, *, control=None, router=None, sleep=None, clock=
     if stopped is not None:
         extra["stopped"] = stopped
     return SpawnVU(control or ControlClient(runtime.control_address), router or PerThreadRouter(runtime),
-                   CohortKnobs(**knobs), record, sleep=sleep if sleep is not None else (lambda s: None),
+                   WorkerKnobs(**knobs), record, sleep=sleep if sleep is not None else (lambda s: None),
                    rng=random.Random(3), **extra)
 
 
@@ -259,7 +251,7 @@ def test_the_actor_deadline_ends_the_pings(runtime):
     assert fake.sleeps == pytest.approx([0.1] * 10) and len(router.failed) == 10
     assert all(not row.ok and "timed out" in str(row.error) for row in rows.rows if row.name == "GluttonPing")
     actor, batch = rows.rows[-2], rows.rows[-1]
-    assert isinstance(actor.error, SpawnCancelled) and "context deadline exceeded" in str(actor.error)
+    assert isinstance(actor.error, Cancelled) and "context deadline exceeded" in str(actor.error)
     assert actor.elapsed_s == 1.0
     assert (str(batch.error), batch.elapsed_s) == (NO_ACTOR_READY, 1.0)
     vu.stop()

@@ -10,7 +10,7 @@ import grpc
 import pytest
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
-from substrate_assets.driver.family_knobs import SweperfKnobs
+from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.driver.users.sweperf import TRAJECTORY_FAILED, Chunk, SweperfVU, generate_chunks
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig, TemplateConfig
 from tests.driver.conftest import Rows
@@ -71,7 +71,7 @@ class Ticks:
 def make_vu(runtime, rows, *, sleeps=None, clock=time.monotonic, **knobs) -> SweperfVU:
     knobs = {"sweperf_template": TEMPLATE, "sweperf_total_steps": 5, "sweperf_num_cycles": 2,
              "sweperf_poll_interval_ms": POLL_MS, "min_wait_time": WAIT_S, "max_wait_time": WAIT_S, **knobs}
-    return SweperfVU(ControlClient(runtime.control_address), RouterClient(runtime.router_url), SweperfKnobs(**knobs),
+    return SweperfVU(ControlClient(runtime.control_address), RouterClient(runtime.router_url), WorkerKnobs(**knobs),
                      rows, sleep=sleeps if sleeps is not None else Sleeps(), rng=random.Random(5), clock=clock)
 
 

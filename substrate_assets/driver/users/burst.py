@@ -51,25 +51,22 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import grpc
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.failures import rpc_code
-from substrate_assets.driver.family_knobs import CohortKnobs, GluttonKnobs, uniform_wait
-from substrate_assets.driver.users.glutton import GluttonActor, GluttonCallError, GluttonWiring
-from substrate_assets.driver.users.session import Record
-from substrate_assets.driver.users.spawn import (
-    BACKOFF_JITTER_S,
-    DELETE_CONCURRENCY,
-    IDLE_S,
-    INITIAL_BACKOFF_S,
-    MAX_BACKOFF_S,
-    STOP_WAIT_S,
-    fired_deciles,
-    spawn_terminal,
+from substrate_assets.driver.users.backoff import (
+    Cancelled,
+    RetryBudget,
+    create_landed,
+    retry_with_backoff,
 )
+from substrate_assets.driver.users.base import Record, VirtualUser
+from substrate_assets.driver.users.glutton import GluttonActor, GluttonCallError
+from substrate_assets.driver.users.knobs import WorkerKnobs
+from substrate_assets.driver.users.spawn import DELETE_CONCURRENCY, IDLE_S, STOP_WAIT_S, fired_deciles
 from substrate_assets.protos import glutton_pb2 as g
 
 log = logging.getLogger(__name__)
@@ -85,74 +82,8 @@ def _never() -> bool:
     return False
 
 
-class BurstCancelled(Exception):
-    """An actor's attempts ended: its deadline passed, or the run was stopped."""
-
-
 class ActorRetired(Exception):
     """Why an actor left the cohort: the failure booked on ``RetiredSetup`` and ``RetiredChurn``."""
-
-
-@dataclass(frozen=True)
-class Budget:
-    """What upstream's per-call context carries: a deadline on the injected clock, and the run's stop."""
-
-    clock: Callable[[], float]
-    sleep: Callable[[float], None]
-    until: float
-    stopping: Callable[[], bool]
-
-    def expired(self) -> BurstCancelled | None:
-        if self.stopping():
-            return BurstCancelled("context canceled (the run was stopped)")
-        if self.clock() >= self.until:
-            return BurstCancelled("context deadline exceeded")
-        return None
-
-    def deadline_passed(self) -> bool:
-        return self.clock() >= self.until and not self.stopping()
-
-    def within(self, seconds: float) -> Budget:
-        return replace(self, until=min(self.until, self.clock() + seconds))
-
-    def pause(self, seconds: float) -> bool:
-        """Sleep up to ``seconds``, no later than the deadline; whether the whole pause ran with time to spare."""
-        if self.expired() is not None:
-            return False
-        left = self.until - self.clock()
-        if seconds >= left:
-            self.sleep(max(0.0, left))
-            return False
-        self.sleep(seconds)
-        return self.expired() is None
-
-
-def retry_with_backoff(call: Callable[[int], BaseException | None], budget: Budget,
-                       rng: random.Random) -> BaseException | None:
-    """Call ``call(attempt)`` (attempt 0, 1, …) until it returns None, its error is terminal (spawn's list), or the
-    budget ends; 50 ms doubling to 1 s between attempts, plus up to 5 ms of jitter. The last error, or why the
-    budget ended."""
-    delay = INITIAL_BACKOFF_S
-    attempt = 0
-    while True:
-        cut = budget.expired()
-        if cut is not None:
-            return cut
-        error = call(attempt)
-        if error is None:
-            return None
-        if spawn_terminal(error):
-            return error
-        if not budget.pause(delay + rng.random() * BACKOFF_JITTER_S):
-            return budget.expired() or error
-        delay = min(delay * 2, MAX_BACKOFF_S)
-        attempt += 1
-
-
-def create_landed(attempt: int, error: BaseException | None) -> bool:
-    """A create that succeeded, or AlreadyExists on a retry: names carry the run's id, so an earlier attempt of
-    ours landed (on the first attempt it is a clash)."""
-    return error is None or (attempt > 0 and rpc_code(error) == grpc.StatusCode.ALREADY_EXISTS)
 
 
 @dataclass(frozen=True)
@@ -173,23 +104,22 @@ SUSPEND = BurstPhase("ActorTimeToSuspend", "TimeToSuspend", "TimeToAllSuspended"
 class BurstActor(GluttonActor):
     """A cohort member: a glutton actor, and whether it may exist, is deleted, or has left the cohort."""
 
-    def __init__(self, wiring: GluttonWiring, name: str) -> None:
-        super().__init__(wiring, name)
+    def __init__(self, user: VirtualUser, name: str) -> None:
+        super().__init__(user, name)
         self.created = False
         self.delete_done = False
         self.retired = False
 
 
-class BurstVU:
+class BurstVU(VirtualUser):
     """The one user of a burst run: its cohort, batch after batch, then its teardown."""
 
-    def __init__(self, control: ControlClient, router: RouterClient, glutton_knobs: GluttonKnobs,
-                 cohort: CohortKnobs, record: Record, sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None, clock: Callable[[], float] = time.monotonic,
-                 stopped: Callable[[], bool] = lambda: False) -> None:
-        self.knobs = glutton_knobs
-        self.cohort = cohort
-        self.wiring = GluttonWiring(control, router, glutton_knobs, record, sleep, rng or random.Random(), clock)
+    family = "burst"
+
+    def __init__(self, control: ControlClient, router: RouterClient, knobs: WorkerKnobs, record: Record,
+                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+                 clock: Callable[[], float] = time.monotonic, stopped: Callable[[], bool] = lambda: False) -> None:
+        super().__init__(control, router, knobs, record, sleep, rng, clock)
         self.stopped = stopped
         self.ran = False
         self.batch = 0
@@ -212,7 +142,7 @@ class BurstVU:
 
     def iterate(self) -> None:
         if self.ran:
-            self.wiring.sleep(IDLE_S)
+            self.sleep(IDLE_S)
             return
         self.ran = True
         self.run()
@@ -234,12 +164,12 @@ class BurstVU:
     def run(self) -> None:
         """Create the cohort, then resume, churn and suspend it until a stop or until no actor is left."""
         self.run_id = uuid.uuid4().hex[:8]
-        self.actors = [BurstActor(self.wiring, f"burst-{self.run_id}-{n}")
-                       for n in range(1, self.cohort.total_actors + 1)]
+        self.actors = [BurstActor(self, f"burst-{self.run_id}-{n}")
+                       for n in range(1, self.knobs.total_actors + 1)]
         log.info("burst %s: %d actors, deadline %gs, lifecycle mode %r, mem target %r, %d cpu cores", self.run_id,
-                 self.cohort.total_actors, self.cohort.actor_deadline, self.knobs.lifecycle_mode,
+                 self.knobs.total_actors, self.knobs.actor_deadline, self.knobs.lifecycle_mode,
                  self.knobs.mem_target, self.knobs.cpu_cores)
-        error = retry_with_backoff(lambda _: self.wiring.ensure_atespace(), self._budget(), self.wiring.rng)
+        error = retry_with_backoff(lambda _: self.ensure_atespace(lap=0), self._budget(), self.rng)
         if error is not None:
             log.error("burst %s: not started: CreateAtespace failed: %s", self.run_id, error)
             return
@@ -249,7 +179,7 @@ class BurstVU:
             if not active:
                 log.warning("burst %s: every actor is retired; the run is over", self.run_id)
                 return
-            if self.batch > 0 and not self._wait(self.knobs.wait_seconds(self.wiring.rng)):
+            if self.batch > 0 and not self._wait(self.knobs.wait_seconds(self.rng)):
                 return
             self.batch += 1
             first = self.batch == 1
@@ -266,36 +196,36 @@ class BurstVU:
     def setup(self) -> None:
         """Create every actor at once; one that cannot be created is retired (its CreateActor rows say why)."""
 
-        def create(budget: Budget, _: int, actor: BurstActor) -> None:
+        def create(budget: RetryBudget, _: int, actor: BurstActor) -> None:
             def attempt(number: int) -> BaseException | None:
                 actor.created = True  # sent: it may exist from here on, so the teardown deletes it
                 error = actor.create()
                 return None if create_landed(number, error) else error
 
-            actor.retired = retry_with_backoff(attempt, budget, self.wiring.rng) is not None
+            actor.retired = retry_with_backoff(attempt, budget, self.rng) is not None
 
-        self._for_each(self.actors, self.cohort.actor_deadline, create)
+        self._for_each(self.actors, self.knobs.actor_deadline, create)
         self._delete_retired()
 
     # -- one burst ----------------------------------------------------------
 
     def burst(self, phase: BurstPhase, actors: list[BurstActor],
-              op: Callable[[Budget, BurstActor], BaseException | None]) -> list[BurstActor]:
+              op: Callable[[RetryBudget, BurstActor], BaseException | None]) -> list[BurstActor]:
         """Run ``op`` on every actor at once, retire the ones it failed on, book the phase; the ones it
         succeeded on."""
         if not actors:
             return []
-        epoch, start = time.time(), self.wiring.clock()
+        epoch, start = time.time(), self.clock()
         done_at: list[float | None] = [None] * len(actors)
 
-        def one(budget: Budget, index: int, actor: BurstActor) -> None:
-            actor_epoch, op_start = time.time(), self.wiring.clock()
+        def one(budget: RetryBudget, index: int, actor: BurstActor) -> None:
+            actor_epoch, op_start = time.time(), self.clock()
             try:
                 error = op(budget, actor)
             except Exception as unexpected:  # a surprise fails this actor's op, not the burst
                 log.exception("burst %s: %s of %s failed unexpectedly", self.run_id, phase.actor_row, actor.name)
                 error = unexpected
-            now = self.wiring.clock()
+            now = self.clock()
             if error is not None:
                 actor.retired = True
                 self._book_own("summary", phase.actor_row, actor_epoch, now - op_start, error, actor.name)
@@ -303,7 +233,7 @@ class BurstVU:
             done_at[index] = now - start
             self._book_own("summary", phase.actor_row, actor_epoch, now - op_start, None, actor.name)
 
-        self._for_each(actors, self.cohort.actor_deadline, one)
+        self._for_each(actors, self.knobs.actor_deadline, one)
         self._delete_retired()
         self.book_phase(phase, len(actors), sorted(t for t in done_at if t is not None), epoch)
         return [actor for actor, done in zip(actors, done_at, strict=True) if done is not None]
@@ -311,16 +241,16 @@ class BurstVU:
     def book_phase(self, phase: BurstPhase, cohort: int, times: list[float], epoch: float) -> None:
         """The k% marks and the last success of one burst over ``cohort`` actors; ``times`` sorted."""
         if not times:
-            self._book_own("summary", phase.all_row, epoch, 0.0, BurstCancelled(NO_ACTOR_SUCCEEDED))
+            self._book_own("summary", phase.all_row, epoch, 0.0, Cancelled(NO_ACTOR_SUCCEEDED))
             return
         for rank, elapsed in enumerate(times, start=1):
             for k in fired_deciles(rank, cohort):
                 self._book_own("summary", f"{phase.decile_prefix}_{k}pct", epoch, elapsed, None)
         self._book_own("summary", phase.all_row, epoch, times[-1], None)
 
-    def resume_one(self, budget: Budget, actor: BurstActor) -> BaseException | None:
+    def resume_one(self, budget: RetryBudget, actor: BurstActor) -> BaseException | None:
         """Resume the actor (with the backoff), then ping it every 100 ms until it answers."""
-        error = retry_with_backoff(lambda _: actor.resume(), budget, self.wiring.rng)
+        error = retry_with_backoff(lambda _: actor.resume(), budget, self.rng)
         if error is not None:
             return error
         while True:
@@ -328,7 +258,7 @@ class BurstVU:
             if failure is None:
                 return None
             if not budget.pause(READY_PING_GAP_S):
-                return BurstCancelled(f"not ready before the deadline: {failure}")
+                return Cancelled(f"not ready before the deadline: {failure}")
 
     def ready_ping(self, actor: BurstActor) -> BaseException | None:
         """One ping booked on burst's own ``GluttonReadyPing`` row; its failure, if any."""
@@ -344,8 +274,8 @@ class BurstVU:
         self._book_own("http", "GluttonReadyPing", started, time.perf_counter() - clock, None, actor.name)
         return None
 
-    def suspend_one(self, budget: Budget, actor: BurstActor) -> BaseException | None:
-        return retry_with_backoff(lambda _: actor.hibernate(), budget, self.wiring.rng)
+    def suspend_one(self, budget: RetryBudget, actor: BurstActor) -> BaseException | None:
+        return retry_with_backoff(lambda _: actor.hibernate(), budget, self.rng)
 
     # -- the churn ----------------------------------------------------------
 
@@ -353,27 +283,27 @@ class BurstVU:
         """The batch's workload and one live window for all; the actors still in the cohort."""
         if not actors:
             return []
-        clock = self.wiring.clock
-        window = uniform_wait(self.wiring.rng, self.knobs.min_live_time, self.knobs.max_live_time)
+        clock = self.clock
+        window = self.knobs.live_seconds(self.rng)
         end = clock() + window
 
-        def one(budget: Budget, _: int, actor: BurstActor) -> None:
+        def one(budget: RetryBudget, _: int, actor: BurstActor) -> None:
             if self.work(budget, actor, first) and budget.expired() is None:
                 actor.ping_window(end, self.knobs.pings_per_wake, wake=False,
                                   going=lambda: budget.expired() is None)
 
-        self._for_each(actors, self.cohort.actor_deadline + window, one)
+        self._for_each(actors, self.knobs.actor_deadline + window, one)
         self._wait(end - clock())
         self._delete_retired()
         return [actor for actor in actors if not actor.retired]
 
-    def work(self, budget: Budget, actor: BurstActor, first: bool) -> bool:
+    def work(self, budget: RetryBudget, actor: BurstActor, first: bool) -> bool:
         """The actor's workload steps under the actor deadline; whether it stays in the cohort.
 
         Batch 1 fills RAM, then starts the CPU load, so the first suspend snapshots the whole working set; either
         failing retires the actor. Later batches read what the snapshot kept, then churn part of it; a failed step
         is only its row, and only a step still running at the deadline retires the actor."""
-        budget = budget.within(self.cohort.actor_deadline)
+        budget = budget.within(self.knobs.actor_deadline)
         if first:
             actor.ensure_ram_filled()
             if actor.ram_filled:
@@ -411,14 +341,14 @@ class BurstVU:
             return
         self._delete_actors([actor for actor in self.actors if actor.retired], self._budget(DELETE_BUDGET_S))
 
-    def _delete_actors(self, actors: list[BurstActor], budget: Budget) -> int:
+    def _delete_actors(self, actors: list[BurstActor], budget: RetryBudget) -> int:
         """Delete the listed actors that may exist and are not deleted yet, 32 at a time, each retried with the
         backoff (NotFound: already gone); how many are still not deleted."""
         todo = [actor for actor in actors if actor.created and not actor.delete_done]
 
         def delete(index: int) -> None:
             actor = todo[index]
-            error = retry_with_backoff(lambda _: actor.delete(), budget, self.wiring.rng)
+            error = retry_with_backoff(lambda _: actor.delete(), budget, self.rng)
             actor.delete_done = error is None or rpc_code(error) == grpc.StatusCode.NOT_FOUND
 
         self._run_each(len(todo), DELETE_CONCURRENCY, delete, lambda: budget.expired() is not None)
@@ -426,13 +356,13 @@ class BurstVU:
 
     # -- running at once ------------------------------------------------------
 
-    def _budget(self, seconds: float | None = None, stoppable: bool = True) -> Budget:
+    def _budget(self, seconds: float | None = None, stoppable: bool = True) -> RetryBudget:
         """A budget of ``seconds`` (the actor deadline by default) from now; a stop ends it unless unstoppable."""
-        until = self.wiring.clock() + (self.cohort.actor_deadline if seconds is None else seconds)
-        return Budget(self.wiring.clock, self.wiring.sleep, until, self._is_stopping if stoppable else _never)
+        until = self.clock() + (self.knobs.actor_deadline if seconds is None else seconds)
+        return RetryBudget(self.clock, self.sleep, until, self._is_stopping if stoppable else _never)
 
     def _for_each(self, actors: list[BurstActor], seconds: float,
-                  call: Callable[[Budget, int, BurstActor], None]) -> None:
+                  call: Callable[[RetryBudget, int, BurstActor], None]) -> None:
         """``call`` on every actor at once, each with its own budget of ``seconds``; returns when all are done."""
         self._run_each(len(actors), len(actors), lambda index: call(self._budget(seconds), index, actors[index]),
                        self._is_stopping)
@@ -472,7 +402,7 @@ class BurstVU:
             if self.stopping:
                 return False
             step = min(left, STOP_POLL_S)
-            self.wiring.sleep(step)
+            self.sleep(step)
             left -= step
         return not self.stopping
 
@@ -485,4 +415,4 @@ class BurstVU:
         with self._gate:
             if self.stopping:
                 return
-            self.wiring.book(request_type, name, started, elapsed_s, error, actor, lap=self.batch)
+            self.book(request_type, name, started, elapsed_s, error, actor, lap=self.batch)

@@ -33,27 +33,22 @@ import hashlib
 import logging
 import random
 import time
-import uuid
 from collections.abc import Callable
 
 import grpc
 from google.protobuf.message import DecodeError
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
-from substrate_assets.driver.family_knobs import DURDIR_TEMPLATES, DurdirKnobs
-from substrate_assets.driver.users.session import Record
+from substrate_assets.driver.users.base import Record, RestartingUser, StartFailed, new_actor_name
+from substrate_assets.driver.users.knobs import WorkerKnobs
+from substrate_assets.families import DEFAULT_TEMPLATES, TEMPLATE_ATESPACE
 from substrate_assets.protos import glutton_pb2 as g
 
 log = logging.getLogger(__name__)
 
-TEMPLATE_ATESPACE = "benchmark-workloads"
 DURDIR_FILE = "bench-data"
 WRITE_ROUTE = "/writedisk"
 READ_ROUTE = "/readdisk"
-
-
-class DurdirStartError(Exception):
-    """The actor could not be created or bootstrapped; the VU waits and starts over."""
 
 
 class DurdirMismatch(Exception):
@@ -91,35 +86,21 @@ def read_check(reply: bytes, size: int, digest: bytes, data_mode: bool) -> None:
                                  f"want {digest.hex()!r}")
 
 
-class DurdirVU:
+class DurdirVU(RestartingUser):
     """One virtual user: one actor at a time, whose durable file must survive every suspend (or pause)."""
 
-    def __init__(self, control: ControlClient, router: RouterClient, knobs: DurdirKnobs, record: Record,
+    family = "durdir"
+
+    def __init__(self, control: ControlClient, router: RouterClient, knobs: WorkerKnobs, record: Record,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None) -> None:
-        self.control = control
-        self.router = router
-        # Read at every use, so a caller may swap in new knobs between iterations (upstream's live config).
-        self.knobs = knobs
-        self.record = record
-        self.sleep = sleep
-        self.rng = rng or random.Random()
+        super().__init__(control, router, knobs, record, sleep, rng)
         self.actor: str | None = None
         self.lap = 0
         self.expected_size = 0
         self.expected_digest = b""
 
-    # -- the loop ---------------------------------------------------------
-
-    def iterate(self) -> None:
-        if self.actor is None:
-            try:
-                self.start()
-            except DurdirStartError as error:
-                log.warning("durdir start failed; the next iteration tries again: %s", error)
-                self.sleep(self.knobs.wait_seconds(self.rng))
-                return
-        self.step()
-        self.sleep(self.knobs.wait_seconds(self.rng))
+    def started(self) -> bool:
+        return self.actor is not None
 
     def stop(self) -> None:
         """Locust's on_stop: unmetered hibernate, metered DeleteActor(any_state)."""
@@ -129,12 +110,12 @@ class DurdirVU:
 
     def start(self) -> None:
         atespace = self.knobs.atespace
-        if not self._rpc("CreateAtespace", lambda: self.control.ensure_atespace(atespace), actor=None):
-            raise DurdirStartError(f"CreateAtespace {atespace} failed")
-        actor = f"sb-{uuid.uuid4()}"
-        template = (TEMPLATE_ATESPACE, self.knobs.durdir_template or DURDIR_TEMPLATES[0])
+        if self.ensure_atespace(lap=self.lap) is not None:
+            raise StartFailed(f"CreateAtespace {atespace} failed")
+        actor = new_actor_name()
+        template = (TEMPLATE_ATESPACE, self.knobs.durdir_template or DEFAULT_TEMPLATES["durdir"])
         if not self._rpc("CreateActor", lambda: self.control.create_actor(atespace, actor, template), actor=actor):
-            raise DurdirStartError(f"CreateActor {actor} of {template[0]}/{template[1]} failed")
+            raise StartFailed(f"CreateActor {actor} of {template[0]}/{template[1]} failed")
         self.actor, self.lap = actor, 0
         self.expected_size, self.expected_digest = 0, b""
         if not self.resume():
@@ -146,7 +127,7 @@ class DurdirVU:
         else:
             return
         self.teardown()
-        raise DurdirStartError(f"actor {actor}: {reason}")
+        raise StartFailed(f"actor {actor}: {reason}")
 
     # -- one step ---------------------------------------------------------
 
@@ -172,7 +153,7 @@ class DurdirVU:
 
     def resume(self) -> bool:
         """A metered ResumeActor, skipped in implicit mode where the next read wakes the actor."""
-        if not self.knobs.explicit_resume:
+        if self.knobs.resume_mode == "implicit":  # durdir resumes explicitly unless told (unlike sessions)
             return True
         actor, atespace = self._actor(), self.knobs.atespace
         return self._rpc("ResumeActor", lambda: self.control.resume(atespace, actor), actor=actor)
@@ -220,14 +201,7 @@ class DurdirVU:
 
     def _rpc(self, name: str, call: Callable[[], object], *, actor: str | None) -> bool:
         """One control call booked with its client wall clock; True when it succeeded."""
-        started, clock = time.time(), time.perf_counter()
-        error: grpc.RpcError | None = None
-        try:
-            call()
-        except grpc.RpcError as failed:
-            error = failed
-        self.record("grpc", name, started, time.perf_counter() - clock, error, self._context(actor))
-        return error is None
+        return self.timed_rpc(name, call, actor, lap=self.lap) is None
 
     def _http(self, name: str, route: str, body: bytes, check: Callable[[bytes], object],
               wake: bool = False) -> bool:
@@ -237,16 +211,13 @@ class DurdirVU:
         try:
             reply = self.router.post(f"{self.knobs.atespace}/{actor}", route, body)
         except Exception as error:  # router statuses and transport errors alike are this row's failure
-            self.record("http", name, started, time.perf_counter() - clock, error, self._context(actor, wake))
+            self.book("http", name, started, time.perf_counter() - clock, error, actor, wake=wake, lap=self.lap)
             return False
         elapsed = time.perf_counter() - clock
         try:
             check(reply)
         except DurdirMismatch as error:
-            self.record("http", name, started, elapsed, error, self._context(actor, wake))
+            self.book("http", name, started, elapsed, error, actor, wake=wake, lap=self.lap)
             return False
-        self.record("http", name, started, elapsed, None, self._context(actor, wake, len(reply)))
+        self.book("http", name, started, elapsed, None, actor, wake=wake, response_length=len(reply), lap=self.lap)
         return True
-
-    def _context(self, actor: str | None, wake: bool = False, response_length: int = 0) -> dict[str, object]:
-        return {"session_id": actor, "wake": wake, "response_length": response_length, "lap": self.lap}

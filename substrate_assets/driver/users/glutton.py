@@ -43,7 +43,6 @@ import random
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
@@ -58,8 +57,16 @@ from substrate_assets.driver.failures import (
     is_crashed,
     retry_on_conflict,
 )
-from substrate_assets.driver.family_knobs import GluttonKnobs, uniform_wait
-from substrate_assets.driver.users.session import CRASHED_MESSAGE, CrashedActor, Record
+from substrate_assets.driver.users.base import (
+    CRASHED_MESSAGE,
+    CrashedActor,
+    Record,
+    RestartingUser,
+    StartFailed,
+    VirtualUser,
+    new_actor_name,
+)
+from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.protos import glutton_pb2 as g
 
 log = logging.getLogger(__name__)
@@ -73,46 +80,18 @@ class GluttonCallError(Exception):
     """A glutton request that failed on its way, or whose reply was not what was sent for."""
 
 
-@dataclass(frozen=True)
-class GluttonWiring:
-    """What every glutton actor of one VU (or one burst) shares: its clients, knobs, rows, time and chance."""
-
-    control: ControlClient
-    router: RouterClient
-    knobs: GluttonKnobs
-    record: Record
-    sleep: Callable[[float], None] = time.sleep
-    rng: random.Random = field(default_factory=random.Random)
-    clock: Callable[[], float] = time.monotonic
-
-    def ping_gap(self) -> float:
-        return MIN_PING_GAP_S + self.rng.random() * (MAX_PING_GAP_S - MIN_PING_GAP_S)
-
-    def book(self, request_type: str, name: str, started: float, elapsed_s: float, error: BaseException | None,
-             actor: str | None = None, *, wake: bool = False, response_length: int = 0, lap: int = 0) -> None:
-        self.record(request_type, name, started, elapsed_s, error,
-                    {"session_id": actor, "wake": wake, "response_length": response_length, "lap": lap})
-
-    def ensure_atespace(self) -> grpc.RpcError | None:
-        """``CreateAtespace``; AlreadyExists (another VU made it) is booked and taken as success."""
-        atespace = self.knobs.atespace
-        started, clock = time.time(), time.perf_counter()
-        try:
-            self.control.ensure_atespace(atespace)
-        except grpc.RpcError as error:
-            self.book("grpc", "CreateAtespace", started, time.perf_counter() - clock, error)
-            return error
-        self.book("grpc", "CreateAtespace", started, time.perf_counter() - clock, None)
-        return None
+def ping_gap(rng: random.Random) -> float:
+    """The gap before another ping of the live window, U[200 ms, 1 s)."""
+    return MIN_PING_GAP_S + rng.random() * (MAX_PING_GAP_S - MIN_PING_GAP_S)
 
 
 class GluttonActor:
     """One glutton actor's lifetime: its lifecycle calls and its workload steps, each booked as its own row.
 
-    Used by one thread at a time (a VU's iteration, or one worker of a burst phase)."""
+    Used by one thread at a time (its user's iteration, or one worker of a burst phase)."""
 
-    def __init__(self, wiring: GluttonWiring, name: str) -> None:
-        self.wiring = wiring
+    def __init__(self, user: VirtualUser, name: str) -> None:
+        self.user = user
         self.name = name
         self.first_resume = True
         self.running = False
@@ -126,23 +105,23 @@ class GluttonActor:
 
     @property
     def target(self) -> str:
-        return f"{self.wiring.knobs.atespace}/{self.name}"
+        return f"{self.user.knobs.atespace}/{self.name}"
 
     # -- lifecycle ---------------------------------------------------------
 
     def create(self) -> grpc.RpcError | None:
-        atespace = self.wiring.knobs.atespace
-        return self._rpc("CreateActor", lambda: self.wiring.control.create_actor(atespace, self.name))
+        atespace = self.user.knobs.atespace
+        return self._rpc("CreateActor", lambda: self.user.control.create_actor(atespace, self.name))
 
     def resume(self) -> grpc.RpcError | None:
         """Resume, the conflict retry inside the timed call; a crash marks the actor and books ``CrashCount``."""
         name = "ResumeActorFirstResume" if self.first_resume else "ResumeActor"
-        control, atespace, sleep = self.wiring.control, self.wiring.knobs.atespace, self.wiring.sleep
+        control, atespace, sleep = self.user.control, self.user.knobs.atespace, self.user.sleep
         error = self._rpc(name, lambda: retry_on_conflict(lambda: control.resume(atespace, self.name), sleep))
         if error is not None:
             if is_crashed(error):
                 self.crashed = True
-                self.wiring.book("actor", "CrashCount", time.time(), 0.0, CrashedActor(CRASHED_MESSAGE), self.name,
+                self.user.book("actor", "CrashCount", time.time(), 0.0, CrashedActor(CRASHED_MESSAGE), self.name,
                                  lap=self.lap)
                 log.warning("glutton actor %s crashed: %s", self.name, error)
             return error
@@ -153,8 +132,8 @@ class GluttonActor:
 
     def hibernate(self) -> grpc.RpcError | None:
         """``PauseActor`` in pause mode, else ``SuspendActor``; a failure leaves the hibernate pending."""
-        control, atespace = self.wiring.control, self.wiring.knobs.atespace
-        if self.wiring.knobs.pause:
+        control, atespace = self.user.control, self.user.knobs.atespace
+        if self.user.knobs.pause:
             error = self._rpc("PauseActor", lambda: control.pause(atespace, self.name))
         else:
             error = self._rpc("SuspendActor", lambda: control.suspend(atespace, self.name))
@@ -166,7 +145,7 @@ class GluttonActor:
         return error
 
     def delete(self) -> grpc.RpcError | None:
-        control, atespace = self.wiring.control, self.wiring.knobs.atespace
+        control, atespace = self.user.control, self.user.knobs.atespace
         return self._rpc("DeleteActor", lambda: control.delete(atespace, self.name, any_state=True))
 
     def note_failure(self, error: BaseException) -> bool:
@@ -189,7 +168,7 @@ class GluttonActor:
         """One WriteRAM TRUNCATE of ``mem_target``, once per actor; a failure is tried again next time."""
         if self.ram_filled:
             return
-        target = self.wiring.knobs.mem_target
+        target = self.user.knobs.mem_target
         if not target:
             self.ram_filled = True
             return
@@ -200,7 +179,7 @@ class GluttonActor:
         """Start ``cpu_cores`` spinning threads at ``cpu_duty_cycle``, once per actor (they survive suspends)."""
         if self.cpu_loaded:
             return
-        knobs = self.wiring.knobs
+        knobs = self.user.knobs
         if knobs.cpu_cores == 0:
             self.cpu_loaded = True
             return
@@ -210,7 +189,7 @@ class GluttonActor:
 
     def read_ram(self) -> None:
         """Walk ``mem_read`` of the filled array: right after a resume, the cost of paging the snapshot back."""
-        knobs = self.wiring.knobs
+        knobs = self.user.knobs
         if not knobs.mem_read or not self.ram_filled:
             return
         request = g.ReadRAMRequest(key=MEMLOAD_KEY, size=knobs.read_size)
@@ -218,7 +197,7 @@ class GluttonActor:
 
     def churn_ram(self) -> None:
         """Rewrite ``mem_churn`` bytes from glutton's rotating cursor, so every snapshot carries dirty pages."""
-        churn = self.wiring.knobs.mem_churn
+        churn = self.user.knobs.mem_churn
         if not churn or not self.ram_filled:
             return
         self._step("GluttonChurnRAM", lambda: self._write_ram(churn, g.WRITE_MODE_OVERWRITE_ROTATE))
@@ -229,27 +208,27 @@ class GluttonActor:
         body = g.PingRequest(message=message).SerializeToString()
         started, clock = time.time(), time.perf_counter()
         try:
-            reply = self.wiring.router.post(self.target, "/ping", body)
+            reply = self.user.router.post(self.target, "/ping", body)
             echoed = g.PingResponse.FromString(reply).message
             if echoed != message:
                 raise GluttonCallError(f"ping echo mismatch: sent={message!r} recv={echoed!r}")
         except Exception as error:  # router statuses, transport errors, bad replies: each a failed ping
-            self.wiring.book("http", "GluttonPing", started, time.perf_counter() - clock, error, self.name, wake=wake,
+            self.user.book("http", "GluttonPing", started, time.perf_counter() - clock, error, self.name, wake=wake,
                              lap=self.lap)
             return False
-        self.wiring.book("http", "GluttonPing", started, time.perf_counter() - clock, None, self.name, wake=wake,
+        self.user.book("http", "GluttonPing", started, time.perf_counter() - clock, None, self.name, wake=wake,
                          response_length=len(reply), lap=self.lap)
         return True
 
     def ping_window(self, end: float, max_pings: int, wake: bool, going: Callable[[], bool] = lambda: True) -> None:
         """Ping now, then up to ``max_pings`` − 1 more, each after a gap of U[200 ms, 1 s), while the next gap ends
-        by ``end`` (on the wiring's clock) and ``going()`` holds. Only the first ping may be the wake."""
+        by ``end`` (on the user's clock) and ``going()`` holds. Only the first ping may be the wake."""
         self.ping(wake=wake)
         for _ in range(1, max(1, max_pings)):
-            gap = self.wiring.ping_gap()
-            if self.wiring.clock() + gap > end:
+            gap = ping_gap(self.user.rng)
+            if self.user.clock() + gap > end:
                 return
-            self.wiring.sleep(gap)
+            self.user.sleep(gap)
             if not going():
                 return
             self.ping()
@@ -257,14 +236,7 @@ class GluttonActor:
     # -- plumbing ----------------------------------------------------------
 
     def _rpc(self, name: str, call: Callable[[], object]) -> grpc.RpcError | None:
-        started, clock = time.time(), time.perf_counter()
-        try:
-            call()
-        except grpc.RpcError as error:
-            self.wiring.book("grpc", name, started, time.perf_counter() - clock, error, self.name, lap=self.lap)
-            return error
-        self.wiring.book("grpc", name, started, time.perf_counter() - clock, None, self.name, lap=self.lap)
-        return None
+        return self.user.timed_rpc(name, call, self.name, lap=self.lap)
 
     def _step(self, name: str, call: Callable[[], int]) -> bool:
         """Book one workload request; ``call`` returns the row's response length."""
@@ -272,9 +244,9 @@ class GluttonActor:
         try:
             length = call()
         except Exception as error:  # any failure of a workload step is its row, never the actor's count
-            self.wiring.book("http", name, started, time.perf_counter() - clock, error, self.name, lap=self.lap)
+            self.user.book("http", name, started, time.perf_counter() - clock, error, self.name, lap=self.lap)
             return False
-        self.wiring.book("http", name, started, time.perf_counter() - clock, None, self.name,
+        self.user.book("http", name, started, time.perf_counter() - clock, None, self.name,
                          response_length=length, lap=self.lap)
         return True
 
@@ -293,7 +265,7 @@ class GluttonActor:
     def request(self, route: str, request: Any, response_type: Any) -> Any:
         """POST one glutton request to the actor through the router; its reply, decoded."""
         try:
-            reply = self.wiring.router.post(self.target, route, request.SerializeToString())
+            reply = self.user.router.post(self.target, route, request.SerializeToString())
             return response_type.FromString(reply)
         except RouterError:
             raise
@@ -303,29 +275,25 @@ class GluttonActor:
             raise GluttonCallError(f"POST {route}: {error}") from error
 
 
-class GluttonVU:
+class GluttonVU(RestartingUser):
     """One virtual user: ``actors_per_user`` glutton actors, one resume/load/ping/hibernate cycle per iteration."""
 
-    def __init__(self, control: ControlClient, router: RouterClient, knobs: GluttonKnobs, record: Record,
+    family = "glutton"
+
+    def __init__(self, control: ControlClient, router: RouterClient, knobs: WorkerKnobs, record: Record,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.knobs = knobs
-        self.wiring = GluttonWiring(control, router, knobs, record, sleep, rng or random.Random(), clock)
+        super().__init__(control, router, knobs, record, sleep, rng, clock)
         self.actors: list[GluttonActor] | None = None
         self.next_index = 0
 
     # -- the loop ---------------------------------------------------------
 
-    def iterate(self) -> None:
-        self.cycle()
-        # Every way out of a cycle waits: on the error paths it keeps a failing actor from hammering the API.
-        self.wiring.sleep(self.knobs.wait_seconds(self.wiring.rng))
+    def started(self) -> bool:
+        return self.actors is not None
 
-    def cycle(self) -> None:
-        if self.actors is None:
-            self.actors = self.start()
-            if self.actors is None:
-                return
+    def step(self) -> None:
+        assert self.actors is not None
         slot = self.next_index
         self.next_index = (self.next_index + 1) % len(self.actors)
         actor = self.actors[slot]
@@ -345,12 +313,11 @@ class GluttonVU:
         actor.ensure_cpu_load()
         actor.read_ram()
         actor.churn_ram()
-        clock = self.wiring.clock
-        end = clock() + uniform_wait(self.wiring.rng, self.knobs.min_live_time, self.knobs.max_live_time)
+        end = self.clock() + self.knobs.live_seconds(self.rng)
         actor.ping_window(end, self.knobs.pings_per_wake, wake=True)
-        remaining = end - clock()
+        remaining = end - self.clock()
         if remaining > 0:
-            self.wiring.sleep(remaining)
+            self.sleep(remaining)
         self.hibernate(slot)
 
     def stop(self) -> None:
@@ -365,11 +332,11 @@ class GluttonVU:
 
     # -- starting and replacing --------------------------------------------
 
-    def start(self) -> list[GluttonActor] | None:
-        """The VU's actors; None (and a retry next iteration) when the atespace or the first actor fails."""
-        if self.wiring.ensure_atespace() is not None:
-            log.warning("glutton: CreateAtespace %s failed; trying again next iteration", self.knobs.atespace)
-            return None
+    def start(self) -> None:
+        """The VU's actors, or :class:`StartFailed` (and a retry next iteration) when the atespace or the first
+        actor fails."""
+        if self.ensure_atespace(lap=0) is not None:
+            raise StartFailed(f"CreateAtespace {self.knobs.atespace} failed")
         actors: list[GluttonActor] = []
         for _ in range(self.knobs.actors_per_user):
             actor = self.new_actor()
@@ -379,10 +346,12 @@ class GluttonVU:
                             self.knobs.actors_per_user, error)
                 break
             actors.append(actor)
-        return actors or None
+        if not actors:
+            raise StartFailed("CreateActor of its first actor failed")
+        self.actors = actors
 
     def new_actor(self) -> GluttonActor:
-        return GluttonActor(self.wiring, f"sb-{uuid.uuid4()}")
+        return GluttonActor(self, new_actor_name())
 
     def hibernate(self, slot: int) -> None:
         assert self.actors is not None

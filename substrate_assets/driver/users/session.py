@@ -22,7 +22,6 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import grpc
 
@@ -34,8 +33,9 @@ from substrate_assets.driver.failures import (
     is_crashed,
     retry_on_conflict,
 )
-from substrate_assets.driver.family_knobs import LIFECYCLE_MODES, RESUME_MODES
 from substrate_assets.driver.scripts import LoadedScript, ScriptSource
+from substrate_assets.driver.users.base import CRASHED_MESSAGE, CrashedActor, Record, VirtualUser
+from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.workload import Op, OpKind, ScriptError, Step
 from substrate_assets.workload.quantity import QuantityError, format_binary_si, parse_byte_count
@@ -48,12 +48,6 @@ READY_PING_INTERVAL_S = 2.0
 TEMPLATE_RECHECK_S = 30.0
 # Logged with the reason each time a session cannot start; a trial in which none started quotes the first.
 SESSION_START_FAILED = "cannot start an agent session"
-CRASHED_MESSAGE = "actor entered ACTOR_STATE_CRASHED"
-
-
-class Record(Protocol):
-    def __call__(self, request_type: str, name: str, started: float, elapsed_s: float,
-                 error: BaseException | None, context: dict[str, object]) -> None: ...
 
 
 class SessionStartError(Exception):
@@ -62,38 +56,6 @@ class SessionStartError(Exception):
 
 class TemplateRefused(SessionStartError):
     """The actor template cannot hold the script."""
-
-
-class CrashedActor(Exception):
-    """The failure booked on ``CrashCount`` rows."""
-
-
-@dataclass(frozen=True)
-class SessionKnobs:
-    atespace: str = "benchmark"
-    think_scale: float = 1.0
-    lifecycle_mode: str = ""
-    resume_mode: str = ""
-
-    def __post_init__(self) -> None:
-        if self.think_scale < 0:
-            raise ValueError(f"agentsession think scale must not be negative, got {self.think_scale}")
-        if self.lifecycle_mode not in LIFECYCLE_MODES:
-            raise ValueError(f"lifecycle mode must be one of {LIFECYCLE_MODES}, got {self.lifecycle_mode!r}")
-        if self.resume_mode not in RESUME_MODES:
-            raise ValueError(f"resume mode must be one of {RESUME_MODES}, got {self.resume_mode!r}")
-
-    @property
-    def scale(self) -> float:
-        return self.think_scale if self.think_scale > 0 else 1.0
-
-    @property
-    def pause(self) -> bool:
-        return self.lifecycle_mode == "pause"
-
-    @property
-    def explicit_resume(self) -> bool:
-        return self.resume_mode == "explicit"
 
 
 class TemplateCheck:
@@ -206,20 +168,17 @@ def prepared_call(loaded: LoadedScript, op: Op) -> OpCall:
     return call
 
 
-class AgentSessionVU:
+class AgentSessionVU(VirtualUser):
     """One virtual user: at most one session at a time, replaced when it breaks."""
 
-    def __init__(self, control: ControlClient, router: RouterClient, scripts: ScriptSource, knobs: SessionKnobs,
+    family = "agentsession"
+
+    def __init__(self, control: ControlClient, router: RouterClient, scripts: ScriptSource, knobs: WorkerKnobs,
                  template_check: TemplateCheck, record: Record, sleep: Callable[[float], None] = time.sleep,
                  rng: random.Random | None = None) -> None:
-        self.control = control
-        self.router = router
+        super().__init__(control, router, knobs, record, sleep, rng)
         self.scripts = scripts
-        self.knobs = knobs
         self.template_check = template_check
-        self.record = record
-        self.sleep = sleep
-        self.rng = rng or random.Random()
         self.session: Session | None = None
         self.sessions_started = 0
 
@@ -256,7 +215,7 @@ class AgentSessionVU:
         self.teardown()
 
     def think_seconds(self, step: Step) -> float:
-        return step.think_ns / 1e9 * self.knobs.scale * (0.8 + 0.4 * self.rng.random())
+        return step.think_ns / 1e9 * self.knobs.think_multiplier * (0.8 + 0.4 * self.rng.random())
 
     # -- starting ---------------------------------------------------------
 
@@ -311,7 +270,7 @@ class AgentSessionVU:
             self.hibernate(session)
             return False
         context = self._context(session)
-        if self.knobs.explicit_resume:
+        if self.knobs.resume_mode == "explicit":  # agent sessions wake implicitly unless told
             started, clock = time.time(), time.perf_counter()
             try:
                 retry_on_conflict(lambda: self.control.resume(self.knobs.atespace, session.actor), self.sleep)

@@ -45,16 +45,21 @@ from functools import partial
 import grpc
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
-from substrate_assets.driver.failures import retry_on_conflict, rpc_code, rpc_details
-from substrate_assets.driver.family_knobs import CohortKnobs
-from substrate_assets.driver.users.session import CRASHED_MESSAGE, CrashedActor, Record
+from substrate_assets.driver.failures import retry_on_conflict, rpc_details
+from substrate_assets.driver.users.backoff import (
+    Cancelled,
+    backoff_delays,
+    create_landed,
+    jitter,
+    spawn_crashed,
+    spawn_terminal,
+)
+from substrate_assets.driver.users.base import CRASHED_MESSAGE, CrashedActor, Record, VirtualUser
+from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.protos import glutton_pb2 as g
 
 log = logging.getLogger(__name__)
 
-INITIAL_BACKOFF_S = 0.050
-MAX_BACKOFF_S = 1.0
-BACKOFF_JITTER_S = 0.005
 PING_INTERVAL_S = 0.1
 DECILES = tuple(range(10, 101, 10))
 DELETE_CONCURRENCY = 32
@@ -62,15 +67,6 @@ STOP_WAIT_S = 2.0
 # After its one batch a VU has nothing left to do; upstream blocks its goroutine for good.
 IDLE_S = 3600.0
 NO_ACTOR_READY = "no actors became ready"
-TERMINAL_CODES = frozenset({
-    grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DATA_LOSS, grpc.StatusCode.ALREADY_EXISTS,
-    grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED,
-    grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.UNIMPLEMENTED,
-})
-
-
-class SpawnCancelled(Exception):
-    """The actor's attempts ended before it was ready: its deadline passed, or the run was stopped."""
 
 
 def fired_deciles(rank: int, total: int) -> list[int]:
@@ -80,29 +76,15 @@ def fired_deciles(rank: int, total: int) -> list[int]:
     return [k for k in DECILES if (k * total + 99) // 100 == rank]
 
 
-def spawn_crashed(error: BaseException) -> bool:
-    """Aborted mentioning "crashed" in any case (upstream's spawn lower-cases, unlike ``is_crashed``)."""
-    return rpc_code(error) == grpc.StatusCode.ABORTED and "crashed" in rpc_details(error).lower()
-
-
-def spawn_terminal(error: BaseException) -> bool:
-    """Whether retrying cannot help; unlisted codes, ResourceExhausted included, are retried until the deadline."""
-    return rpc_code(error) in TERMINAL_CODES or spawn_crashed(error)
-
-
-class SpawnVU:
+class SpawnVU(VirtualUser):
     """The one user of a spawn run: a single batch of ``total_actors`` new actors, timed until each is ready."""
 
-    def __init__(self, control: ControlClient, router: RouterClient, knobs: CohortKnobs, record: Record,
+    family = "spawn"
+
+    def __init__(self, control: ControlClient, router: RouterClient, knobs: WorkerKnobs, record: Record,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
                  clock: Callable[[], float] = time.monotonic, stopped: Callable[[], bool] = lambda: False) -> None:
-        self.control = control
-        self.router = router
-        self.knobs = knobs
-        self.record = record
-        self.sleep = sleep
-        self.rng = rng or random.Random()
-        self.clock = clock
+        super().__init__(control, router, knobs, record, sleep, rng, clock)
         self.stopped = stopped
         self.ran = False
         self.run_id = ""
@@ -139,22 +121,17 @@ class SpawnVU:
     # -- the batch --------------------------------------------------------
 
     def run_batch(self) -> None:
-        atespace = self.knobs.atespace
-        started, clock = time.time(), time.perf_counter()
-        try:
-            self.control.ensure_atespace(atespace)
-        except grpc.RpcError as error:
-            self._book("grpc", "CreateAtespace", started, time.perf_counter() - clock, error)
-            log.error("spawn: CreateAtespace %s failed: %s", atespace, rpc_details(error))
-            self._book("summary", "TimeToAllReady", time.time(), 0.0, error)
+        error = self.ensure_atespace()
+        if error is not None:
+            log.error("spawn: CreateAtespace %s failed: %s", self.knobs.atespace, rpc_details(error))
+            self.book("summary", "TimeToAllReady", time.time(), 0.0, error)
             return
-        self._book("grpc", "CreateAtespace", started, time.perf_counter() - clock, None)
 
         batch_epoch, batch_start = time.time(), self.clock()
         self.run_id = uuid.uuid4().hex[:8]
         self._workers = [threading.Thread(target=self._work, args=(batch_epoch, batch_start),
                                           name=f"spawn-{self.run_id}-worker-{n}", daemon=True)
-                         for n in range(self.knobs.workers)]
+                         for n in range(self.knobs.spawn_workers)]
         for worker in self._workers:
             worker.start()
         for worker in self._workers:
@@ -162,10 +139,10 @@ class SpawnVU:
         if self.stopping:
             return
         if self._ready_count > 0:
-            self._book("summary", "TimeToAllReady", batch_epoch, self._last_ready_s, None)
+            self.book("summary", "TimeToAllReady", batch_epoch, self._last_ready_s, None)
         else:
-            self._book("summary", "TimeToAllReady", batch_epoch, self.clock() - batch_start,
-                       SpawnCancelled(NO_ACTOR_READY))
+            self.book("summary", "TimeToAllReady", batch_epoch, self.clock() - batch_start,
+                       Cancelled(NO_ACTOR_READY))
 
     def _work(self, batch_epoch: float, batch_start: float) -> None:
         while True:
@@ -189,8 +166,8 @@ class SpawnVU:
             self._create(actor, until)
             self._resume(actor, until)
             self._ping_until_ready(actor, until)
-        except (grpc.RpcError, SpawnCancelled) as error:
-            self._book("summary", "ActorTimeToReady", actor_epoch, self.clock() - actor_start, error, actor)
+        except (grpc.RpcError, Cancelled) as error:
+            self.book("summary", "ActorTimeToReady", actor_epoch, self.clock() - actor_start, error, actor)
             return
         now = self.clock()
         ready_s, actor_s = now - batch_start, now - actor_start
@@ -200,37 +177,35 @@ class SpawnVU:
             self._ready_count += 1
             rank = self._ready_count
         for k in fired_deciles(rank, self.knobs.total_actors):
-            self._book("summary", f"TimeToReady_{k}pct", batch_epoch, ready_s, None)
-        self._book("summary", "ActorTimeToReady", actor_epoch, actor_s, None, actor)
+            self.book("summary", f"TimeToReady_{k}pct", batch_epoch, ready_s, None)
+        self.book("summary", "ActorTimeToReady", actor_epoch, actor_s, None, actor)
 
     # -- one actor --------------------------------------------------------
 
     def _create(self, actor: str, until: float) -> None:
         atespace = self.knobs.atespace
         for attempt, delay in enumerate(self._backoffs(actor, until)):
-            error = self._timed_rpc("CreateActor", actor, lambda: self.control.create_actor(atespace, actor))
-            if error is None:
+            error = self.timed_rpc("CreateActor", lambda: self.control.create_actor(atespace, actor), actor)
+            if create_landed(attempt, error):
                 return
-            # Names carry a per-run prefix, so AlreadyExists on a retry is an earlier attempt of ours that landed.
-            if attempt > 0 and rpc_code(error) == grpc.StatusCode.ALREADY_EXISTS:
-                return
+            assert error is not None
             if spawn_terminal(error):
                 raise error
-            self._pause(delay + self.rng.random() * BACKOFF_JITTER_S, until)
+            self._pause(delay + jitter(self.rng), until)
 
     def _resume(self, actor: str, until: float) -> None:
         atespace = self.knobs.atespace
         for delay in self._backoffs(actor, until):
-            error = self._timed_rpc("ResumeActor", actor, lambda: retry_on_conflict(
-                lambda: self.control.resume(atespace, actor), self.sleep))
+            error = self.timed_rpc("ResumeActor", lambda: retry_on_conflict(
+                lambda: self.control.resume(atespace, actor), self.sleep), actor)
             if error is None:
                 return
             if spawn_crashed(error):
-                self._book("actor", "CrashCount", time.time(), 0.0, CrashedActor(CRASHED_MESSAGE), actor)
+                self.book("actor", "CrashCount", time.time(), 0.0, CrashedActor(CRASHED_MESSAGE), actor)
                 raise error
             if spawn_terminal(error):
                 raise error
-            self._pause(delay + self.rng.random() * BACKOFF_JITTER_S, until)
+            self._pause(delay + jitter(self.rng), until)
 
     def _ping_until_ready(self, actor: str, until: float) -> None:
         body = g.PingRequest(message=str(uuid.uuid4())).SerializeToString()
@@ -242,20 +217,19 @@ class SpawnVU:
                 reply = self.router.post(target, "/ping", body)
                 g.PingResponse.FromString(reply)
             except Exception as error:  # router statuses, transport errors and bad replies: each a failed attempt
-                self._book("http", "GluttonPing", started, time.perf_counter() - clock, error, actor)
+                self.book("http", "GluttonPing", started, time.perf_counter() - clock, error, actor)
                 self._pause(PING_INTERVAL_S, until)
                 continue
-            self._book("http", "GluttonPing", started, time.perf_counter() - clock, None, actor, len(reply))
+            self.book("http", "GluttonPing", started, time.perf_counter() - clock, None, actor,
+                      response_length=len(reply))
             return
 
     def _backoffs(self, actor: str, until: float) -> Iterator[float]:
         """The pause before each retry (50 ms doubling to 1 s, jitter added apart); every attempt first checks the
         deadline and the stop."""
-        delay = INITIAL_BACKOFF_S
-        while True:
+        for delay in backoff_delays():
             self._check(actor, until)
             yield delay
-            delay = min(delay * 2, MAX_BACKOFF_S)
 
     def _pause(self, seconds: float, until: float) -> None:
         """Sleep, cut short at the actor's deadline (the next check then ends the actor)."""
@@ -263,20 +237,10 @@ class SpawnVU:
 
     def _check(self, actor: str, until: float) -> None:
         if self.stopping:
-            raise SpawnCancelled(f"actor {actor}: context canceled (the run was stopped)")
+            raise Cancelled(f"actor {actor}: context canceled (the run was stopped)")
         if self.clock() >= until:
-            raise SpawnCancelled(f"actor {actor}: context deadline exceeded (actor deadline "
+            raise Cancelled(f"actor {actor}: context deadline exceeded (actor deadline "
                                  f"{self.knobs.actor_deadline:g} s)")
-
-    def _timed_rpc(self, name: str, actor: str, call: Callable[[], object]) -> grpc.RpcError | None:
-        started, clock = time.time(), time.perf_counter()
-        try:
-            call()
-        except grpc.RpcError as error:
-            self._book("grpc", name, started, time.perf_counter() - clock, error, actor)
-            return error
-        self._book("grpc", name, started, time.perf_counter() - clock, None, actor)
-        return None
 
     # -- teardown ---------------------------------------------------------
 
@@ -297,7 +261,7 @@ class SpawnVU:
                 except queue.Empty:
                     return
                 # Booked through the gate like upstream's tracedCall; the stop came first, so it drops them.
-                self._timed_rpc("DeleteActor", name, partial(self.control.delete, atespace, name, any_state=True))
+                self.timed_rpc("DeleteActor", partial(self.control.delete, atespace, name, any_state=True), name)
 
         deleters = [threading.Thread(target=delete, name=f"spawn-{self.run_id}-delete-{n}", daemon=True)
                     for n in range(min(DELETE_CONCURRENCY, len(names)))]
@@ -308,11 +272,11 @@ class SpawnVU:
 
     # -- rows -------------------------------------------------------------
 
-    def _book(self, request_type: str, name: str, started: float, elapsed_s: float, error: BaseException | None,
-              actor: str | None = None, response_length: int = 0) -> None:
+    def book(self, request_type: str, name: str, started: float, elapsed_s: float, error: BaseException | None,
+             actor: str | None = None, *, wake: bool = False, response_length: int = 0,
+             lap: int | None = None) -> None:
         """Book a row unless the run is stopping; the check and the row are one step, so none slips past a stop."""
         with self._gate:
             if self.stopping:
                 return
-            self.record(request_type, name, started, elapsed_s, error,
-                        {"session_id": actor, "wake": False, "response_length": response_length})
+            super().book(request_type, name, started, elapsed_s, error, actor, response_length=response_length)

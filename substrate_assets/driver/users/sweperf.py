@@ -45,7 +45,6 @@ import json
 import logging
 import random
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -55,14 +54,14 @@ import grpc
 
 from substrate_assets.driver.clients import ControlClient, RouterClient, server_elapsed_s
 from substrate_assets.driver.failures import rpc_code
-from substrate_assets.driver.family_knobs import SweperfKnobs
-from substrate_assets.driver.users.session import Record
+from substrate_assets.driver.users.base import Record, RestartingUser, StartFailed, new_actor_name
+from substrate_assets.driver.users.knobs import WorkerKnobs
+from substrate_assets.families import DEFAULT_TEMPLATES, TEMPLATE_ATESPACE
 from substrate_assets.protos import ateapi_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-TEMPLATE_ATESPACE = "benchmark-workloads"
-DEFAULT_TEMPLATE = "swebench-astropy-7336"
+# Upstream reads zero (or less) as these.
 DEFAULT_TOTAL_STEPS = 21
 DEFAULT_NUM_CYCLES = 4
 DEFAULT_POLL_INTERVAL_MS = 200
@@ -72,10 +71,6 @@ SUSPENDED_POLLS = 150
 SUSPENDED_INTERVAL_S = 0.2
 JOB_POLLS = 600
 TRAJECTORY_FAILED = "cycle failure in trajectory"
-
-
-class SweperfStartError(Exception):
-    """The actor could not be created or never served; the VU waits and starts over."""
 
 
 class CycleFailed(Exception):
@@ -107,21 +102,16 @@ def generate_chunks(total_steps: int, num_cycles: int) -> list[Chunk]:
     return chunks
 
 
-class SweperfVU:
+class SweperfVU(RestartingUser):
     """One virtual user: one actor replaying the trajectory a cycle per iteration, pass after pass."""
 
-    def __init__(self, control: ControlClient, router: RouterClient, knobs: SweperfKnobs, record: Record,
+    family = "sweperf"
+
+    def __init__(self, control: ControlClient, router: RouterClient, knobs: WorkerKnobs, record: Record,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.control = control
-        self.router = router
-        # Read at every use, so a caller may swap in new knobs between iterations (upstream's live config); the
-        # template and the chunks are fixed per actor, as upstream resolves them when a session starts.
-        self.knobs = knobs
-        self.record = record
-        self.sleep = sleep
-        self.rng = rng or random.Random()
-        self.clock = clock
+        # The template and the chunks are fixed per actor, as upstream resolves them when a session starts.
+        super().__init__(control, router, knobs, record, sleep, rng, clock)
         self.actor: str | None = None
         self.chunks: list[Chunk] = []
         self.cycle_index = 0
@@ -133,19 +123,14 @@ class SweperfVU:
 
     # -- the loop ---------------------------------------------------------
 
-    def iterate(self) -> None:
-        if self.actor is None:
-            try:
-                self.start()
-            except SweperfStartError as error:
-                log.warning("sweperf start failed; the next iteration tries again: %s", error)
-                self.sleep(self.knobs.wait_seconds(self.rng))
-                return
+    def started(self) -> bool:
+        return self.actor is not None
+
+    def step(self) -> None:
         self.cycle()
         if self.cycle_index >= len(self.chunks):
             self.book_task()
             log.info("actor %s finished all %d cycles; back to cycle 1", self.actor, len(self.chunks))
-        self.sleep(self.knobs.wait_seconds(self.rng))
 
     def stop(self) -> None:
         """Locust's on_stop: suspend (unmetered) and delete (metered) the actor, once."""
@@ -161,19 +146,19 @@ class SweperfVU:
     def start(self) -> None:
         knobs = self.knobs
         atespace = knobs.atespace
-        template = (TEMPLATE_ATESPACE, knobs.sweperf_template or DEFAULT_TEMPLATE)
+        template = (TEMPLATE_ATESPACE, knobs.sweperf_template or DEFAULT_TEMPLATES["sweperf"])
         total_steps = knobs.sweperf_total_steps if knobs.sweperf_total_steps > 0 else DEFAULT_TOTAL_STEPS
         num_cycles = knobs.sweperf_num_cycles if knobs.sweperf_num_cycles > 0 else DEFAULT_NUM_CYCLES
         request = pb.CreateAtespaceRequest(atespace=pb.Atespace(metadata=pb.ResourceMetadata(name=atespace)))
         if not self._rpc("CreateAtespace", request, actor=None, already_exists_ok=True):
-            raise SweperfStartError(f"CreateAtespace {atespace} failed")
-        actor = f"sb-{uuid.uuid4()}"
+            raise StartFailed(f"CreateAtespace {atespace} failed")
+        actor = new_actor_name()
         if not self._rpc("CreateActor", ControlClient.create_request(atespace, actor, template), actor=actor):
-            raise SweperfStartError(f"CreateActor {actor} of {template[0]}/{template[1]} failed")
+            raise StartFailed(f"CreateActor {actor} of {template[0]}/{template[1]} failed")
         self.actor = actor
         if not self.poll_liveness():
             self.suspend_and_delete()
-            raise SweperfStartError(f"failed to verify server liveness for actor {actor}")
+            raise StartFailed(f"failed to verify server liveness for actor {actor}")
         try:  # the liveness poll woke the actor: suspend it so that cycle 1 is a real restore
             self.control.suspend(atespace, actor)
         except grpc.RpcError as error:
@@ -349,22 +334,18 @@ class SweperfVU:
             if not (already_exists_ok and rpc_code(failed) == grpc.StatusCode.ALREADY_EXISTS):
                 error = failed
         client_s = time.perf_counter() - clock
-        context = self._context(actor)
         if server_s is not None:
-            self.record("grpc", f"{name}_rtt", started, client_s, error, context)
-        self.record("grpc", name, started, client_s if server_s is None else server_s, error, context)
+            self.book("grpc", f"{name}_rtt", started, client_s, error, actor, lap=self.lap)
+        self.book("grpc", name, started, client_s if server_s is None else server_s, error, actor, lap=self.lap)
         return error is None
 
     def _http_row(self, name: str, started: float, elapsed_s: float, error: BaseException | None,
                   response_length: int = 0) -> None:
-        self.record("http", name, started, elapsed_s, error, self._context(self.actor, response_length=response_length))
+        self.book("http", name, started, elapsed_s, error, self.actor, response_length=response_length, lap=self.lap)
 
     def _actor_row(self, name: str, started: float, elapsed_s: float, error: BaseException | None,
                    wake: bool = False) -> None:
-        self.record("actor", name, started, elapsed_s, error, self._context(self.actor, wake))
-
-    def _context(self, actor: str | None, wake: bool = False, response_length: int = 0) -> dict[str, object]:
-        return {"session_id": actor, "wake": wake, "response_length": response_length, "lap": self.lap}
+        self.book("actor", name, started, elapsed_s, error, self.actor, wake=wake, lap=self.lap)
 
 
 def _json_object(payload: bytes, what: str) -> dict[str, Any]:

@@ -55,7 +55,6 @@ sys.path.insert(0, str(ROOT))
 
 from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
 from substrate_assets.driver.scripts import ScriptSource  # noqa: E402
-from substrate_assets.driver.stopping import dying_with_this_process  # noqa: E402
 from substrate_assets.driver.users.knobs import WorkerKnobs  # noqa: E402
 from substrate_assets.driver.users.session import (  # noqa: E402
     AgentSessionVU,
@@ -63,6 +62,7 @@ from substrate_assets.driver.users.session import (  # noqa: E402
     TemplateCheck,
     prepared_call,
 )
+from substrate_assets.processes.parent_death import dying_with_this_process  # noqa: E402
 from substrate_assets.protos import ateapi_pb2 as pb  # noqa: E402
 from substrate_assets.protos import glutton_pb2 as g  # noqa: E402
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord  # noqa: E402

@@ -33,6 +33,7 @@ def test_every_contract_holds():
     ("defs/scripts/assets.py", "import substrate_assets.defs.trials.assets", "defs/: the warehouse follows trials"),
     ("driver/trial.py", "import substrate_assets.warehouse.query", "Running trials and keeping the warehouse"),
     ("app/pipes_trial.py", "import substrate_assets.defs.trials.assets", "The Pipes child of trial_run"),
+    ("processes/owner.py", "import substrate_assets.runtime.scratch_dirs", "The layers, from the command line down"),
 ])
 def test_a_forbidden_import_breaks_its_contract(tmp_path, module, statement, contract):
     shutil.copytree(ROOT / "substrate_assets", tmp_path / "substrate_assets",

@@ -18,7 +18,7 @@ from collections.abc import Callable
 import psutil
 
 from substrate_assets.app.code_location import ui_workspace
-from substrate_assets.app.stop_signals import Stopped, stopping_on_signals
+from substrate_assets.app.stopped import Stopped, stopping_on_signals
 
 # dagster dev stops its webserver, daemon and code server in a few seconds; a machine busy with other work gets more.
 SHUTDOWN_GRACE_S = 30.0

@@ -14,8 +14,8 @@ from typing import TypeVar
 import dagster as dg
 
 from substrate_assets.app.code_location import run_job
-from substrate_assets.app.pool_slots import Owner, Say, end_own_runs, wait_for_pools
-from substrate_assets.app.stop_signals import Stopped, raise_if_stopped
+from substrate_assets.app.pool_slots import Say, end_own_runs, owner_tags, wait_for_pools
+from substrate_assets.app.stopped import Stopped, raise_if_stopped
 from substrate_assets.app.time_to_insight import TimeToInsight, measure
 from substrate_assets.definitions import defs
 from substrate_assets.defs.partitions import script_partitions, trial_partitions
@@ -25,6 +25,7 @@ from substrate_assets.defs.trials.checks import NO_REGRESSION
 from substrate_assets.defs.trials.jobs import TRIAL_TAG, TrialConfig, run_config, run_trial_job
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
+from substrate_assets.processes.owner import Owner
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_key import group_id
 from substrate_assets.suites import Suite
@@ -99,7 +100,7 @@ def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterI
         [*(defs.assets or []), *(defs.asset_checks or [])],
         selection=dg.AssetSelection.assets(*selection) | dg.AssetSelection.checks(*checks),
         partition_key=partition_key, instance=instance, resources=dict(defs.resources or {}), run_config=INFO_LOGS,
-        raise_on_error=False, tags=Owner.this_process().tags()))
+        raise_on_error=False, tags=owner_tags(Owner.this_process())))
 
 
 def _succeeded(result: Result, what: str) -> Result:
@@ -127,7 +128,7 @@ def _run_trial_job(config: TrialConfig, instance: dg.DagsterInstance, say: Say) 
     """A run of the run_trial job, as the UI launches it (so the UI can re-execute it): the trial it named and the
     run's id; MainJobError when it failed."""
     result = _owned(instance, [TRIALS_POOL], say, lambda: run_job(
-        run_trial_job.name, instance, {**run_config(config), **INFO_LOGS}, tags=Owner.this_process().tags()))
+        run_trial_job.name, instance, {**run_config(config), **INFO_LOGS}, tags=owner_tags(Owner.this_process())))
     run = instance.get_run_by_id(result.run_id)
     trial_id = run.tags.get(TRIAL_TAG) if run else None
     _succeeded(result, f"trial {trial_id}" if trial_id else f"run_trial for suite {config.suite}")

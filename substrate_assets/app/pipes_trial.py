@@ -24,8 +24,9 @@ from substrate_assets.driver.kubernetes.cluster_trial import run_cluster_trial
 from substrate_assets.driver.kubernetes.pods import SCRIPT_FILE
 from substrate_assets.driver.preflight import TrialRefused
 from substrate_assets.driver.progress import log_lines
-from substrate_assets.driver.stopping import signals_stop_the_trial, stop_when_parent_dies
+from substrate_assets.driver.stopping import signals_stop_the_trial
 from substrate_assets.driver.trial import run_local_trial
+from substrate_assets.processes.parent_death import stop_when_parent_dies
 from substrate_assets.report.figures import rounded
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.suites import Suite

@@ -17,7 +17,6 @@ without looking at SIGINT or SIGTERM.
 
 from __future__ import annotations
 
-import functools
 import os
 import socket
 import time
@@ -26,14 +25,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import dagster as dg
-import psutil
+
+from substrate_assets.processes.owner import WALL_CLOCK_SLACK_S, Owner
 
 OWNER_HOST_TAG = "substrate-bench/host"
 OWNER_PID_TAG = "substrate-bench/pid"
 OWNER_STARTED_TAG = "substrate-bench/pid-started"  # the process's start, seconds since the epoch
 
-# Close enough for one process read twice, far below the time a pid takes to be reused.
-_SAME_START_S = 1.0
 UNFINISHED = (dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
               dg.DagsterRunStatus.CANCELING)
 FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED)
@@ -41,53 +39,17 @@ FINISHED = (dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.Dagster
 Say = Callable[[str], None]
 
 
-@dataclass(frozen=True)
-class Owner:
-    """The process that executes a run in-process."""
-
-    host: str
-    pid: int
-    started: float
-
-    @classmethod
-    def this_process(cls) -> Owner:
-        return _this_process()
-
-    @classmethod
-    def of_run(cls, run: dg.DagsterRun) -> Owner | None:
-        """The owner recorded in the run's tags; None for a run the UI or the daemon launched."""
-        try:
-            return cls(run.tags[OWNER_HOST_TAG], int(run.tags[OWNER_PID_TAG]), float(run.tags[OWNER_STARTED_TAG]))
-        except (KeyError, ValueError):
-            return None
-
-    def tags(self) -> dict[str, str]:
-        return {OWNER_HOST_TAG: self.host, OWNER_PID_TAG: str(self.pid), OWNER_STARTED_TAG: f"{self.started:.3f}"}
-
-    @property
-    def is_here(self) -> bool:
-        return self.host == socket.gethostname()
-
-    def is_gone(self) -> bool:
-        """This host has no such process: the pid is free, a zombie, or now a process started at another time."""
-        if not self.is_here:
-            return False
-        try:
-            process = psutil.Process(self.pid)
-            return process.status() == psutil.STATUS_ZOMBIE or \
-                abs(process.create_time() - self.started) > _SAME_START_S
-        except psutil.NoSuchProcess:
-            return True
-        except psutil.AccessDenied:
-            return False  # another user's process: it exists
-
-    def describe(self) -> str:
-        return f"pid {self.pid}" if self.is_here else f"pid {self.pid} on {self.host}"
+def owner_tags(owner: Owner) -> dict[str, str]:
+    return {OWNER_HOST_TAG: owner.host, OWNER_PID_TAG: str(owner.pid), OWNER_STARTED_TAG: f"{owner.start_epoch_s:.3f}"}
 
 
-@functools.cache
-def _this_process() -> Owner:
-    return Owner(socket.gethostname(), os.getpid(), psutil.Process().create_time())
+def owner_of_run(run: dg.DagsterRun) -> Owner | None:
+    """The process that executes ``run`` in-process, from its tags; None for a run the UI or the daemon launched."""
+    try:
+        return Owner.started_at(run.tags[OWNER_HOST_TAG], int(run.tags[OWNER_PID_TAG]),
+                                float(run.tags[OWNER_STARTED_TAG]))
+    except (KeyError, ValueError):
+        return None
 
 
 def _pools_phrase(pools: Iterable[str]) -> str:
@@ -145,7 +107,7 @@ class FreedRun:
 
 
 def _failure_message(owner: Owner) -> str:
-    started = datetime.fromtimestamp(owner.started, UTC).isoformat(timespec="seconds")
+    started = datetime.fromtimestamp(owner.start_epoch_s, UTC).isoformat(timespec="seconds")
     return (f"the substrate-bench process executing this run ({owner.describe()} on {owner.host}, started "
             f"{started}) is gone, most likely killed; marked failed by substrate-bench pid {os.getpid()}, which "
             "freed the pool slots the run still held")
@@ -170,8 +132,9 @@ def free_dead_runs(instance: dg.DagsterInstance) -> list[FreedRun]:
             storage.free_concurrency_slots_for_run(run_id)
             freed.append(FreedRun(run_id, run.status if run else None, None, held, marked_failed=False))
             continue
-        owner = Owner.of_run(run)
-        if run.status not in UNFINISHED or owner is None or not owner.is_gone():
+        owner = owner_of_run(run)
+        # The tags hold the owner's start by the wall clock.
+        if run.status not in UNFINISHED or owner is None or not owner.is_gone(WALL_CLOCK_SLACK_S):
             continue
         instance.report_run_failed(run, _failure_message(owner))
         if run_id in claims:
@@ -211,7 +174,7 @@ def pool_holders(instance: dg.DagsterInstance, pool: str) -> list[PoolHolder]:
     holders = []
     for run_id in dict.fromkeys(run_id for run_id, _ in [*sorted(claimed), *assigned]):
         run = instance.get_run_by_id(run_id)
-        holders.append(PoolHolder(run_id, run.status if run else None, Owner.of_run(run) if run else None))
+        holders.append(PoolHolder(run_id, run.status if run else None, owner_of_run(run) if run else None))
     return holders
 
 
@@ -257,7 +220,7 @@ def end_own_runs(instance: dg.DagsterInstance, why: str) -> list[str]:
     hold; the ids of the runs canceled."""
     canceled = []
     claims = _claims_by_run(instance)
-    for run in instance.get_runs(filters=dg.RunsFilter(tags=Owner.this_process().tags())):
+    for run in instance.get_runs(filters=dg.RunsFilter(tags=owner_tags(Owner.this_process()))):
         if run.status in UNFINISHED:
             instance.report_run_canceled(run, why)
             canceled.append(run.run_id)

@@ -32,7 +32,7 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
     B's trials only, that is a check that the comparison finds a slowdown of known size."""
     from substrate_assets.app.instance import project_instance
     from substrate_assets.app.main_job import MainJobError, ab_rounds, run_ab
-    from substrate_assets.app.stop_signals import Stopped, stopping_on_signals
+    from substrate_assets.app.stopped import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
     from substrate_assets.warehouse.compare_trials import compare, select_side
     from substrate_assets.warehouse.connection import connect

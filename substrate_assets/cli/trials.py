@@ -19,7 +19,7 @@ from substrate_assets.suites import KUBERNETES_SECTION_MISSING, MAX_REPEAT, Suit
 from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound
 
 if TYPE_CHECKING:
-    from substrate_assets.app.stop_signals import Stopped
+    from substrate_assets.app.stopped import Stopped
 
 
 INJECT_WAKE_DELAY = click.option(
@@ -315,7 +315,7 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None) -
     """
     from substrate_assets.app.instance import project_instance
     from substrate_assets.app.main_job import MainJobError, run_suite
-    from substrate_assets.app.stop_signals import Stopped, stopping_on_signals
+    from substrate_assets.app.stopped import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
 
     try:
@@ -358,7 +358,7 @@ def materialize_trial(trial_id: str) -> None:
     no new trial runs."""
     from substrate_assets.app.instance import project_instance
     from substrate_assets.app.main_job import MainJobError, reload_trial
-    from substrate_assets.app.stop_signals import Stopped, stopping_on_signals
+    from substrate_assets.app.stopped import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
 
     console = wide_console()

@@ -3,8 +3,10 @@ the stats history it appends, stopped gently (SIGTERM: it tears its sessions dow
 if need be, for good.
 
 Locust runs in a session of its own, so a terminal's Ctrl-C reaches only the trial, which stops Locust gently; and
-it dies with the trial's process (:func:`~substrate_assets.driver.stopping.dying_with_this_process`), so a trial
-killed outright leaves no Locust calling a runtime that is gone.
+it dies with the trial's process (:func:`~substrate_assets.processes.parent_death.dying_with_this_process`), so a
+trial killed outright leaves no Locust calling a runtime that is gone. The kernel's signal fires when the thread that
+started Locust exits; :func:`drive_locust` never returns before Locust has exited, so in practice it fires when the
+trial's process dies.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, NamedTuple
 
 import polars as pl
 
-from substrate_assets.driver.stopping import dying_with_this_process
+from substrate_assets.processes.parent_death import dying_with_this_process
 from substrate_assets.results.readers import read_stats_history
 from substrate_assets.results.trial_directory import LOCUST_LOG, TOTAL_ROW_NAMES, locust_csv
 from substrate_assets.suites import Suite

@@ -46,7 +46,7 @@ from substrate_assets.results.trial_directory import (
     WORK_SCRIPT,
 )
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
-from substrate_assets.runtime.leftovers import sweep_runtime_leftovers
+from substrate_assets.runtime.scratch_dirs import sweep_runtime_leftovers
 from substrate_assets.suites import Suite
 from substrate_assets.telemetry.driver_load import driver_load
 from substrate_assets.workload import ScriptFile, ScriptLibrary

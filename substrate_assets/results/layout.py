@@ -19,9 +19,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
+from substrate_assets.processes.leftovers import dead_owned, mark, remove
 from substrate_assets.results.trial_directory import WORK
 from substrate_assets.results.trial_key import TrialKey
-from substrate_assets.runtime.leftovers import dead_owned, mark, remove
 
 __all__ = ["STAGING", "RunStore", "TrialExists", "TrialKey"]
 

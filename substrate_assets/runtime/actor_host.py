@@ -19,7 +19,6 @@ kernel's OOM killer would. The host dies with the runtime (PR_SET_PDEATHSIG).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -31,23 +30,14 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from substrate_assets.processes.parent_death import signal_on_parent_death
 from substrate_assets.runtime.glutton import Glutton
 from substrate_assets.runtime.glutton_http import GluttonServer
 from substrate_assets.runtime.snapshot import SnapshotSizes, restore_snapshot, snapshot_jobs, write_snapshot
 from substrate_assets.runtime.sweperf_service import SweperfServer, SweperfService
 from substrate_assets.runtime.trajectory import load_trajectory
 
-_PR_SET_PDEATHSIG = 1
 _emit_lock = threading.Lock()
-
-
-def _die_with_parent(parent: int) -> None:
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the stdin EOF check below still ends the host
-        return
-    if os.getppid() != parent:  # the parent died before the prctl took effect
-        os._exit(1)
 
 
 def emit(message: dict[str, Any]) -> None:
@@ -108,7 +98,9 @@ class Host:
 
 
 def main() -> None:
-    _die_with_parent(int(os.environ.get("SUBSTRATE_RUNTIME_PID", os.getppid())))
+    # Elsewhere than Linux nothing is set: the stdin EOF check below still ends the host.
+    if signal_on_parent_death(signal.SIGKILL, int(os.environ.get("SUBSTRATE_RUNTIME_PID", os.getppid()))):
+        os._exit(1)  # the parent died before the setting took effect
     host = Host()
     emit({"ready": True, "pid": os.getpid()})
     for line in sys.stdin:

@@ -4,7 +4,7 @@
 context manager (tests, trials) or call :meth:`run_until_signalled` (the
 ``substrate-bench runtime`` command). Stopping kills every actor host and
 removes the state directory unless ``keep_state`` was set. Starting first removes the directories of runtimes
-whose process died without stopping (``leftovers.py``), one line each, kept in :attr:`swept` and logged.
+whose process died without stopping (``scratch_dirs.py``), one line each, kept in :attr:`swept` and logged.
 """
 
 from __future__ import annotations
@@ -29,17 +29,19 @@ from aiohttp import web
 from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from substrate_assets.processes.leftovers import mark
+from substrate_assets.processes.stop_signals import STOP_SIGNALS
 from substrate_assets.protos import ateapi_pb2_grpc
-from substrate_assets.runtime import leftovers
+from substrate_assets.runtime import scratch_dirs
 from substrate_assets.runtime.actors import STATE_NAMES
 from substrate_assets.runtime.config import RuntimeConfig
 from substrate_assets.runtime.control import ControlService
 from substrate_assets.runtime.events import EventLog, RuntimeEvent
 from substrate_assets.runtime.hosts import WarmPool
-from substrate_assets.runtime.leftovers import LIVE_PREFIX, STATE_PREFIX, mark, sweep_runtime_leftovers
 from substrate_assets.runtime.lifecycle import Lifecycle
 from substrate_assets.runtime.metrics import RuntimeMetrics
 from substrate_assets.runtime.router import Router
+from substrate_assets.runtime.scratch_dirs import LIVE_PREFIX, STATE_PREFIX, sweep_runtime_leftovers
 
 T = TypeVar("T")
 LOOPBACK = "127.0.0.1"
@@ -142,7 +144,7 @@ class EmbeddedRuntime:
         if self.config.live_dir is not None:
             live = self.config.live_dir.resolve() / f"runtime-{os.getpid()}-{id(self):x}"
         else:
-            shm = leftovers.SHM
+            shm = scratch_dirs.SHM
             if shm.is_dir() and os.access(shm, os.W_OK):
                 live = Path(tempfile.mkdtemp(prefix=LIVE_PREFIX, dir=shm))
                 mark(live)
@@ -165,7 +167,7 @@ class EmbeddedRuntime:
     def run_until_signalled(self, announce: bool = True) -> None:
         """Run in the foreground until SIGINT or SIGTERM, then stop every actor process."""
         stop = threading.Event()
-        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+        previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
         try:
             self.start()
             if announce:

@@ -6,7 +6,8 @@ import signal
 
 import pytest
 
-from substrate_assets.driver.stopping import PARENT_DIED, signals_stop_the_trial
+from substrate_assets.driver.stopping import signals_stop_the_trial
+from substrate_assets.processes.parent_death import PARENT_DIED
 
 
 def test_the_parent_death_signal_stops_once_however_often_it_comes():

@@ -24,7 +24,8 @@ import dagster as dg
 import psutil
 import pytest
 
-from substrate_assets.app.pool_slots import OWNER_PID_TAG, Owner, free_dead_runs, pool_holders, wait_for_pools
+from substrate_assets.app.pool_slots import OWNER_PID_TAG, free_dead_runs, owner_tags, pool_holders, wait_for_pools
+from substrate_assets.processes.owner import Owner
 from substrate_assets.project import INSTANCE_CONFIG
 from tests.support.projects import project_env
 from tests.support.waiting import wait_until
@@ -296,11 +297,11 @@ def test_who_counts_as_gone_and_what_is_freed(tmp_path):
         def started(tags: dict[str, str], status: dg.DagsterRunStatus = dg.DagsterRunStatus.STARTED) -> str:
             return instance.create_run_for_job(job_def=_job, status=status, tags=tags).run_id
 
-        reused_pid = started(Owner(socket.gethostname(), os.getpid(), here.started - 100).tags())
-        ended = started(here.tags(), dg.DagsterRunStatus.SUCCESS)
-        elsewhere = started(Owner("elsewhere.example", 4242, 0.0).tags())
+        reused_pid = started(owner_tags(Owner(socket.gethostname(), os.getpid(), here.started - 100)))
+        ended = started(owner_tags(here), dg.DagsterRunStatus.SUCCESS)
+        elsewhere = started(owner_tags(Owner("elsewhere.example", 4242, 0.0)))
         from_the_ui = started({})
-        alive = started(here.tags())
+        alive = started(owner_tags(here))
         for run_id, pool in ((reused_pid, "trials"), (elsewhere, "trials"), (ended, "duckdb"), (from_the_ui, "duckdb")):
             storage.claim_concurrency_slot(pool, run_id, "_nothing")
 

@@ -21,8 +21,8 @@ import psutil
 import pytest
 
 from substrate_assets.driver.machine_lock import LOCK_ENV, MachineBusy, hold_machine
+from substrate_assets.processes import leftovers
 from substrate_assets.results.layout import RunStore
-from substrate_assets.runtime import leftovers
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,9 @@ import threading
 import grpc
 import psutil
 
-from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig, leftovers
+from substrate_assets.processes import leftovers
+from substrate_assets.processes.owner import Owner
+from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig, scratch_dirs
 from substrate_assets.runtime.actors import State
 from tests.runtime.conftest import ATESPACE, Control
 from tests.support.waiting import wait_until
@@ -134,7 +136,7 @@ def _owned(path, pid: int, started: int | None) -> None:
     path.mkdir()
     (path / "snapshots").mkdir()
     (path / "snapshots" / "pages.img").write_bytes(b"x" * 1000)
-    (path / leftovers.OWNER_FILE).write_text(json.dumps({"host": leftovers.Owner.this_process().host, "pid": pid,
+    (path / leftovers.OWNER_FILE).write_text(json.dumps({"host": Owner.this_process().host, "pid": pid,
                                                          "started": started, "command": "substrate-bench trial x"}))
 
 
@@ -143,15 +145,15 @@ def test_start_removes_only_what_dead_runtimes_left(tmp_path, monkeypatch):
     temp.mkdir()
     shm.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    monkeypatch.setattr(leftovers, "SHM", shm)
-    me = leftovers.Owner.this_process()
+    monkeypatch.setattr(scratch_dirs, "SHM", shm)
+    me = Owner.this_process()
     dead_state, dead_live = temp / "substrate-runtime-dead", shm / "substrate-live-dead"
     _owned(dead_state, _dead_pid(), None)
     _owned(dead_live, _dead_pid(), None)
     reused = temp / "substrate-runtime-reused"  # a live pid, but not the process that made it
-    _owned(reused, me.pid, me.started - 1)
+    _owned(reused, me.pid, me.start_ticks - 1)
     mine = temp / "substrate-runtime-mine"
-    _owned(mine, me.pid, me.started)
+    _owned(mine, me.pid, me.start_ticks)
     unmarked = temp / "substrate-runtime-unmarked"  # being created, or older than owner records: never touched
     unmarked.mkdir()
     other_host = temp / "substrate-runtime-elsewhere"

@@ -18,7 +18,7 @@ from substrate_assets.defs.scripts.assets import workload_script
 from substrate_assets.defs.trials.checks import TRIAL_COMPLETED, TRIAL_RUN
 from substrate_assets.defs.trials.kubernetes_client import KubernetesPipesClient
 from substrate_assets.driver.kubernetes.pods import PIPES_CHILD
-from substrate_assets.driver.stopping import PARENT_PID_ENV
+from substrate_assets.processes.parent_death import PARENT_PID_ENV
 from substrate_assets.project import project_root
 from substrate_assets.results.layout import TrialExists, TrialKey
 from substrate_assets.suites import Suite, SuiteError

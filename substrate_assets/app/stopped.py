@@ -14,23 +14,23 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+from substrate_assets.processes.stop_signals import STOP_SIGNALS, exit_code, signal_name
 
 
 class Stopped(KeyboardInterrupt):
     """The command was asked to stop by ``signum``; it exits 128 + ``signum`` (130 for SIGINT, 143 for SIGTERM)."""
 
     def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
+        super().__init__(signal_name(signum))
         self.signum = signum
 
     @property
     def signal_name(self) -> str:
-        return signal.Signals(self.signum).name
+        return signal_name(self.signum)
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum
+        return exit_code(self.signum)
 
 
 _wakeup_pipe: tuple[int, int] | None = None

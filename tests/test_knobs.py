@@ -2,11 +2,19 @@
 validation, the Locust flag with upstream's worker default, the values the family's users read, and the Dagster
 launch form. A knob missing from any of them fails here, by name."""
 
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
 from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.trials.jobs import KnobsConfig, TrialConfig, run_config, run_trial_job
+from substrate_assets.driver.users import knobs as users_knobs
+from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.families import FAMILY_KNOBS, KNOBS, Knobs
 from substrate_assets.suites import SuiteError, load_suites
 
@@ -70,3 +78,74 @@ def test_the_suites_own_knobs_stay_under_a_forms_knob():
     assert changed.knobs.given() == {**suite.knobs.given(), "cpu_cores": 1}
     with pytest.raises(SuiteError, match=r"knobs\.sweperf_num_cycles: family glutton does not read"):
         suite.with_overrides(knobs={"sweperf_num_cycles": 2})
+
+
+# Parses Locust's own command line with the locustfile's flags, in a process of its own (the locustfile makes
+# gRPC cooperate with gevent on import): each knob's default, and what the users read from a suite's flags.
+_PARSE = """
+import json, sys
+import substrate_assets.driver.locustfile as locustfile
+from locust.argument_parser import parse_options
+from substrate_assets.families import KNOBS
+defaults = parse_options(["-f", locustfile.__file__])
+given = parse_options(["-f", locustfile.__file__, *sys.argv[1:]])
+print(json.dumps({"defaults": {knob.name: getattr(defaults, knob.name) for knob in KNOBS},
+                  "read": locustfile.worker_knobs(given).model_dump()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def locust_parse():
+    every = Knobs(**{knob.name: set_value(knob) for knob in KNOBS})
+    done = subprocess.run([sys.executable, "-c", _PARSE, *every.locust_options()], capture_output=True, text=True,
+                          check=True, timeout=120)
+    return every.given(), json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("knob", KNOBS, ids=lambda knob: knob.name)
+def test_a_knob_is_a_locust_flag_whose_value_the_users_read(knob, locust_parse):
+    given, parsed = locust_parse
+    assert parsed["defaults"][knob.name] == knob.default, f"{knob.flag} has another default than {knob.name}"
+    assert parsed["read"][knob.name] == given[knob.name], f"{knob.flag} does not reach the users' {knob.name}"
+    assert WorkerKnobs.model_fields[knob.name].default == knob.default
+
+
+# The modules whose code reads each family's knobs: the family's own user, and what it is built on.
+USER_MODULES = {"agentsession": ("session",), "glutton": ("glutton",), "durdir": ("durdir",), "spawn": ("spawn",),
+                "burst": ("burst", "glutton"), "sweperf": ("sweperf",)}
+
+
+def _knob_reads(tree: ast.AST) -> set[str]:
+    """The attributes read off a ``knobs`` value (``self.knobs.x``, ``knobs.x``) or, in a knobs method, ``self``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            owner = node.value
+            if (isinstance(owner, ast.Attribute) and owner.attr == "knobs") or \
+                    (isinstance(owner, ast.Name) and owner.id == "knobs"):
+                names.add(node.attr)
+    return names
+
+
+def _derived_reads() -> dict[str, set[str]]:
+    """For each method and property of WorkerKnobs, the knobs it reads off ``self``."""
+    tree = ast.parse(Path(users_knobs.__file__).read_text())
+    reads = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            reads[node.name] = {child.attr for child in ast.walk(node) if isinstance(child, ast.Attribute)
+                                and isinstance(child.value, ast.Name) and child.value.id == "self"}
+    return reads
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_KNOBS), ids=str)
+def test_each_family_user_reads_every_knob_of_its_family(family):
+    """A knob declared for a family that its virtual user never reads is a knob that does nothing."""
+    package = Path(users_knobs.__file__).parent
+    read: set[str] = set()
+    for module in (*USER_MODULES[family], "base"):
+        read |= _knob_reads(ast.parse((package / f"{module}.py").read_text()))
+    derived = _derived_reads()
+    read |= {name for used in read & derived.keys() for name in derived[used]}
+    missing = [name for name in FAMILY_KNOBS[family] if name not in read]
+    assert not missing, f"family {family} declares {missing} but its user never reads them"

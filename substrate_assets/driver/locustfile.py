@@ -101,6 +101,13 @@ def _family_knobs(parser: Any) -> None:
                            help=f"{knob.description} ({', '.join(knob.families)})")
 
 
+def worker_knobs(options: Any) -> WorkerKnobs:
+    """What the users read, from the parsed options: every knob's flag, the atespace and the modes."""
+    return WorkerKnobs(atespace=options.atespace, think_scale=options.agentsession_think_scale,
+                       lifecycle_mode=options.lifecycle_mode, resume_mode=options.resume_mode,
+                       **{knob.name: getattr(options, knob.name) for knob in KNOBS})
+
+
 class Shared:
     """What every AgentSessionUser of this process shares: knobs, control channel, script cache, log."""
 
@@ -122,10 +129,7 @@ class Shared:
     @functools.cached_property
     def knobs(self) -> WorkerKnobs:
         """The knobs every user reads, built when the first user starts: a bad one refuses each user's start."""
-        options = self.options
-        return WorkerKnobs(atespace=options.atespace, think_scale=options.agentsession_think_scale,
-                           lifecycle_mode=options.lifecycle_mode, resume_mode=options.resume_mode,
-                           **{knob.name: getattr(options, knob.name) for knob in KNOBS})
+        return worker_knobs(self.options)
 
     def flush_request_log(self, finish: bool = False) -> None:
         """Flush (or finish) the request log; a part that cannot be written stops the run instead of raising."""

@@ -34,10 +34,12 @@ from substrate_assets.warehouse.models import (
     rows_apart,
     update_marts,
 )
-from substrate_assets.warehouse.raw import ensure_schema, load_trials, read_trials
+from substrate_assets.warehouse.raw_tables import ensure_schema
 from substrate_assets.warehouse.rebuild import rebuild
 from substrate_assets.warehouse.refresh import load_and_refresh
 from substrate_assets.warehouse.trial_figures import DENSITY_FIGURES, trial_densities
+from substrate_assets.warehouse.trial_rows import read_trials
+from substrate_assets.warehouse.trial_writes import load_trials
 from tests.support.raw_rows import insert
 from tests.support.synthetic_trials import write_trial
 

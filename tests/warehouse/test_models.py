@@ -13,7 +13,8 @@ import pytest
 from substrate_assets.warehouse.checks import SchemaError, load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import ModelError, build_all, discover, referenced_tables
-from substrate_assets.warehouse.raw import RAW_TABLES, ensure_schema, replace_rows
+from substrate_assets.warehouse.raw_tables import RAW_TABLES, ensure_schema
+from substrate_assets.warehouse.trial_writes import replace_rows
 from tests.support.raw_rows import insert
 
 MODELS = Path(__file__).resolve().parents[2] / "dbt_like_sql"

@@ -37,7 +37,7 @@ from substrate_assets.warehouse.models import (
     update_change_points,
 )
 from substrate_assets.warehouse.noise_floor import NOISE_FLOOR, replace_noise_floor
-from substrate_assets.warehouse.raw import RAW_TABLES
+from substrate_assets.warehouse.raw_tables import RAW_TABLES
 
 # The marts are refreshed when a trial lands, so their age is the age of the newest trial: a day without one warns,
 # a week fails (the history that regressions are judged against has gone stale).

@@ -29,13 +29,13 @@ from substrate_assets.results.readers import (
 from substrate_assets.results.trial_directory import REQUESTS_PARQUET, STATS_CSV, STATS_HISTORY_CSV, TrialDirectory
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.changes import loaded_before, record_load
+from substrate_assets.warehouse.connection import table_columns
 from substrate_assets.warehouse.raw_tables import (
     ONE_ROW_VALUES,
     RAW_TABLES,
     duckdb_type,
     load_step_rows,
     rows_frame,
-    table_columns,
 )
 from substrate_assets.warehouse.trial_rows import TrialFrames, UnreadableTrial, read_trials
 from substrate_assets.warehouse.trial_writes import LoadedTable

@@ -226,8 +226,3 @@ def ensure_schema(connection: duckdb.DuckDBPyConnection) -> dict[str, list[tuple
     if changed:
         catalog = _catalog(connection)
     return {name: catalog["main", name] for name in RAW_TABLES}
-
-
-def table_columns(connection: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str]]:
-    """``name``'s columns and their types, in order."""
-    return [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall()]

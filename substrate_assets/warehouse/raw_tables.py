@@ -10,7 +10,8 @@
 | ``server_telemetry`` | server_summary.json, or the stats.jsonl ``server_summary`` row, as the 45 flat keys |
 | ``load_steps`` | load_steps.json (a ladder's steps); else one step: the steady window and server_telemetry |
 
-Every raw table is keyed by ``trial_id``. :func:`ensure_schema` creates them (and the bookkeeping of loads,
+Every raw table is keyed by ``trial_id``. :data:`FILE_READERS` reads each file a table reads on its own, to say
+which one does not read. :func:`ensure_schema` creates them (and the bookkeeping of loads,
 :mod:`~substrate_assets.warehouse.changes`) in a warehouse, and adds the columns a warehouse written earlier lacks.
 """
 
@@ -18,13 +19,24 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import polars as pl
 
-from substrate_assets.results.load_steps import LoadStep
-from substrate_assets.results.readers import REQUESTS_SCHEMA, STATS_HISTORY_SCHEMA, STATS_SCHEMA
+from substrate_assets.results.load_steps import LoadStep, read_load_steps
+from substrate_assets.results.readers import (
+    REQUESTS_SCHEMA,
+    STATS_HISTORY_SCHEMA,
+    STATS_SCHEMA,
+    read_json,
+    read_requests,
+    read_stats,
+    read_stats_history,
+    read_stats_jsonl,
+)
+from substrate_assets.results.run_log import read_run_log
 from substrate_assets.results.server_summary import FLAT_KEYS, flatten
 from substrate_assets.results.stats_jsonl import REPORTED_FIGURES
 from substrate_assets.results.trial_directory import (
@@ -186,6 +198,27 @@ RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
              "trial that recorded none is one step over its steady window.",
              (LOAD_STEPS_JSON, TRIAL_JSON, SERVER_SUMMARY_JSON, STATS_HISTORY_CSV, STATS_JSONL)),
 )}
+
+
+def _stats_jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    """stats.jsonl as TrialDirectory reads it, and each row an object (the readers take any JSON value)."""
+    rows = read_stats_jsonl(path)
+    with path.open() as handle:
+        numbers = [number for number, line in enumerate(handle, start=1) if line.strip()]
+    for number, row in zip(numbers, rows, strict=True):
+        if not isinstance(row, dict):
+            raise ValueError(f"{path}:{number}: not a JSON object but {type(row).__name__}")
+    return rows
+
+
+# Each file a raw table reads, with the reader TrialDirectory reads it with: run alone, it says which file broke.
+FILE_READERS: dict[str, Callable[[Path], Any]] = {
+    TRIAL_JSON: read_json, STATUS_JSON: read_json, SERVER_SUMMARY_JSON: read_json, STATS_JSONL: _stats_jsonl_rows,
+    STATS_CSV: read_stats, STATS_HISTORY_CSV: read_stats_history, REQUESTS_PARQUET: read_requests,
+    LOGS_TXT: lambda path: read_run_log(path.read_text(errors="replace")),
+    LOAD_STEPS_JSON: read_load_steps,
+}
+
 
 
 def _catalog(connection: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], list[tuple[str, str]]]:

@@ -10,51 +10,16 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from substrate_assets.results.layout import TrialKey
-from substrate_assets.results.load_steps import read_load_steps
-from substrate_assets.results.readers import read_json, read_requests, read_stats, read_stats_history, read_stats_jsonl
-from substrate_assets.results.run_log import read_run_log
-from substrate_assets.results.trial_directory import (
-    LOAD_STEPS_JSON,
-    LOGS_TXT,
-    REQUESTS_PARQUET,
-    SERVER_SUMMARY_JSON,
-    STATS_CSV,
-    STATS_HISTORY_CSV,
-    STATS_JSONL,
-    STATUS_JSON,
-    TRIAL_JSON,
-    TrialDirectory,
-)
-from substrate_assets.warehouse.raw_tables import RAW_TABLES, RawTable
-
-
-def _stats_jsonl_rows(path: Path) -> list[dict[str, Any]]:
-    """stats.jsonl as TrialDirectory reads it, and each row an object (the readers take any JSON value)."""
-    rows = read_stats_jsonl(path)
-    with path.open() as handle:
-        numbers = [number for number, line in enumerate(handle, start=1) if line.strip()]
-    for number, row in zip(numbers, rows, strict=True):
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{number}: not a JSON object but {type(row).__name__}")
-    return rows
-
-
-# Each file a raw table reads, with the reader TrialDirectory reads it with: run alone, it says which file broke.
-FILE_READERS: dict[str, Callable[[Path], Any]] = {
-    TRIAL_JSON: read_json, STATUS_JSON: read_json, SERVER_SUMMARY_JSON: read_json, STATS_JSONL: _stats_jsonl_rows,
-    STATS_CSV: read_stats, STATS_HISTORY_CSV: read_stats_history, REQUESTS_PARQUET: read_requests,
-    LOGS_TXT: lambda path: read_run_log(path.read_text(errors="replace")),
-    LOAD_STEPS_JSON: read_load_steps,
-}
+from substrate_assets.results.trial_directory import TRIAL_JSON, TrialDirectory
+from substrate_assets.warehouse.raw_tables import FILE_READERS, RAW_TABLES, RawTable
 
 
 class UnreadableTrial(ValueError):

@@ -32,8 +32,8 @@ from substrate_assets.results.layout import RunStore  # noqa: E402
 from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
 from substrate_assets.warehouse.compare_trials import compare, select_side  # noqa: E402
 from substrate_assets.warehouse.connection import connect  # noqa: E402
-from substrate_assets.warehouse.models import build_marts  # noqa: E402
-from substrate_assets.warehouse.raw import load_trials  # noqa: E402
+from substrate_assets.warehouse.models.marts import build_marts  # noqa: E402
+from substrate_assets.warehouse.trial_writes import load_trials  # noqa: E402
 from tests.support.synthetic_trials import write_trial  # noqa: E402
 
 BUDGET_MS = 200.0

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from substrate_assets.results.layout import RunStore  # noqa: E402
-from substrate_assets.warehouse.models import models_directory  # noqa: E402
+from substrate_assets.warehouse.models.discovery import models_directory  # noqa: E402
 from substrate_assets.warehouse.rebuild import rebuild  # noqa: E402
 
 RUN = ROOT / "tests" / "data" / "upstream_runs" / "runs" / "glutton_baseline_5_users"

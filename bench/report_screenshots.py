@@ -28,8 +28,8 @@ def history_warehouse(scratch: Path) -> Path:
     from substrate_assets.results.layout import RunStore
     from substrate_assets.results.trial_directory import TrialDirectory
     from substrate_assets.warehouse.connection import connect
-    from substrate_assets.warehouse.models import build_marts
-    from substrate_assets.warehouse.raw import load_trials
+    from substrate_assets.warehouse.models.marts import build_marts
+    from substrate_assets.warehouse.trial_writes import load_trials
     from tests.support.synthetic_trials import write_trial
 
     rng = np.random.default_rng(20261201)

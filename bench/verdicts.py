@@ -44,8 +44,8 @@ from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E40
 from substrate_assets.suites import get_suite  # noqa: E402
 from substrate_assets.warehouse.compare_trials import History, compare, trial_samples  # noqa: E402
 from substrate_assets.warehouse.connection import connect  # noqa: E402
-from substrate_assets.warehouse.models import build_marts  # noqa: E402
-from substrate_assets.warehouse.raw import load_trials  # noqa: E402
+from substrate_assets.warehouse.models.marts import build_marts  # noqa: E402
+from substrate_assets.warehouse.trial_writes import load_trials  # noqa: E402
 
 WAKE_P50 = "WakeFirstTouch p50"
 HISTORY = 20

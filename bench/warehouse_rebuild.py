@@ -41,9 +41,9 @@ from substrate_assets.results.server_summary import FLAT_KEYS  # noqa: E402
 from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
 from substrate_assets.warehouse.connection import connect  # noqa: E402
 from substrate_assets.warehouse.preview import PREVIEW_ROWS  # noqa: E402
-from substrate_assets.warehouse.raw import read_trials  # noqa: E402
 from substrate_assets.warehouse.rebuild import rebuild  # noqa: E402
 from substrate_assets.warehouse.refresh import load_and_refresh  # noqa: E402
+from substrate_assets.warehouse.trial_rows import read_trials  # noqa: E402
 
 HEADER = ("Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,"
           "Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,"

@@ -17,11 +17,11 @@ from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import models_directory
+from substrate_assets.warehouse.models.discovery import models_directory
 from substrate_assets.warehouse.preview import PREVIEW_ROWS
-from substrate_assets.warehouse.raw import check_staged_run, read_trials
 from substrate_assets.warehouse.rebuild import Rebuilt, rebuild
 from substrate_assets.warehouse.refresh import load_and_refresh
+from substrate_assets.warehouse.trial_rows import check_staged_run, read_trials
 
 if TYPE_CHECKING:
     import dagster as dg

@@ -45,8 +45,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 
 
 @dataclass(frozen=True)
-class Measurement:
-    """One row of metric_history."""
+class SeriesTrial:
+    """A trial in its series (suite, configuration, metric), numbered as metric_history numbers it: the leading
+    columns of metric_history and change_points alike."""
 
     suite: str | None
     configuration: str
@@ -55,23 +56,22 @@ class Measurement:
     trial_number: int
     started_at: datetime | None
     sut_version: str | None
+
+
+@dataclass(frozen=True)
+class Measurement(SeriesTrial):
+    """One row of metric_history."""
+
     value: float
     unit: str
     better: str
 
 
 @dataclass(frozen=True)
-class MetricChange:
-    """One row of change_points, its fields in the table's column order."""
+class MetricChange(SeriesTrial):
+    """One row of change_points, its fields in the table's column order: the trial is the first one measured at the
+    new level, ``previous_trial_id`` the last one measured at the old."""
 
-    suite: str | None
-    configuration: str
-    metric: str
-    # The first trial measured at the new level, and the last one measured at the old.
-    trial_id: str
-    trial_number: int
-    started_at: datetime | None
-    sut_version: str | None
     previous_trial_id: str
     mean_before: float
     mean_after: float

@@ -19,8 +19,9 @@ request samples costs a tenth of a second; picking it out of the copy costs noth
 model built so far is built through its load (:func:`prune`), and a model with no mark, or a trial with no copy,
 reads the raw table itself — slower, never wrong.
 
-Every raw write goes through :func:`substrate_assets.warehouse.raw.write_trials`, so ``changes.loads`` also says
-which trials a raw table may hold: a trial it never loaded has no rows to delete, and its load skips the delete.
+Every raw write goes through :func:`substrate_assets.warehouse.trial_writes.write_trials`, so ``changes.loads``
+also says which trials a raw table may hold: a trial it never loaded has no rows to delete, and its load skips the
+delete.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ import duckdb
 
 from substrate_assets.warehouse.checks import read_yaml
 from substrate_assets.warehouse.connection import prepare
-from substrate_assets.warehouse.models import build_marts, models_directory
-from substrate_assets.warehouse.raw import ensure_schema
+from substrate_assets.warehouse.models.discovery import models_directory
+from substrate_assets.warehouse.models.marts import build_marts
+from substrate_assets.warehouse.raw_tables import ensure_schema
 
 SOURCES_FILE = "sources.yml"
 SCHEMA_FILE = "schema.yml"

@@ -55,6 +55,11 @@ def has_table(connection: duckdb.DuckDBPyConnection, name: str, schema: str = "m
                                    "AND schema_name = ? AND table_name = ?", [schema, name]).fetchone()[0])
 
 
+def table_columns(connection: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str]]:
+    """``name``'s columns and their types, in order."""
+    return [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall()]
+
+
 def prepare(connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Register the warehouse's functions on ``connection`` (idempotent)."""
     with contextlib.suppress(duckdb.CatalogException):  # already registered on this connection

@@ -26,20 +26,14 @@ import duckdb
 
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.warehouse.bulk_load import bulk_read_trials, bulk_request_samples
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect, transaction
-from substrate_assets.warehouse.models import BuiltTable, build_marts
-from substrate_assets.warehouse.raw import (
-    RAW_TABLES,
-    LoadedTable,
-    UnreadableTrial,
-    bulk_read_trials,
-    bulk_request_samples,
-    ensure_schema,
-    read_trials,
-    reading_processes,
-    write_trials,
-)
+from substrate_assets.warehouse.models.marts import build_marts
+from substrate_assets.warehouse.models.tables import BuiltTable
+from substrate_assets.warehouse.raw_tables import RAW_TABLES, ensure_schema
+from substrate_assets.warehouse.trial_rows import UnreadableTrial, read_trials, reading_processes
+from substrate_assets.warehouse.trial_writes import LoadedTable, write_trials
 
 log = logging.getLogger(__name__)
 

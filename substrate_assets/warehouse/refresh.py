@@ -18,9 +18,12 @@ import duckdb
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import small_load, transaction
-from substrate_assets.warehouse.models import BuiltTable, ModelError, models_directory, update_marts
-from substrate_assets.warehouse.raw import LoadedTable, TrialFrames, write_trials
+from substrate_assets.warehouse.models.discovery import ModelError, models_directory
+from substrate_assets.warehouse.models.marts import update_marts
+from substrate_assets.warehouse.models.tables import BuiltTable
 from substrate_assets.warehouse.trial_figures import trial_densities, updated_densities
+from substrate_assets.warehouse.trial_rows import TrialFrames
+from substrate_assets.warehouse.trial_writes import LoadedTable, write_trials
 
 
 @dataclass(frozen=True)

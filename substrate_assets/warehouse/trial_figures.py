@@ -7,7 +7,9 @@ from pathlib import Path
 import duckdb
 
 from substrate_assets.warehouse import changes
-from substrate_assets.warehouse.models import NARROWED_IDS, BuiltTable, discover, narrowed_query
+from substrate_assets.warehouse.models.discovery import discover
+from substrate_assets.warehouse.models.narrowing import NARROWED_IDS, narrowed_query
+from substrate_assets.warehouse.models.tables import BuiltTable
 
 DENSITY_MODEL = "density_frontiers"
 DENSITY_FIGURES = ("actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "aggregate_failure_ratio")

@@ -16,7 +16,8 @@ from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.preview import PREVIEW_ROWS
-from substrate_assets.warehouse.raw import RAW_TABLES, load_trials
+from substrate_assets.warehouse.raw_tables import RAW_TABLES
+from substrate_assets.warehouse.trial_writes import load_trials
 
 ROOT = Path(__file__).resolve().parents[2]
 NEWEST = "glutton_baseline_5_users-20261120t000000z"

@@ -18,8 +18,8 @@ from substrate_assets.results.readers import read_requests, read_stats_history
 from substrate_assets.results.trial_directory import TOTAL_ROW_NAMES, TrialDirectory
 from substrate_assets.suites import Suite
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import build_marts
-from substrate_assets.warehouse.raw import load_trials
+from substrate_assets.warehouse.models.marts import build_marts
+from substrate_assets.warehouse.trial_writes import load_trials
 from substrate_assets.workload import ScriptLibrary
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"

@@ -21,8 +21,9 @@ from substrate_assets.results.request_log import RequestLogWriter, RequestRecord
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.suites import SuiteError, get_suite, load_suites
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import build_all, discover
-from substrate_assets.warehouse.raw import load_trials
+from substrate_assets.warehouse.models.discovery import discover
+from substrate_assets.warehouse.models.marts import build_all
+from substrate_assets.warehouse.trial_writes import load_trials
 from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound, decode, load_script_file
 from substrate_assets.workload.decode import MAX_DOCUMENT_BYTES
 

@@ -24,8 +24,9 @@ from substrate_assets.cli import main
 from substrate_assets.results.importer import import_all, import_runs
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.raw import RAW_TABLES, check_staged_run
+from substrate_assets.warehouse.raw_tables import RAW_TABLES
 from substrate_assets.warehouse.rebuild import rebuild
+from substrate_assets.warehouse.trial_rows import check_staged_run
 from tests.support.projects import PROJECT_PATHS
 
 ROOT = Path(__file__).resolve().parents[2]

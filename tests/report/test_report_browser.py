@@ -14,8 +14,8 @@ from substrate_assets.report.pages import comparison_report, wake_samples
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import build_marts
-from substrate_assets.warehouse.raw import load_trials
+from substrate_assets.warehouse.models.marts import build_marts
+from substrate_assets.warehouse.trial_writes import load_trials
 from tests.report import warehouse
 from tests.report.browser import assert_clean, assert_not_blank, chromium, executable, pixels, visit
 from tests.support.synthetic_trials import write_trial

@@ -14,7 +14,8 @@ import polars as pl
 
 from substrate_assets.analysis.statistics import floor_index
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.raw import RAW_TABLES, ensure_schema, replace_rows
+from substrate_assets.warehouse.raw_tables import RAW_TABLES, ensure_schema
+from substrate_assets.warehouse.trial_writes import replace_rows
 
 SUITE = "coding-session-ladder"
 HISTORY_SUITE = "coding-session-baseline"

@@ -4,7 +4,8 @@ replace the loads use."""
 import duckdb
 import polars as pl
 
-from substrate_assets.warehouse.raw import RAW_TABLES, replace_rows
+from substrate_assets.warehouse.raw_tables import RAW_TABLES
+from substrate_assets.warehouse.trial_writes import replace_rows
 
 
 def insert(connection: duckdb.DuckDBPyConnection, table: str, rows: list[dict]) -> None:

@@ -13,8 +13,9 @@ import pytest
 
 from substrate_assets.warehouse.checks import load_tests, run_test
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import build, discover
-from substrate_assets.warehouse.raw import ensure_schema
+from substrate_assets.warehouse.models.build import build
+from substrate_assets.warehouse.models.discovery import discover
+from substrate_assets.warehouse.raw_tables import ensure_schema
 from tests.support.raw_rows import insert
 
 MODELS = Path(__file__).resolve().parents[2] / "dbt_like_sql"

@@ -20,8 +20,10 @@ from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.warehouse.change_points import COLUMNS, replace_change_points
 from substrate_assets.warehouse.checks import load_tests, run_test
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import build, build_all, build_marts, discover
-from substrate_assets.warehouse.raw import ensure_schema
+from substrate_assets.warehouse.models.build import build
+from substrate_assets.warehouse.models.discovery import discover
+from substrate_assets.warehouse.models.marts import build_all, build_marts
+from substrate_assets.warehouse.raw_tables import ensure_schema
 from tests.support.raw_rows import insert
 
 MODELS = Path(__file__).resolve().parents[2] / "dbt_like_sql"

@@ -23,8 +23,8 @@ from substrate_assets.warehouse.compare_trials import (
     select_side,
 )
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import build_marts
-from substrate_assets.warehouse.raw import load_trials
+from substrate_assets.warehouse.models.marts import build_marts
+from substrate_assets.warehouse.trial_writes import load_trials
 from tests.support.synthetic_trials import write_trial
 
 RUN_TS = 1_764_547_200

@@ -9,8 +9,10 @@ import pytest
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import load_tests, run_test
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import build_all, discover
-from substrate_assets.warehouse.raw import ensure_schema, load_trials
+from substrate_assets.warehouse.models.discovery import discover
+from substrate_assets.warehouse.models.marts import build_all
+from substrate_assets.warehouse.raw_tables import ensure_schema
+from substrate_assets.warehouse.trial_writes import load_trials
 from tests.support.raw_rows import insert
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""A load updates the models for the trials it loaded (warehouse/models.py's update, warehouse/changes.py's
+"""A load updates the models for the trials it loaded (warehouse/models/build.py's update, warehouse/changes.py's
 bookkeeping), and the tables it leaves are the tables a rebuild of the same store builds: every model, every row
 (EXCEPT ALL both ways), whether the trials come one by one, a trial comes again with other files, a model's SQL
 changes, or the warehouse predates the bookkeeping. The store is realistic: two upstream runs and local trials of
@@ -25,19 +25,17 @@ from substrate_assets.warehouse import rebuild as rebuild_module
 from substrate_assets.warehouse.change_points import CHANGE_POINTS
 from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_test, run_test_groups, run_tests
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import (
-    ModelError,
-    build,
-    build_order,
-    discover,
-    per_trial_mismatches,
-    rows_apart,
-    update_marts,
-)
-from substrate_assets.warehouse.raw import ensure_schema, load_trials, read_trials
+from substrate_assets.warehouse.models.build import build
+from substrate_assets.warehouse.models.discovery import ModelError, build_order, discover
+from substrate_assets.warehouse.models.marts import update_marts
+from substrate_assets.warehouse.models.per_trial_check import per_trial_mismatches
+from substrate_assets.warehouse.models.tables import rows_apart
+from substrate_assets.warehouse.raw_tables import ensure_schema
 from substrate_assets.warehouse.rebuild import rebuild
 from substrate_assets.warehouse.refresh import load_and_refresh
 from substrate_assets.warehouse.trial_figures import DENSITY_FIGURES, trial_densities
+from substrate_assets.warehouse.trial_rows import read_trials
+from substrate_assets.warehouse.trial_writes import load_trials
 from tests.support.raw_rows import insert
 from tests.support.synthetic_trials import write_trial
 

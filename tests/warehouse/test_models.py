@@ -12,8 +12,10 @@ import pytest
 
 from substrate_assets.warehouse.checks import SchemaError, load_tests, run_test
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models import ModelError, build_all, discover, referenced_tables
-from substrate_assets.warehouse.raw import RAW_TABLES, ensure_schema, replace_rows
+from substrate_assets.warehouse.models.discovery import ModelError, discover, referenced_tables
+from substrate_assets.warehouse.models.marts import build_all
+from substrate_assets.warehouse.raw_tables import RAW_TABLES, ensure_schema
+from substrate_assets.warehouse.trial_writes import replace_rows
 from tests.support.raw_rows import insert
 
 MODELS = Path(__file__).resolve().parents[2] / "dbt_like_sql"
@@ -209,7 +211,7 @@ def test_dependencies_come_from_parsing_the_sql(tmp_path):
 def test_model_errors(tmp_path):
     (tmp_path / "a.sql").write_text("SELECT * FROM b")
     (tmp_path / "b.sql").write_text("SELECT * FROM a")
-    from substrate_assets.warehouse.models import build_order
+    from substrate_assets.warehouse.models.discovery import build_order
 
     with pytest.raises(ModelError, match="cycle"):
         build_order(discover(tmp_path))
@@ -291,7 +293,7 @@ def test_the_tables_each_model_reads_are_kept_between_processes(tmp_path):
     """A process whose models' SQL is in the cache does not import sqlglot (~0.35 s with the parse), and finds the
     same models; a cache that does not read is parsed again and rewritten."""
     env = {**os.environ, "SUBSTRATE_BENCH_CACHE": str(tmp_path / "cache")}
-    code = ("import sys, json; from substrate_assets.warehouse.models import discover; "
+    code = ("import sys, json; from substrate_assets.warehouse.models.discovery import discover; "
             "models = discover(); print(json.dumps([sorted((n, m.upstream) for n, m in models.items()), "
             "'sqlglot' in sys.modules]))")
     def run() -> list:

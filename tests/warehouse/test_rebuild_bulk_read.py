@@ -1,4 +1,4 @@
-"""A rebuild reads a batch's small tables table by table (raw.py's bulk_read_trials): its CSVs parsed together, its
+"""A rebuild reads a batch's small tables table by table (bulk_load.py's bulk_read_trials): its CSVs parsed together, its
 one-row tables built once. It gives read_trial's rows, trial for trial, whatever the files: upstream runs, a
 ladder's load_steps.json, CSVs of another header, CSVs it leaves to read_trial (quoted names, CRLF line ends, a
 blank line, a missing file), in one process or in worker processes; and a file that does not read is named, with
@@ -17,8 +17,9 @@ from substrate_assets.results.importer import import_runs
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.load_steps import LoadStep, write_load_steps
 from substrate_assets.results.trial_directory import TrialDirectory
-from substrate_assets.warehouse.raw import BULK_TABLES, bulk_read_trials, read_trials, reading_processes
+from substrate_assets.warehouse.bulk_load import BULK_TABLES, bulk_read_trials
 from substrate_assets.warehouse.rebuild import rebuild
+from substrate_assets.warehouse.trial_rows import read_trials, reading_processes
 from tests.support.synthetic_trials import write_trial
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,22 +22,13 @@ from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, MetricChange, read_change_points
 from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_tests
 from substrate_assets.warehouse.connection import has_table, transaction
-from substrate_assets.warehouse.models import (
-    Model,
-    ModelError,
-    build_order,
-    describe_table,
-    discover,
-    drop_updated_rows,
-    held_rows,
-    models_directory,
-    prune_copies,
-    scope_of,
-    update,
-    update_change_points,
-)
+from substrate_assets.warehouse.models.build import update
+from substrate_assets.warehouse.models.discovery import Model, ModelError, build_order, discover, models_directory
+from substrate_assets.warehouse.models.marts import prune_copies, scope_of, update_change_points
+from substrate_assets.warehouse.models.narrowing import drop_updated_rows, held_rows
+from substrate_assets.warehouse.models.tables import describe_table
 from substrate_assets.warehouse.noise_floor import NOISE_FLOOR, replace_noise_floor
-from substrate_assets.warehouse.raw import RAW_TABLES
+from substrate_assets.warehouse.raw_tables import RAW_TABLES
 
 # The marts are refreshed when a trial lands, so their age is the age of the newest trial: a day without one warns,
 # a week fails (the history that regressions are judged against has gone stale).

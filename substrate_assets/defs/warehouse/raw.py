@@ -19,7 +19,9 @@ from substrate_assets.defs.warehouse.metadata import (
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.preview import PREVIEW_ROWS
-from substrate_assets.warehouse.raw import RAW_TABLES, UnreadableTrial, load_trials
+from substrate_assets.warehouse.raw_tables import RAW_TABLES
+from substrate_assets.warehouse.trial_rows import UnreadableTrial
+from substrate_assets.warehouse.trial_writes import load_trials
 
 # Tables whose figures may come from a Prometheus server the suite names (the harvest) rather than the trial's files.
 SOURCE_KINDS = {"server_telemetry": ("prometheus",), "load_steps": ("prometheus",)}

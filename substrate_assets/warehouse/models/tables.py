@@ -1,0 +1,85 @@
+"""What a built table holds (its columns, row count and first rows), and whether two tables hold the same rows."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+
+from substrate_assets.warehouse import changes
+from substrate_assets.warehouse.connection import table_columns
+
+
+@dataclass(frozen=True)
+class BuiltTable:
+    name: str
+    rows: int
+    columns: list[tuple[str, str]]
+    preview: list[dict[str, Any]]
+    # The trials whose rows this build replaced; None when it built the whole table.
+    updated: tuple[str, ...] | None = None
+
+
+def describe_table(connection: duckdb.DuckDBPyConnection, name: str, preview_rows: int = 10,
+                   updated: Sequence[str] | None = None, books: changes.Books | None = None) -> BuiltTable:
+    """``name``'s columns (as ``books`` knows them, when given), row count and first rows."""
+    return describe_tables(connection, [(name, updated)], preview_rows, books)[0]
+
+
+def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tuple[str, Sequence[str] | None]],
+                    preview_rows: int = 10, books: changes.Books | None = None) -> list[BuiltTable]:
+    """:func:`describe_table` of each (table, the trials its build updated) of ``tables``: a query per table for its
+    count and first rows, or, without a preview, one for every count (a UNION ALL: as scalar subqueries of one
+    SELECT, DuckDB would plan a join of a dozen relations, and ordering it costs tens of milliseconds)."""
+    if not tables:
+        return []
+    limit = int(preview_rows)
+    if limit > 0:
+        found = []
+        for name, _ in tables:
+            cursor = connection.execute(f"SELECT (SELECT count(*) FROM {name}) AS count_rows, * FROM {name} "
+                                        f"LIMIT {limit}")
+            names = [d[0] for d in cursor.description][1:]
+            preview = cursor.fetchall()
+            # An empty preview is an empty table (the count rides on each preview row).
+            found.append((preview[0][0] if preview else 0,
+                          [dict(zip(names, values[1:], strict=True)) for values in preview]))
+    else:
+        counts = dict(connection.execute(" UNION ALL ".join(
+            f"SELECT {index} AS part, count(*) FROM {name}" for index, (name, _) in enumerate(tables))).fetchall())
+        found = [(counts[index], []) for index in range(len(tables))]
+    return [BuiltTable(name, rows, booked_columns(connection, name, books), preview,
+                       None if updated is None else tuple(updated))
+            for (name, updated), (rows, preview) in zip(tables, found, strict=True)]
+
+
+def booked_columns(connection: duckdb.DuckDBPyConnection, name: str,
+                   books: changes.Books | None = None) -> list[tuple[str, str]]:
+    """``name``'s columns and their types, in order: from ``books`` when it knows them (read with the bookkeeping,
+    for every table at once), else asked (and kept there)."""
+    if books is not None and name in books.columns:
+        return books.columns[name]
+    columns = table_columns(connection, name)
+    if books is not None:
+        books.columns[name] = columns
+    return columns
+
+
+def comparable(connection: duckdb.DuckDBPyConnection, table: str, books: changes.Books | None = None) -> str:
+    """``table``'s columns for comparing its rows with another's: a MAP's entries sorted by key (a map is a set of
+    entries, but DuckDB compares them in the order they were built, which a ``list`` aggregate leaves open).
+    ``books``: the bookkeeping, when it knows the table's columns."""
+    columns = booked_columns(connection, table, books)
+    return ", ".join(f'map_from_entries(list_sort(map_entries("{name}"))) AS "{name}"'
+                     if kind.startswith("MAP(") else f'"{name}"' for name, kind in columns)
+
+
+def rows_apart(connection: duckdb.DuckDBPyConnection, left: str, right: str) -> int:
+    """The rows of ``left`` that ``right`` lacks plus those of ``right`` that ``left`` lacks, copies counted: 0 when
+    the two tables hold the same rows (in any order)."""
+    one = f"SELECT {comparable(connection, left)} FROM {left}"
+    other = f"SELECT {comparable(connection, right)} FROM {right}"
+    return connection.execute(f"SELECT (SELECT count(*) FROM ({one} EXCEPT ALL {other})) + "
+                              f"(SELECT count(*) FROM ({other} EXCEPT ALL {one}))").fetchone()[0]

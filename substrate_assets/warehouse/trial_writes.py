@@ -1,0 +1,127 @@
+"""The raw tables' writes: trials' rows, read already (:mod:`~substrate_assets.warehouse.trial_rows`), replacing
+their old rows in one transaction.
+
+Every load — one raw asset's table for one trial, an import, a rebuild — goes through :func:`write_trials`
+(:func:`load_trials` reads and writes). Every frame of every trial is built in memory first, so a trial whose files
+do not read writes nothing; then one transaction deletes the trials' rows and inserts the new ones in every table:
+never duplicates, never half a table, never some tables of a trial. Each load is recorded in the bookkeeping
+(:mod:`~substrate_assets.warehouse.changes`), with a copy of its rows for the models' next update.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.warehouse import changes
+from substrate_assets.warehouse.changes import ensure_bookkeeping, ensure_copy, held_and_staged, next_seq, record_loads
+from substrate_assets.warehouse.connection import transaction
+from substrate_assets.warehouse.raw_tables import RAW_TABLES, RawTable, ensure_schema
+from substrate_assets.warehouse.trial_rows import TrialFrames, read_trials
+
+SMALL_FRAME_ROWS = 1_000_000
+
+
+def replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],
+                 frame: pl.DataFrame) -> int:
+    """Delete ``trial_ids``' rows of ``table`` and insert ``frame``, in one transaction, recorded as a load with a
+    copy of the rows, as :func:`write_trials` records one (the table must exist)."""
+    ensure_bookkeeping(connection, RAW_TABLES)
+    ensure_copy(connection, table.name)
+    with transaction(connection):
+        _write_load(connection, [table], sorted(set(trial_ids)), {table.name: frame}, copy=True)
+    return frame.height
+
+
+@dataclass(frozen=True)
+class LoadedTable:
+    """What one load put into one raw table: its columns, and per trial the rows and the first few of them."""
+
+    name: str
+    columns: list[tuple[str, str]]
+    rows: dict[str, int]
+    previews: dict[str, list[dict[str, Any]]]
+
+    @property
+    def total(self) -> int:
+        return sum(self.rows.values())
+
+    def merged(self, other: LoadedTable) -> LoadedTable:
+        return LoadedTable(self.name, other.columns, {**self.rows, **other.rows}, {**self.previews, **other.previews})
+
+
+def _write_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, held: Sequence[str], frame: pl.DataFrame,
+                copy: bool) -> None:
+    """Delete ``held`` trials' rows of ``table`` and insert ``frame`` (with ``copy``, into changes.<table> too), in the
+    caller's transaction."""
+    if held:
+        connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest(?::VARCHAR[]))", [list(held)])
+    if frame.height:
+        if frame.n_chunks() > 1 and frame.height < SMALL_FRAME_ROWS:
+            frame = frame.rechunk()  # DuckDB pays per Arrow chunk: a thousand one-row chunks cost seconds
+        # Plain (not view) strings: DuckDB takes them without a conversion pass.
+        connection.register("incoming_rows", frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
+        # Unregistered once written (DuckDB refuses while a query's result is unread: only writes run before it);
+        # a failed write leaves it registered, and the next load's register replaces it.
+        connection.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM incoming_rows")
+        if copy:
+            connection.execute(f"INSERT INTO {changes.SCHEMA}.{table.name} BY NAME SELECT * FROM incoming_rows")
+        connection.unregister("incoming_rows")
+
+
+def _write_load(connection: duckdb.DuckDBPyConnection, chosen: Sequence[RawTable], ids: Sequence[str],
+                frames: dict[str, pl.DataFrame], copy: bool) -> None:
+    """One load of ``ids`` into the ``chosen`` tables, each table's rows of them replaced by its frame, in the
+    caller's transaction, with the bookkeeping of every table read and written in a statement or two for them all;
+    with ``copy``, the rows are also kept in changes.<table> (whose table must exist)."""
+    names = [table.name for table in chosen]
+    seq = next_seq(connection)
+    held, staged = held_and_staged(connection, names, ids)
+    for table in chosen:
+        if table.name in staged:  # a copy of an earlier load of these trials: stale now
+            connection.execute(f"DELETE FROM {changes.SCHEMA}.{table.name} WHERE list_contains(?, trial_id)",
+                               [staged[table.name]])
+        _write_rows(connection, table, held.get(table.name, []), frames[table.name], copy)
+    if staged:
+        connection.execute(f"DELETE FROM {changes.STAGED} WHERE list_contains(?, table_name) "
+                           "AND list_contains(?, trial_id)", [list(staged), list(ids)])
+    record_loads(connection, seq, names, ids, staged=copy)
+
+
+def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames], tables: Collection[str] | None = None,
+                 preview_rows: int = 0, *, copy: bool = True) -> dict[str, LoadedTable]:
+    """Replace the rows of the ``read`` trials in ``tables`` (default: every raw table), all in one transaction and
+    one insert per table, recorded as one load in the bookkeeping (with ``copy``, the rows are also kept for the
+    models' next update: a rebuild, which builds every model whole, has no use for them); what each table
+    received. The bookkeeping of every table is read and written in a statement or two for them all (a load of one
+    trial is some twenty statements, not seventy)."""
+    columns = ensure_schema(connection)
+    chosen = [RAW_TABLES[name] for name in (tables if tables is not None else RAW_TABLES)]
+    ids = sorted({part.trial_id for part in read})
+    frames = {table.name: pl.concat([part.frames[table.name] for part in read]) if read
+              else pl.DataFrame(schema=table.columns) for table in chosen}
+    with transaction(connection):
+        _write_load(connection, chosen, ids, frames, copy)
+    loaded = {}
+    for table in chosen:
+        loaded[table.name] = LoadedTable(
+            table.name, columns[table.name],
+            rows={part.trial_id: part.frames[table.name].height for part in read},
+            previews={part.trial_id: part.frames[table.name].head(preview_rows).rows(named=True) for part in read}
+            if preview_rows else {})
+    return loaded
+
+
+def load_trials(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirectory],
+                tables: Collection[str] | None = None, preview_rows: int = 0) -> dict[str, LoadedTable]:
+    """Load ``tables`` (default: every raw table) for ``trials`` in one transaction; what each load put in.
+    UnreadableTrial, having written nothing, when any trial's files do not read."""
+    read, unreadable = read_trials(trials, tables)
+    if unreadable:
+        raise unreadable[0]
+    return write_trials(connection, read, tables, preview_rows)

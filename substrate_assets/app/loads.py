@@ -21,7 +21,7 @@ from substrate_assets.warehouse.models.discovery import models_directory
 from substrate_assets.warehouse.preview import PREVIEW_ROWS
 from substrate_assets.warehouse.rebuild import Rebuilt, rebuild
 from substrate_assets.warehouse.refresh import load_and_refresh
-from substrate_assets.warehouse.trial_rows import check_staged_run, read_trials
+from substrate_assets.warehouse.trial_rows import check_staged_trial, read_trials
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -46,7 +46,7 @@ def import_upstream(root: str, store: RunStore, warehouse: Path, instance: Calla
     trials show in the UI beside native ones. A refused run does not stop the others. ``instance`` is asked for
     once the warehouse is written: a caller may open it meanwhile (importing Dagster and opening an instance take
     longer than loading one run)."""
-    batch = import_all(root, store, check=check_staged_run)
+    batch = import_all(root, store, check=check_staged_trial)
     refused = list(batch.refused)
     # Read before the warehouse is opened, so the lock is held only to write. Runs copied now are read a second time
     # here (their staging read names the staging directory as trial_dir); runs already in the store, a first.

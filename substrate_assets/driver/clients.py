@@ -17,12 +17,13 @@ from urllib.parse import urlsplit
 import grpc
 
 from substrate_assets.driver.failures import RouterError, rpc_code
+from substrate_assets.families import DEFAULT_TEMPLATES, TEMPLATE_ATESPACE
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import ateapi_pb2_grpc
 
 CONTROL_DEADLINE_S = 60.0
 ROUTER_TIMEOUT_S = 30.0
-TEMPLATE = ("benchmark-workloads", "glutton")
+TEMPLATE = (TEMPLATE_ATESPACE, DEFAULT_TEMPLATES["agentsession"])
 TARGET_HEADER = "ate-target-actor"
 ELAPSED_TRAILER = "x-server-elapsed-us"
 

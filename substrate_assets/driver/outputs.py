@@ -1,6 +1,6 @@
 """What every trial leaves, whatever ran it: Locust's files collected, the request log merged, server telemetry
-measured, stats.jsonl, status.json, logs.txt and the trial.json manifest — each written atomically into the
-trial's staging dir — and what the run returns."""
+measured (:func:`measure_trial`), then stats.jsonl, status.json, logs.txt and the trial.json manifest
+(:func:`write_trial_files`) — each written atomically into the trial's staging dir — and what the run returns."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import math
 import os
 import platform
 import socket
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
@@ -19,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.driver.users.session import SESSION_START_FAILED
-from substrate_assets.families import HEADLINE_ROWS
+from substrate_assets.families import ATESPACE, HEADLINE_ROWS
 from substrate_assets.project import code_version
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
@@ -33,7 +32,6 @@ from substrate_assets.results.summary import RequestSummary
 from substrate_assets.results.trial_directory import (
     LADDER_LOG,
     LOAD_STEPS_JSON,
-    LOCUST_CSV_PREFIX,
     LOCUST_CSVS,
     LOCUST_LOG,
     LOGS_TXT,
@@ -46,7 +44,7 @@ from substrate_assets.results.trial_directory import (
     STATUS_JSON,
     TRIAL_JSON,
     locust_csv,
-    run_completed,
+    trial_completed,
 )
 from substrate_assets.results.trial_summary import trial_summary_row
 from substrate_assets.suites import Suite
@@ -56,56 +54,7 @@ from substrate_assets.telemetry.prometheus import harvest_server_summary
 from substrate_assets.telemetry.window import read_history, step_window, window_from_history
 from substrate_assets.workload import ScriptFile
 
-LOCUSTFILE = Path(__file__).with_name("locustfile.py")
-LADDER_SHAPE = Path(__file__).with_name("ladder_shape.py")
-ATESPACE = "benchmark"
 _PACKAGES = ("substrate-bench", "locust", "dagster", "grpcio", "protobuf", "duckdb", "polars", "gevent")
-
-
-def session_options(suite: Suite, script_file: str | None, control_endpoint: str, router_url: str,
-                    request_log_dir: str, control_tls: bool = False) -> list[str]:
-    """The locustfile's options for ``suite``'s users: the same for a lone Locust, a master and its workers. An agent
-    session takes its script and think scale; every family its modes and knobs (``--mem-target``, …)."""
-    script = (["--agentsession-script-file", script_file, "--agentsession-think-scale", f"{suite.think_scale:g}"]
-              if script_file is not None else [])
-    return [*script, "--lifecycle-mode", suite.lifecycle_mode, "--resume-mode", suite.resume_mode,
-            *suite.knobs.locust_options(),
-            "--control-endpoint", control_endpoint, "--router-url", router_url, "--atespace", ATESPACE,
-            "--request-log-dir", request_log_dir, *(["--control-tls"] if control_tls else [])]
-
-
-def locust_command(suite: Suite, script_file: Path | None, work: Path, control_endpoint: str, router_url: str,
-                   extra: list[str] | None = None, control_tls: bool = False) -> list[str]:
-    """Locust headless with the suite's user class (AgentSessionUser, GluttonUser, …), writing its CSVs and the
-    request log into ``work``: a flat load (``-u``, ``-r``, ``-t``), or a ladder suite's LoadTestShape with its
-    steps and the log of when each began."""
-    return [
-        sys.executable, "-m", "locust", "-f", locustfiles(suite), "--headless", "--only-summary",
-        *load_options(suite, work), "--csv", str(work / LOCUST_CSV_PREFIX), "--loglevel", "INFO",
-        *session_options(suite, None if script_file is None else str(script_file), control_endpoint, router_url,
-                         str(work / REQUEST_LOG), control_tls),
-        *(extra or []), suite.user_class,
-    ]
-
-
-def workload_line(suite: Suite, loaded: ScriptFile | None) -> str:
-    """What the trial's users run, for its notes: the script and its digest, or the family and its knobs."""
-    if loaded is not None:
-        return f"script {loaded.script.name} (sha256 {loaded.sha256[:12]})"
-    knobs = " ".join(suite.knobs.locust_options())
-    return f"family {suite.family}" + (f" ({knobs})" if knobs else "")
-
-
-def locustfiles(suite: Suite) -> str:
-    """Locust's ``-f``: the locustfile, and the ladder shape for a ladder suite (Locust runs any shape it loads)."""
-    return f"{LOCUSTFILE},{LADDER_SHAPE}" if suite.ladder is not None else str(LOCUSTFILE)
-
-
-def load_options(suite: Suite, work: Path) -> list[str]:
-    if suite.ladder is None:
-        return ["-u", str(suite.users), "-r", f"{suite.spawn_rate:g}", "-t", f"{suite.duration_s}s"]
-    return ["--ladder", suite.ladder.locust_spec(), "--ladder-spawn-rate", f"{suite.spawn_rate:g}",
-            "--ladder-log", str(work / LADDER_LOG)]
 
 
 def sut_version(suite: Suite, backend: str, tag: str) -> str | None:
@@ -236,7 +185,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     requests = request_summary(staging / REQUESTS_PARQUET, HEADLINE_ROWS[record.suite.family])
     sessions = None if requests is None else requests.sessions
     failure = no_session_failure(sessions, locust_log)
-    completed = run_completed(record.exit_code, generated, record.interrupted, sessions)
+    completed = trial_completed(record.exit_code, generated, record.interrupted, sessions)
     write_json(staging / SERVER_SUMMARY_JSON, server_summary)
     envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
     rows = [*per_request_rows(staging / STATS_CSV, **envelope), trial_summary_row(
@@ -353,3 +302,14 @@ def measure_load_steps(staging: Path, work: Path, record: TrialRecord, *,
     write_load_steps(staging / LOAD_STEPS_JSON, ladder.locust_spec(), record.suite.spawn_rate, steps)
     record.notes.append(f"{LOAD_STEPS_JSON}: {len(steps)} load steps")
     return steps
+
+
+def measure_trial(staging: Path, work: Path, record: TrialRecord, *request_log_dirs: Path,
+                  runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> dict[str, Any]:
+    """What Locust and the servers measured, into the staging directory, the same for both backends: Locust's files
+    and the merged request log, the server summary over the steady window, and a ladder's load steps. The server
+    summary, for :func:`write_trial_files`."""
+    collect_locust_outputs(staging, work, record.notes, *request_log_dirs)
+    telemetry = measure_server_summary(staging, record, runtime_frames=runtime_frames)
+    measure_load_steps(staging, work, record, runtime_frames=runtime_frames)
+    return telemetry

@@ -20,18 +20,10 @@ from typing import Any
 
 import polars as pl
 
+from substrate_assets.driver.locust_command import locust_command, workload_line
 from substrate_assets.driver.locust_process import drive_locust
 from substrate_assets.driver.machine_lock import hold_machine
-from substrate_assets.driver.outputs import (
-    TrialRecord,
-    TrialResult,
-    collect_locust_outputs,
-    locust_command,
-    measure_load_steps,
-    measure_server_summary,
-    workload_line,
-    write_trial_files,
-)
+from substrate_assets.driver.outputs import TrialRecord, TrialResult, measure_trial, write_trial_files
 from substrate_assets.driver.preflight import Landing, TrialRefused, check_before_load, trial_disk_needs
 from substrate_assets.driver.progress import Progress, progress_reporter
 from substrate_assets.driver.samples import Sampler
@@ -147,12 +139,10 @@ def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: 
             record.warnings.append(locust.overrun_warning())
         if landing.stopped:
             record.warnings.append(f"trial stopped before its run time: {landing.stopped}")
-        collect_locust_outputs(staging, work, record.notes)
         # Harvested while the runtime still serves /metrics, as a cluster's exporters outlive a trial: once a
         # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
-        telemetry = measure_server_summary(staging, record, runtime_frames=(events, samples))
+        telemetry = measure_trial(staging, work, record, runtime_frames=(events, samples))
         _measure_driver_load(record, samples)
-        measure_load_steps(staging, work, record, runtime_frames=(events, samples))
     with landing:
         outcome = write_trial_files(staging, work, record, telemetry)
         trial_dir = _finalize(store, staging, work, key)

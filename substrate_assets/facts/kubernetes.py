@@ -19,6 +19,7 @@ from substrate_assets.results.stats_jsonl import FACT_KEYS
 
 log = logging.getLogger(__name__)
 
+# The Kubernetes namespace of the worker pods (reference: "Worker namespace"), named as the templates' atespace.
 NAMESPACE = "benchmark-workloads"
 WORKER_SELECTOR = "ate.dev/worker-pool"
 LIVE_PHASES = ("Running", "Pending")

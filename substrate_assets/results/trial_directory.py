@@ -93,8 +93,8 @@ def locust_csv(work: Path, kind: str) -> Path:
 LOCUST_RAN_TO_ITS_END = (0, 1)
 
 
-def run_completed(locust_exit_code: int | None, stats_generated: bool | None,
-                  interrupted: bool = False, sessions_started: int | None = None) -> bool | None:
+def trial_completed(locust_exit_code: int | None, stats_generated: bool | None,
+                    interrupted: bool = False, sessions_started: int | None = None) -> bool | None:
     """A trial *completed* when it ran to its end, whether or not requests failed: Locust exited by itself (0, or 1
     for failures) and wrote stats, nobody stopped it early, and a session started (``sessions_started`` 0: every
     session was refused, nothing was measured; null: not known, as for upstream runs). Null when Locust's exit is
@@ -217,7 +217,7 @@ class TrialDirectory:
     @property
     def completed(self) -> bool | None:
         exit_code = self.status.get("locust_exit_code", self.manifest.get("locust_exit_code"))
-        return run_completed(exit_code, self.status.get("stats_generated"), bool(self.manifest.get("interrupted")),
+        return trial_completed(exit_code, self.status.get("stats_generated"), bool(self.manifest.get("interrupted")),
                              self.manifest.get("sessions_started"))
 
     def manifest_fields(self) -> dict[str, Any]:

@@ -7,18 +7,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from substrate_assets.families import DEFAULT_TEMPLATES, KNOBS_BY_NAME, TEMPLATE_ATESPACE
 from substrate_assets.runtime.glutton_http import MAX_REQUEST_BODY
 from substrate_assets.runtime.trajectory import TRAJECTORY_DIR, TrajectoryError, load_trajectory
 from substrate_assets.workload.quantity import QuantityError, parse_byte_count
 
 GiB = 1 << 30
-DEFAULT_TEMPLATE_ATESPACE = "benchmark-workloads"
-DEFAULT_TEMPLATE_NAME = "glutton"
+DEFAULT_TEMPLATE_ATESPACE = TEMPLATE_ATESPACE
+DEFAULT_TEMPLATE_NAME = DEFAULT_TEMPLATES["glutton"]
 # Durdir's two templates: upstream's differ in what of the actor's disk is durable (the data dir or the whole
 # filesystem); here every actor's data dir is in its snapshot, so the two behave alike.
-DURDIR_TEMPLATE_NAMES = ("glutton-durdir-data", "glutton-durdir-full")
+DURDIR_TEMPLATE_NAMES = KNOBS_BY_NAME["durdir_template"].choices
 # Sweperf's template: upstream's default SWE-bench image name, here an actor replaying our own trajectory file.
-SWEPERF_TEMPLATE_NAME = "swebench-astropy-7336"
+SWEPERF_TEMPLATE_NAME = DEFAULT_TEMPLATES["sweperf"]
 DEFAULT_TRAJECTORY = TRAJECTORY_DIR / f"{SWEPERF_TEMPLATE_NAME}.json"
 WORKERPOOL_NAME = "benchmark-ateom"
 

@@ -1,7 +1,7 @@
 """A trial directory of the run store read into the rows of its raw tables, in memory, before anything is written.
 
 A trial whose files do not read raises (or, read among many, is reported as) :class:`UnreadableTrial`, naming the
-file and line, so that a load writes nothing of it. :func:`check_staged_run` is the same reading, for checking a run
+file and line, so that a load writes nothing of it. :func:`check_staged_trial` is the same reading, for checking a run
 before it enters the store.
 """
 
@@ -111,8 +111,8 @@ class StagedTrial(TrialDirectory):
         return self._staged_key
 
 
-def check_staged_run(path: Path, key: TrialKey) -> None:
-    """Read every raw table of the run at ``path`` as it will be loaded once in the store under ``key``;
+def check_staged_trial(path: Path, key: TrialKey) -> None:
+    """Read every raw table of the staged trial at ``path`` as it will be loaded once in the store under ``key``;
     UnreadableTrial if any file does not read."""
     read_trial(StagedTrial(path, key))
 

@@ -10,7 +10,8 @@ import pytest
 
 from substrate_assets.driver.kubernetes.cluster_trial import run_cluster_trial
 from substrate_assets.driver.kubernetes.pods import worker_command
-from substrate_assets.driver.outputs import LOCUSTFILE, TrialResult
+from substrate_assets.driver.locust_command import LOCUSTFILE
+from substrate_assets.driver.outputs import TrialResult
 from substrate_assets.facts.kubernetes import Discovery
 from substrate_assets.results.importer import fetch_trial
 from substrate_assets.results.layout import RunStore, TrialKey

@@ -26,7 +26,7 @@ from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.raw_tables import RAW_TABLES
 from substrate_assets.warehouse.rebuild import rebuild
-from substrate_assets.warehouse.trial_rows import check_staged_run
+from substrate_assets.warehouse.trial_rows import check_staged_trial
 from tests.support.projects import PROJECT_PATHS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,7 +162,7 @@ def test_an_import_never_removes_a_staging_directory_another_process_owns(projec
     staging = store.claim(key)
     (staging / "stats.csv").write_text("being written\n")
 
-    batch = import_all(str(UPSTREAM), store, check_staged_run)
+    batch = import_all(str(UPSTREAM), store, check_staged_trial)
 
     assert [run.trial_id for run in batch.imported] == [GOOD]
     [refused] = batch.refused
@@ -175,7 +175,7 @@ def test_an_import_never_removes_a_staging_directory_another_process_owns(projec
                     "from substrate_assets.results.layout import RunStore, TrialKey; "
                     "RunStore(Path(sys.argv[1])).claim(TrialKey.parse(sys.argv[2]))", str(store.root), BAD_RUN],
                    check=True, timeout=HELD_S)
-    again = import_all(str(UPSTREAM), store, check_staged_run)
+    again = import_all(str(UPSTREAM), store, check_staged_trial)
     assert [(run.trial_id, run.copied) for run in again.imported] == [(GOOD, False), (BAD, True)]
     assert again.refused == [] and not staging.exists()
     assert sorted(path.name for path in store.trial_dir(key).iterdir()) == sorted(

@@ -10,7 +10,7 @@ import pytest
 
 from substrate_assets.families import family_of_rows
 from substrate_assets.results import trial_directory
-from substrate_assets.results.trial_directory import TrialDirectory, run_completed
+from substrate_assets.results.trial_directory import TrialDirectory, trial_completed
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = ROOT / "tests" / "data" / "upstream_runs" / "runs"
@@ -30,7 +30,7 @@ OLDEST = UPSTREAM / "glutton_baseline_1_user/run_date=2026-05-02/run_ts=17777088
     (None, None, False, None),  # no status: not known
 ])
 def test_one_rule_for_completed(exit_code, generated, interrupted, completed):
-    assert run_completed(exit_code, generated, interrupted) is completed
+    assert trial_completed(exit_code, generated, interrupted) is completed
 
 
 def native_trial(tmp_path: Path, *, exit_code: int, generated: bool, interrupted: bool) -> Path:
@@ -39,7 +39,7 @@ def native_trial(tmp_path: Path, *, exit_code: int, generated: bool, interrupted
     (directory / "status.json").write_text(json.dumps({"locust_exit_code": exit_code, "stats_generated": generated}))
     (directory / "trial.json").write_text(json.dumps({
         "trial_id": "s-20261130t101500z", "suite": "s", "backend": "local", "interrupted": interrupted,
-        "completed": run_completed(exit_code, generated, interrupted), "knobs": {"users": 2},
+        "completed": trial_completed(exit_code, generated, interrupted), "knobs": {"users": 2},
         "cluster_facts": {"node_count": 1, "allocatable_cores": 2.0, "worker_actor_capacity": "4"},
         "run_start": 1796033700, "run_end": 1796033760}))
     return directory

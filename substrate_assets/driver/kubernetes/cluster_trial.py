@@ -39,17 +39,9 @@ from substrate_assets.driver.kubernetes.pods import (
     settings_of,
     support_objects,
 )
+from substrate_assets.driver.locust_command import locust_command, workload_line
 from substrate_assets.driver.locust_process import drive_locust
-from substrate_assets.driver.outputs import (
-    TrialRecord,
-    TrialResult,
-    collect_locust_outputs,
-    locust_command,
-    measure_load_steps,
-    measure_server_summary,
-    workload_line,
-    write_trial_files,
-)
+from substrate_assets.driver.outputs import TrialRecord, TrialResult, measure_trial, write_trial_files
 from substrate_assets.driver.preflight import check_before_load
 from substrate_assets.driver.progress import Progress, progress_reporter
 from substrate_assets.facts.kubernetes import Discovery
@@ -153,9 +145,7 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path | None, *,
                              {"namespace": settings.namespace, "image": settings.image, "locust_workers": workers,
                               "control_endpoint": settings.control_endpoint, "router_url": settings.router_url},
                              notes, group=group)
-        collect_locust_outputs(staging, work, notes, *remote)
-        telemetry = measure_server_summary(staging, record)
-        measure_load_steps(staging, work, record)
+        telemetry = measure_trial(staging, work, record, *remote)
         outcome = write_trial_files(staging, work, record, telemetry)
         shutil.rmtree(work)
         location = upload_trial(staging, settings.store, key)

@@ -17,7 +17,7 @@ import hashlib
 import re
 from typing import Any
 
-from substrate_assets.driver.outputs import session_options
+from substrate_assets.driver.locust_command import session_options
 from substrate_assets.results.layout import STAGING
 from substrate_assets.suites import KubernetesSettings, Suite
 

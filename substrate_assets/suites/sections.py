@@ -20,6 +20,13 @@ MAX_LADDER_STEPS = 100
 Problem = tuple[tuple[str | int, ...], str, Any]
 
 
+def matching(pattern: re.Pattern[str], value: str, what: str) -> str:
+    """``value`` when the whole of it matches ``pattern``, else a ValueError saying it must be ``what``."""
+    if not pattern.fullmatch(value):
+        raise ValueError(f"{value!r} must be {what}")
+    return value
+
+
 def parse_run_time(text: str | int) -> int:
     """Locust's ``-t`` form (``90``, ``60s``, ``2m``, ``1h30m``) in whole seconds."""
     match = _DURATION.fullmatch(str(text).strip())
@@ -178,8 +185,6 @@ class KubernetesSettings(BaseModel):
     @field_validator("namespace", "service_account")
     @classmethod
     def _label(cls, value: str) -> str:
-        if not RFC1123_LABEL.fullmatch(value):
-            raise ValueError(f"{value!r} must be an RFC 1123 label")
-        return value
+        return matching(RFC1123_LABEL, value, "an RFC 1123 label")
 
 

@@ -29,6 +29,7 @@ from substrate_assets.suites.sections import (
     Problem,
     Slo,
     located,
+    matching,
     parse_run_time,
 )
 from substrate_assets.workload.model import script_name_problem
@@ -98,9 +99,7 @@ class Suite(BaseModel):
     @field_validator("name", "tag")
     @classmethod
     def _slug(cls, value: str) -> str:
-        if not SLUG.fullmatch(value):
-            raise ValueError(f"{value!r} must be a slug ([a-z0-9_-], starting with a letter or digit)")
-        return value
+        return matching(SLUG, value, "a slug ([a-z0-9_-], starting with a letter or digit)")
 
     @field_validator("script")
     @classmethod

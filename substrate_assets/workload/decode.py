@@ -151,7 +151,7 @@ class _Decoder:
             if (step := self.step(node, number)) is not None
         )
         positions = {key: position_of(value) for key, (_, value) in entries.items()}
-        return Script(name, min_actor_memory, steps, position_of(root), positions)
+        return Script(name, min_actor_memory, steps, position=position_of(root), field_positions=positions)
 
     def step(self, node: yaml.Node, number: int) -> Step | None:
         where = _Context(step_number=number)
@@ -177,7 +177,7 @@ class _Decoder:
             if (op := self.op(op_node, _Context(name or None, number, index))) is not None
         )
         positions = {key: position_of(value) for key, (_, value) in entries.items()}
-        return Step(name, agent, think_ns, ops, position_of(node), positions)
+        return Step(name, agent, think_ns, ops, position=position_of(node), field_positions=positions)
 
     def op(self, node: yaml.Node, where: _Context) -> Op | None:
         if not isinstance(node, yaml.MappingNode) or len(node.value) != 1:

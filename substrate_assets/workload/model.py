@@ -86,15 +86,21 @@ class Op:
 
 
 @dataclass(frozen=True)
-class Step:
+class Located:
+    """Where in its file a part of a script was written, the part and each of its fields; not part of its value."""
+
+    position: Position | None = field(default=None, compare=False, repr=False, kw_only=True)
+    field_positions: dict[str, Position] = field(default_factory=dict, compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True)
+class Step(Located):
     """A think time (the actor is parked) followed by the ops of one agent step."""
 
     name: str
     agent: str
     think_ns: int
     ops: tuple[Op, ...]
-    position: Position | None = field(default=None, compare=False, repr=False)
-    field_positions: dict[str, Position] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def row_name(self) -> str:
@@ -103,14 +109,12 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Script:
+class Script(Located):
     """A validated workload script. ``min_actor_memory`` is in bytes."""
 
     name: str
     min_actor_memory: int
     steps: tuple[Step, ...]
-    position: Position | None = field(default=None, compare=False, repr=False)
-    field_positions: dict[str, Position] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ops(self) -> tuple[Op, ...]:

@@ -9,7 +9,6 @@ import grpc
 import pytest
 
 from substrate_assets.driver.clients import ControlClient
-from substrate_assets.driver.users.backoff import Cancelled, RetryBudget, create_landed, retry_with_backoff
 from substrate_assets.driver.users.burst import (
     FIRST_RESUME,
     FIRST_SUSPEND,
@@ -19,9 +18,9 @@ from substrate_assets.driver.users.burst import (
     BurstPhase,
     BurstVU,
 )
+from substrate_assets.driver.users.cohort import IDLE_S, Cancelled, RetryBudget, create_landed, retry_with_backoff
 from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.driver.users.session import CRASHED_MESSAGE
-from substrate_assets.driver.users.spawn import IDLE_S
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from tests.driver.conftest import Rows
 from tests.support.driver_doubles import PerThreadRouter, Status, assert_gone

@@ -8,10 +8,10 @@ import pytest
 
 from substrate_assets.driver.clients import TEMPLATE, ControlClient
 from substrate_assets.driver.failures import is_crashed
-from substrate_assets.driver.users.backoff import BACKOFF_JITTER_S, Cancelled, spawn_crashed, spawn_terminal
+from substrate_assets.driver.users.cohort import BACKOFF_JITTER_S, IDLE_S, Cancelled, spawn_crashed, spawn_terminal
 from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.driver.users.session import CRASHED_MESSAGE
-from substrate_assets.driver.users.spawn import IDLE_S, NO_ACTOR_READY, SpawnVU, fired_deciles
+from substrate_assets.driver.users.spawn import NO_ACTOR_READY, SpawnVU, fired_deciles
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import glutton_pb2 as g
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig

@@ -57,16 +57,18 @@ import grpc
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.failures import rpc_code
-from substrate_assets.driver.users.backoff import (
+from substrate_assets.driver.users.base import Record
+from substrate_assets.driver.users.cohort import (
+    DELETE_CONCURRENCY,
     Cancelled,
+    CohortUser,
     RetryBudget,
     create_landed,
     retry_with_backoff,
 )
-from substrate_assets.driver.users.base import Record, VirtualUser
 from substrate_assets.driver.users.glutton import GluttonActor, GluttonCallError
 from substrate_assets.driver.users.knobs import WorkerKnobs
-from substrate_assets.driver.users.spawn import DELETE_CONCURRENCY, IDLE_S, STOP_WAIT_S, fired_deciles
+from substrate_assets.driver.users.spawn import fired_deciles
 from substrate_assets.protos import glutton_pb2 as g
 
 log = logging.getLogger(__name__)
@@ -101,17 +103,16 @@ FIRST_SUSPEND = BurstPhase("ActorTimeToFirstSuspend", "TimeToFirstSuspend", "Tim
 SUSPEND = BurstPhase("ActorTimeToSuspend", "TimeToSuspend", "TimeToAllSuspended")
 
 
+@dataclass(eq=False)
 class BurstActor(GluttonActor):
     """A cohort member: a glutton actor, and whether it may exist, is deleted, or has left the cohort."""
 
-    def __init__(self, user: VirtualUser, name: str) -> None:
-        super().__init__(user, name)
-        self.created = False
-        self.delete_done = False
-        self.retired = False
+    created: bool = False
+    delete_done: bool = False
+    retired: bool = False
 
 
-class BurstVU(VirtualUser):
+class BurstVU(CohortUser):
     """The one user of a burst run: its cohort, batch after batch, then its teardown."""
 
     family = "burst"
@@ -119,45 +120,23 @@ class BurstVU(VirtualUser):
     def __init__(self, control: ControlClient, router: RouterClient, knobs: WorkerKnobs, record: Record,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
                  clock: Callable[[], float] = time.monotonic, stopped: Callable[[], bool] = lambda: False) -> None:
-        super().__init__(control, router, knobs, record, sleep, rng, clock)
-        self.stopped = stopped
-        self.ran = False
+        super().__init__(control, router, knobs, record, sleep, rng, clock, stopped)
         self.batch = 0
-        self.run_id = ""
         self.actors: list[BurstActor] = []
-        self._halted = threading.Event()
-        self._gate = threading.Lock()
         self._teardown_lock = threading.Lock()
         self._threads_lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
 
-    @property
-    def stopping(self) -> bool:
-        return self._halted.is_set() or self.stopped()
-
     def _is_stopping(self) -> bool:
         return self.stopping
 
-    # -- the loop ---------------------------------------------------------
-
-    def iterate(self) -> None:
-        if self.ran:
-            self.sleep(IDLE_S)
-            return
-        self.ran = True
+    def run_cohort(self) -> None:
         self.run()
         self.teardown()
 
-    def stop(self) -> None:
-        """Locust's on_stop: no more rows of burst's own, the workers wound down (2 s at most), the cohort
-        deleted."""
-        self._halted.set()
-        until = time.monotonic() + STOP_WAIT_S
+    def threads(self) -> list[threading.Thread]:
         with self._threads_lock:
-            threads = list(self._threads)
-        for thread in threads:
-            thread.join(timeout=max(0.0, until - time.monotonic()))
-        self.teardown()
+            return list(self._threads)
 
     # -- the run ----------------------------------------------------------
 

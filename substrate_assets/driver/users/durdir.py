@@ -34,6 +34,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -55,14 +56,22 @@ class DurdirMismatch(Exception):
     """A reply that does not hold what was written: the failure booked on its row."""
 
 
+def _decoded(reply: bytes, message: type[Any]) -> Any:
+    try:
+        return message.FromString(reply)
+    except DecodeError as error:
+        raise DurdirMismatch(f"unmarshal {message.__name__}: {error}") from None
+
+
+def _same_size(call: str, got: int, want: int) -> None:
+    if got != want:
+        raise DurdirMismatch(f"{call} size mismatch: got {got}, want {want}")
+
+
 def write_check(reply: bytes, size: int) -> tuple[int, bytes]:
     """The size and sha256 a WriteDisk reply promises, or :class:`DurdirMismatch`."""
-    try:
-        response = g.WriteDiskResponse.FromString(reply)
-    except DecodeError as error:
-        raise DurdirMismatch(f"unmarshal WriteDiskResponse: {error}") from None
-    if response.size != size:
-        raise DurdirMismatch(f"WriteDisk size mismatch: got {response.size}, want {size}")
+    response = _decoded(reply, g.WriteDiskResponse)
+    _same_size("WriteDisk", response.size, size)
     if not response.sha256:
         raise DurdirMismatch("WriteDisk sha256 is empty")
     return response.size, response.sha256
@@ -70,12 +79,8 @@ def write_check(reply: bytes, size: int) -> tuple[int, bytes]:
 
 def read_check(reply: bytes, size: int, digest: bytes, data_mode: bool) -> None:
     """A ReadDisk reply must hold the expected size and sha256; in data mode its bytes must hash to it too."""
-    try:
-        response = g.ReadDiskResponse.FromString(reply)
-    except DecodeError as error:
-        raise DurdirMismatch(f"unmarshal ReadDiskResponse: {error}") from None
-    if response.size != size:
-        raise DurdirMismatch(f"ReadDisk size mismatch: got {response.size}, want {size}")
+    response = _decoded(reply, g.ReadDiskResponse)
+    _same_size("ReadDisk", response.size, size)
     if response.sha256 != digest:
         raise DurdirMismatch(f"ReadDisk response sha256 mismatch: got {response.sha256.hex()!r}, "
                              f"want {digest.hex()!r}")

@@ -43,6 +43,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -85,23 +86,23 @@ def ping_gap(rng: random.Random) -> float:
     return MIN_PING_GAP_S + rng.random() * (MAX_PING_GAP_S - MIN_PING_GAP_S)
 
 
+@dataclass(eq=False)
 class GluttonActor:
     """One glutton actor's lifetime: its lifecycle calls and its workload steps, each booked as its own row.
 
     Used by one thread at a time (its user's iteration, or one worker of a burst phase)."""
 
-    def __init__(self, user: VirtualUser, name: str) -> None:
-        self.user = user
-        self.name = name
-        self.first_resume = True
-        self.running = False
-        self.ram_filled = False
-        self.cpu_loaded = False
-        self.crashed = False
-        self.hibernate_pending = False
-        self.deleted = False
-        self.consecutive_failures = 0
-        self.lap = 0
+    user: VirtualUser
+    name: str
+    first_resume: bool = True
+    running: bool = False
+    ram_filled: bool = False
+    cpu_loaded: bool = False
+    crashed: bool = False
+    hibernate_pending: bool = False
+    deleted: bool = False
+    consecutive_failures: int = 0
+    lap: int = 0
 
     @property
     def target(self) -> str:

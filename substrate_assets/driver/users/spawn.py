@@ -46,15 +46,17 @@ import grpc
 
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.failures import retry_on_conflict, rpc_details
-from substrate_assets.driver.users.backoff import (
+from substrate_assets.driver.users.base import CRASHED_MESSAGE, CrashedActor, Record
+from substrate_assets.driver.users.cohort import (
+    DELETE_CONCURRENCY,
     Cancelled,
+    CohortUser,
     backoff_delays,
     create_landed,
     jitter,
     spawn_crashed,
     spawn_terminal,
 )
-from substrate_assets.driver.users.base import CRASHED_MESSAGE, CrashedActor, Record, VirtualUser
 from substrate_assets.driver.users.knobs import WorkerKnobs
 from substrate_assets.protos import glutton_pb2 as g
 
@@ -62,10 +64,6 @@ log = logging.getLogger(__name__)
 
 PING_INTERVAL_S = 0.1
 DECILES = tuple(range(10, 101, 10))
-DELETE_CONCURRENCY = 32
-STOP_WAIT_S = 2.0
-# After its one batch a VU has nothing left to do; upstream blocks its goroutine for good.
-IDLE_S = 3600.0
 NO_ACTOR_READY = "no actors became ready"
 
 
@@ -76,7 +74,7 @@ def fired_deciles(rank: int, total: int) -> list[int]:
     return [k for k in DECILES if (k * total + 99) // 100 == rank]
 
 
-class SpawnVU(VirtualUser):
+class SpawnVU(CohortUser):
     """The one user of a spawn run: a single batch of ``total_actors`` new actors, timed until each is ready."""
 
     family = "spawn"
@@ -84,38 +82,22 @@ class SpawnVU(VirtualUser):
     def __init__(self, control: ControlClient, router: RouterClient, knobs: WorkerKnobs, record: Record,
                  sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
                  clock: Callable[[], float] = time.monotonic, stopped: Callable[[], bool] = lambda: False) -> None:
-        super().__init__(control, router, knobs, record, sleep, rng, clock)
-        self.stopped = stopped
-        self.ran = False
-        self.run_id = ""
+        super().__init__(control, router, knobs, record, sleep, rng, clock, stopped)
         self.actor_names: list[str] = []
-        self._halted = threading.Event()
-        self._gate = threading.Lock()
         self._lock = threading.Lock()
         self._next_index = 0
         self._ready_count = 0
         self._last_ready_s = 0.0
         self._workers: list[threading.Thread] = []
 
-    @property
-    def stopping(self) -> bool:
-        return self._halted.is_set() or self.stopped()
-
-    # -- the loop ---------------------------------------------------------
-
-    def iterate(self) -> None:
-        if self.ran:
-            self.sleep(IDLE_S)
-            return
-        self.ran = True
+    def run_cohort(self) -> None:
         self.run_batch()
 
-    def stop(self) -> None:
-        """Locust's on_stop: no more rows, the workers wound down (2 s at most), every named actor deleted."""
-        self._halted.set()
-        until = time.monotonic() + STOP_WAIT_S
-        for worker in self._workers:
-            worker.join(timeout=max(0.0, until - time.monotonic()))
+    def threads(self) -> list[threading.Thread]:
+        return self._workers
+
+    def teardown(self) -> None:
+        """Every actor the batch named deleted, unbooked (the stop came first)."""
         self._delete_all()
 
     # -- the batch --------------------------------------------------------

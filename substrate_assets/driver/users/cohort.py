@@ -1,21 +1,32 @@
-"""The retries of the cohort families (spawn and burst), as upstream's: 50 ms doubling to 1 s between attempts,
-plus up to 5 ms of jitter, until a terminal code or the actor's deadline; which codes are terminal; a create that
-landed on an earlier attempt; and the budget (deadline and stop) each attempt checks.
+"""What the cohort families (spawn and burst) share: one user per process that runs its cohort once and then
+idles, books no row of its own once the run stops, and at its stop winds its threads down before its teardown; and
+upstream's retries: 50 ms doubling to 1 s between attempts, plus up to 5 ms of jitter, until a terminal code or the
+actor's deadline; which codes are terminal; a create that landed on an earlier attempt; and the budget (deadline
+and stop) each attempt checks.
 """
 
 from __future__ import annotations
 
 import random
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 import grpc
 
+from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.failures import rpc_code, rpc_details
+from substrate_assets.driver.users.base import Record, VirtualUser
+from substrate_assets.driver.users.knobs import WorkerKnobs
 
 INITIAL_BACKOFF_S = 0.050
 MAX_BACKOFF_S = 1.0
 BACKOFF_JITTER_S = 0.005
+DELETE_CONCURRENCY = 32
+STOP_WAIT_S = 2.0
+# After its one run a cohort user has nothing left to do; upstream blocks its goroutine for good.
+IDLE_S = 3600.0
 TERMINAL_CODES = frozenset({
     grpc.StatusCode.NOT_FOUND, grpc.StatusCode.DATA_LOSS, grpc.StatusCode.ALREADY_EXISTS,
     grpc.StatusCode.FAILED_PRECONDITION, grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED,
@@ -105,3 +116,47 @@ def retry_with_backoff(call: Callable[[int], BaseException | None], budget: Retr
         if not budget.pause(delay + jitter(rng)):
             return budget.expired() or error
     raise AssertionError("backoff_delays never ends")
+
+
+class CohortUser(VirtualUser):
+    """The one user of a spawn or burst process: the first iteration runs the cohort, later ones only idle. Once
+    ``stopped()`` is true (or ``stop`` has begun) the user books no row of its own; ``stop`` (Locust's on_stop)
+    waits up to 2 s for its threads, then tears the cohort down."""
+
+    def __init__(self, control: ControlClient, router: RouterClient, knobs: WorkerKnobs, record: Record,
+                 sleep: Callable[[float], None] = time.sleep, rng: random.Random | None = None,
+                 clock: Callable[[], float] = time.monotonic, stopped: Callable[[], bool] = lambda: False) -> None:
+        super().__init__(control, router, knobs, record, sleep, rng, clock)
+        self.stopped = stopped
+        self.ran = False
+        self.run_id = ""
+        self._halted = threading.Event()
+        self._gate = threading.Lock()
+
+    @property
+    def stopping(self) -> bool:
+        return self._halted.is_set() or self.stopped()
+
+    def run_cohort(self) -> None:
+        raise NotImplementedError
+
+    def teardown(self) -> None:
+        raise NotImplementedError
+
+    def threads(self) -> list[threading.Thread]:
+        """The threads the cohort's work runs on now."""
+        raise NotImplementedError
+
+    def iterate(self) -> None:
+        if self.ran:
+            self.sleep(IDLE_S)
+            return
+        self.ran = True
+        self.run_cohort()
+
+    def stop(self) -> None:
+        self._halted.set()
+        until = time.monotonic() + STOP_WAIT_S
+        for thread in self.threads():
+            thread.join(timeout=max(0.0, until - time.monotonic()))
+        self.teardown()

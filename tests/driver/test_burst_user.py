@@ -122,7 +122,7 @@ def test_two_batches_all_at_once_then_a_stop(runtime):
     assert len(sleeps) == 1 and 0.4 <= sleeps[0] <= 0.6  # the wait before batch 2; none before batch 1
 
     names = [actor.name for actor in vu.actors]
-    assert names == [f"burst-{vu.run_id}-{k}" for k in range(1, n + 1)] and len(vu.run_id) == 8
+    assert names == [f"burst-{vu.cohort_id}-{k}" for k in range(1, n + 1)] and len(vu.cohort_id) == 8
     want = Counter({"GluttonReadyPing/success": 2 * n, "CreateAtespace/success": 1, "CreateActor/success": n,
                     "ResumeActorFirstResume/success": n, "ResumeActor/success": n, "GluttonPing/success": 2 * n,
                     "SuspendActor/success": 2 * n, "DeleteActor/success": n})
@@ -181,7 +181,7 @@ def test_a_failed_setup_retires_the_actor_and_the_rest_go_on(runtime):
                     "DeleteActor/success": n})
     want += phase_rows(FIRST_RESUME, n) + phase_rows(FIRST_SUSPEND, n - 1)
     assert rows.counts() == want
-    retired = f"burst-{vu.run_id}-1"
+    retired = f"burst-{vu.cohort_id}-1"
     (row,) = [row for row in rows.rows if row.name == "RetiredSetup"]
     assert (row.request_type, row.elapsed_s, str(row.error), row.context["session_id"]) == (
         "actor", 0.0, "GluttonFillRAM failed", retired)

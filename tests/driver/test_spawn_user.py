@@ -80,8 +80,8 @@ def test_a_batch_of_seven_with_three_workers(runtime):
     assert "CrashCount" not in names and "DeleteActor" not in names
     assert len(rows.rows) == 1 + 7 * 3 + 10 + 7 + 1  # nothing failed, so nothing was retried
 
-    actors = [f"spawn-{vu.run_id}-{n}" for n in range(1, 8)]
-    assert len(vu.run_id) == 8 and sorted(vu.actor_names) == sorted(actors)
+    actors = [f"spawn-{vu.cohort_id}-{n}" for n in range(1, 8)]
+    assert len(vu.cohort_id) == 8 and sorted(vu.actor_names) == sorted(actors)
     by_actor = {actor: [row.name for row in rows.rows if row.context["session_id"] == actor] for actor in actors}
     assert all(seen == ["CreateActor", "ResumeActor", "GluttonPing", "ActorTimeToReady"] for seen in by_actor.values())
     types = {row.name: row.request_type for row in rows.rows}
@@ -159,7 +159,7 @@ def test_a_crashed_actor_books_crash_count_and_the_rest_still_count(runtime):
     rows = Rows()
     vu = make_spawn(runtime, rows, control=CrashingControl(runtime), total_actors=2, spawn_concurrency=1)
     vu.iterate()
-    victim, survivor = (f"spawn-{vu.run_id}-{n}" for n in (1, 2))
+    victim, survivor = (f"spawn-{vu.cohort_id}-{n}" for n in (1, 2))
     assert [row.name for row in rows.rows if row.context["session_id"] == victim] == [
         "CreateActor", "ResumeActor", "CrashCount", "ActorTimeToReady"]
     _, resume, crash, failed = (row for row in rows.rows if row.context["session_id"] == victim)
@@ -208,9 +208,9 @@ def test_create_backs_off_and_already_exists_on_a_retry_is_created(runtime):
     assert rows.names()[len(creates) + 1:] == ["ResumeActor", "GluttonPing", *DECILE_ROWS, "ActorTimeToReady",
                                                "TimeToAllReady"]
     assert all(row.ok for row in rows.rows if row.name != "CreateActor")
-    assert vu.actor_names == [f"spawn-{vu.run_id}-1"]
+    assert vu.actor_names == [f"spawn-{vu.cohort_id}-1"]
     vu.stop()
-    assert_gone(runtime, *[f"spawn-{vu.run_id}-1"])
+    assert_gone(runtime, *[f"spawn-{vu.cohort_id}-1"])
 
 
 class RefusingCreate(ControlClient):

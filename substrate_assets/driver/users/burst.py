@@ -142,21 +142,21 @@ class BurstVU(CohortUser):
 
     def run(self) -> None:
         """Create the cohort, then resume, churn and suspend it until a stop or until no actor is left."""
-        self.run_id = uuid.uuid4().hex[:8]
-        self.actors = [BurstActor(self, f"burst-{self.run_id}-{n}")
+        self.cohort_id = uuid.uuid4().hex[:8]
+        self.actors = [BurstActor(self, f"burst-{self.cohort_id}-{n}")
                        for n in range(1, self.knobs.total_actors + 1)]
-        log.info("burst %s: %d actors, deadline %gs, lifecycle mode %r, mem target %r, %d cpu cores", self.run_id,
+        log.info("burst %s: %d actors, deadline %gs, lifecycle mode %r, mem target %r, %d cpu cores", self.cohort_id,
                  self.knobs.total_actors, self.knobs.actor_deadline, self.knobs.lifecycle_mode,
                  self.knobs.mem_target, self.knobs.cpu_cores)
         error = retry_with_backoff(lambda _: self.ensure_atespace(lap=0), self._budget(), self.rng)
         if error is not None:
-            log.error("burst %s: not started: CreateAtespace failed: %s", self.run_id, error)
+            log.error("burst %s: not started: CreateAtespace failed: %s", self.cohort_id, error)
             return
         self.setup()
         while not self.stopping:
             active = [actor for actor in self.actors if not actor.retired]
             if not active:
-                log.warning("burst %s: every actor is retired; the run is over", self.run_id)
+                log.warning("burst %s: every actor is retired; the run is over", self.cohort_id)
                 return
             if self.batch > 0 and not self._wait(self.knobs.wait_seconds(self.rng)):
                 return
@@ -169,7 +169,7 @@ class BurstVU(CohortUser):
             if self.stopping:
                 return
             suspended = self.burst(FIRST_SUSPEND if first else SUSPEND, live, self.suspend_one)
-            log.info("burst %s: batch %d: %d active, %d resumed, %d after the churn, %d suspended", self.run_id,
+            log.info("burst %s: batch %d: %d active, %d resumed, %d after the churn, %d suspended", self.cohort_id,
                      self.batch, len(active), len(resumed), len(live), len(suspended))
 
     def setup(self) -> None:
@@ -202,7 +202,7 @@ class BurstVU(CohortUser):
             try:
                 error = op(budget, actor)
             except Exception as unexpected:  # a surprise fails this actor's op, not the burst
-                log.exception("burst %s: %s of %s failed unexpectedly", self.run_id, phase.actor_row, actor.name)
+                log.exception("burst %s: %s of %s failed unexpectedly", self.cohort_id, phase.actor_row, actor.name)
                 error = unexpected
             now = self.clock()
             if error is not None:
@@ -311,7 +311,7 @@ class BurstVU(CohortUser):
         with self._teardown_lock:
             left = self._delete_actors(self.actors, self._budget(DELETE_BUDGET_S, stoppable=False))
         if left:
-            log.warning("burst %s: %d actors were not deleted and may leak", self.run_id, left)
+            log.warning("burst %s: %d actors were not deleted and may leak", self.cohort_id, left)
 
     def _delete_retired(self) -> None:
         """Delete the actors retired so far, so a stuck one does not hold its worker; a stop ends the round and
@@ -361,9 +361,9 @@ class BurstVU(CohortUser):
                 try:
                     call(index)
                 except Exception:  # a worker outlives one actor's surprise; the actor's rows say what happened
-                    log.exception("burst %s: a worker's call failed unexpectedly", self.run_id)
+                    log.exception("burst %s: a worker's call failed unexpectedly", self.cohort_id)
 
-        threads = [threading.Thread(target=work, name=f"burst-{self.run_id}-{n}", daemon=True)
+        threads = [threading.Thread(target=work, name=f"burst-{self.cohort_id}-{n}", daemon=True)
                    for n in range(min(workers, count))]
         with self._threads_lock:
             self._threads.update(threads)

@@ -129,7 +129,7 @@ class CohortUser(VirtualUser):
         super().__init__(control, router, knobs, record, sleep, rng, clock)
         self.stopped = stopped
         self.ran = False
-        self.run_id = ""
+        self.cohort_id = ""
         self._halted = threading.Event()
         self._gate = threading.Lock()
 

@@ -110,9 +110,9 @@ class SpawnVU(CohortUser):
             return
 
         batch_epoch, batch_start = time.time(), self.clock()
-        self.run_id = uuid.uuid4().hex[:8]
+        self.cohort_id = uuid.uuid4().hex[:8]
         self._workers = [threading.Thread(target=self._work, args=(batch_epoch, batch_start),
-                                          name=f"spawn-{self.run_id}-worker-{n}", daemon=True)
+                                          name=f"spawn-{self.cohort_id}-worker-{n}", daemon=True)
                          for n in range(self.knobs.spawn_workers)]
         for worker in self._workers:
             worker.start()
@@ -133,7 +133,7 @@ class SpawnVU(CohortUser):
                 index = self._next_index
             if index > self.knobs.total_actors or self.stopping:
                 return
-            actor = f"spawn-{self.run_id}-{index}"
+            actor = f"spawn-{self.cohort_id}-{index}"
             try:
                 self._run_actor(actor, batch_epoch, batch_start)
             except Exception:  # a worker must outlive one actor's surprise, as each actor is booked on its own
@@ -245,7 +245,7 @@ class SpawnVU(CohortUser):
                 # Booked through the gate like upstream's tracedCall; the stop came first, so it drops them.
                 self.timed_rpc("DeleteActor", partial(self.control.delete, atespace, name, any_state=True), name)
 
-        deleters = [threading.Thread(target=delete, name=f"spawn-{self.run_id}-delete-{n}", daemon=True)
+        deleters = [threading.Thread(target=delete, name=f"spawn-{self.cohort_id}-delete-{n}", daemon=True)
                     for n in range(min(DELETE_CONCURRENCY, len(names)))]
         for deleter in deleters:
             deleter.start()

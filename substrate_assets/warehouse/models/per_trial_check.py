@@ -16,12 +16,12 @@ def per_trial_mismatches(connection: duckdb.DuckDBPyConnection, model: Model) ->
     this warehouse's rows. The tables it reads must be built."""
     trial_ids = sorted({row[0] for name in model.upstream for row in connection.execute(
         f"SELECT DISTINCT trial_id FROM {name} WHERE trial_id IS NOT NULL").fetchall()})
-    connection.execute(f"CREATE OR REPLACE TEMP TABLE whole_run AS {model.sql}")
-    connection.execute("CREATE OR REPLACE TEMP TABLE trial_runs AS SELECT * FROM whole_run LIMIT 0")
+    connection.execute(f"CREATE OR REPLACE TEMP TABLE every_trial AS {model.sql}")
+    connection.execute("CREATE OR REPLACE TEMP TABLE trial_by_trial AS SELECT * FROM every_trial LIMIT 0")
     if model.partition_by:
         keys = ", ".join(f'"{column}"' for column in model.partition_by)
         groups = [row[0] for row in connection.execute(
-            f"SELECT list(trial_id) FROM temp.main.whole_run GROUP BY {keys}").fetchall()]
+            f"SELECT list(trial_id) FROM temp.main.every_trial GROUP BY {keys}").fetchall()]
         # A trial with no row of the model is a partition of its own (its run gives no rows either).
         alone = set(trial_ids) - {trial_id for group in groups for trial_id in group}
         groups += [[trial_id] for trial_id in sorted(alone)]
@@ -30,8 +30,8 @@ def per_trial_mismatches(connection: duckdb.DuckDBPyConnection, model: Model) ->
     try:
         for group in groups:
             over_group = narrowed_query(connection, model.sql, model.upstream, group)
-            connection.execute(f"INSERT INTO trial_runs BY NAME {over_group}", {NARROWED_IDS: group})
-        return rows_apart(connection, "temp.main.whole_run", "temp.main.trial_runs")
+            connection.execute(f"INSERT INTO trial_by_trial BY NAME {over_group}", {NARROWED_IDS: group})
+        return rows_apart(connection, "temp.main.every_trial", "temp.main.trial_by_trial")
     finally:
-        connection.execute("DROP TABLE IF EXISTS temp.main.whole_run")
-        connection.execute("DROP TABLE IF EXISTS temp.main.trial_runs")
+        connection.execute("DROP TABLE IF EXISTS temp.main.every_trial")
+        connection.execute("DROP TABLE IF EXISTS temp.main.trial_by_trial")

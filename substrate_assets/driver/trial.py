@@ -72,7 +72,8 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
             store.claim(key)
         machine.name_trial(key.trial_id)
         try:
-            return _run_claimed(suite, store, loaded, key, on_progress, runtime_overrides, group)
+            return run_claimed_trial(suite, store, loaded, key, on_progress=on_progress,
+                                     runtime_overrides=runtime_overrides, group=group)
         except KeyboardInterrupt:
             # Stopped before Locust measured anything, or a second time while landing: a staging directory is
             # not a trial, and removing it frees the trial id to run again.
@@ -80,10 +81,12 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
             raise
 
 
-def _run_claimed(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: TrialKey,
-                 on_progress: Callable[[Progress], None] | None,
-                 runtime_overrides: dict[str, Any] | None, group: str | None) -> TrialResult:
-    """The trial in ``key``'s claimed staging directory, from the runtime's start to the rename into runs/."""
+def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: TrialKey, *,
+                      on_progress: Callable[[Progress], None] | None = None,
+                      runtime_overrides: dict[str, Any] | None = None, group: str | None = None) -> TrialResult:
+    """The trial in ``key``'s claimed staging directory, from the runtime's start to the rename into runs/: the
+    local counterpart of ``run_cluster_trial``, which likewise runs a trial whose key was settled before it
+    (:func:`run_local_trial` holds the machine and claims the key; a caller of this must hold both)."""
     staging = store.staging_dir(key)
     work = staging / WORK
     work.mkdir(exist_ok=True)  # the claim made it, to hold the owner record

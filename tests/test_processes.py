@@ -81,6 +81,7 @@ def test_this_process_starts_when_psutil_says_it_did():
     by_the_wall_clock = Owner.started_at(me.host, me.pid, float(f"{me.start_epoch_s:.3f}"))
     assert abs(by_the_wall_clock.started - me.started) < 0.001 and not by_the_wall_clock.is_gone(WALL_CLOCK_SLACK_S)
     assert Owner.started_at(me.host, me.pid, me.start_epoch_s - 100).is_gone(WALL_CLOCK_SLACK_S)
+    assert Owner(me.host, me.pid, None).start_epoch_s is None  # not recorded is not the boot time
 
 
 @linux_only

@@ -40,7 +40,11 @@ Say = Callable[[str], None]
 
 
 def owner_tags(owner: Owner) -> dict[str, str]:
-    return {OWNER_HOST_TAG: owner.host, OWNER_PID_TAG: str(owner.pid), OWNER_STARTED_TAG: f"{owner.start_epoch_s:.3f}"}
+    """The run tags naming ``owner``, a live process whose start is known (a run's owner is this process)."""
+    started = owner.start_epoch_s
+    if started is None:
+        raise ValueError(f"{owner.describe()} has no recorded start: a run's owner cannot be told from a reused pid")
+    return {OWNER_HOST_TAG: owner.host, OWNER_PID_TAG: str(owner.pid), OWNER_STARTED_TAG: f"{started:.3f}"}
 
 
 def owner_of_run(run: dg.DagsterRun) -> Owner | None:
@@ -107,7 +111,9 @@ class FreedRun:
 
 
 def _failure_message(owner: Owner) -> str:
-    started = datetime.fromtimestamp(owner.start_epoch_s, UTC).isoformat(timespec="seconds")
+    epoch_s = owner.start_epoch_s
+    started = "at an unrecorded time" if epoch_s is None else datetime.fromtimestamp(epoch_s, UTC).isoformat(
+        timespec="seconds")
     return (f"the substrate-bench process executing this run ({owner.describe()} on {owner.host}, started "
             f"{started}) is gone, most likely killed; marked failed by substrate-bench pid {os.getpid()}, which "
             "freed the pool slots the run still held")

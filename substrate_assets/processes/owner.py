@@ -94,9 +94,10 @@ class Owner:
         return cls(host, pid, epoch_s - _boot_time())
 
     @property
-    def start_epoch_s(self) -> float:
-        """The start by the wall clock, in seconds since the epoch (as psutil's ``create_time`` gives it)."""
-        return (self.started or 0.0) + _boot_time()
+    def start_epoch_s(self) -> float | None:
+        """The start by the wall clock, in seconds since the epoch (as psutil's ``create_time`` gives it); None
+        when it was not recorded."""
+        return None if self.started is None else self.started + _boot_time()
 
     @property
     def start_ticks(self) -> int | None:

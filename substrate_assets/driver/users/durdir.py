@@ -42,7 +42,7 @@ from google.protobuf.message import DecodeError
 from substrate_assets.driver.clients import ControlClient, RouterClient
 from substrate_assets.driver.users.base import Record, RestartingUser, StartFailed, new_actor_name
 from substrate_assets.driver.users.knobs import WorkerKnobs
-from substrate_assets.families import DEFAULT_TEMPLATES, TEMPLATE_ATESPACE
+from substrate_assets.families import TEMPLATE_ATESPACE
 from substrate_assets.protos import glutton_pb2 as g
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,7 @@ class DurdirVU(RestartingUser):
         if self.ensure_atespace(lap=self.lap) is not None:
             raise StartFailed(f"CreateAtespace {atespace} failed")
         actor = new_actor_name()
-        template = (TEMPLATE_ATESPACE, self.knobs.durdir_template or DEFAULT_TEMPLATES["durdir"])
+        template = (TEMPLATE_ATESPACE, self.knobs.durdir_template)
         if not self._rpc("CreateActor", lambda: self.control.create_actor(atespace, actor, template), actor=actor):
             raise StartFailed(f"CreateActor {actor} of {template[0]}/{template[1]} failed")
         self.actor, self.lap = actor, 0

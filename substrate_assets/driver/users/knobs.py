@@ -83,11 +83,8 @@ class _WorkerValues(BaseModel):
         return max(1, min(self.spawn_concurrency, self.total_actors))  # type: ignore[attr-defined]
 
 
-def _field(default: Any, description: str, constraints: Any) -> Any:
-    return Field(default, description=description, **constraints)
-
-
 WorkerKnobs: Any = create_model(
     "WorkerKnobs", __base__=_WorkerValues,
     __doc__="Every knob a virtual user reads, at the run's value or upstream's worker default.",
-    **{knob.name: (knob.annotation, _field(knob.default, knob.description, knob.constraints)) for knob in KNOBS})
+    **{knob.name: (knob.annotation, Field(knob.default, description=knob.description, **knob.constraints))
+       for knob in KNOBS})

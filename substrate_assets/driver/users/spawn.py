@@ -261,4 +261,5 @@ class SpawnVU(CohortUser):
         with self._gate:
             if self.stopping:
                 return
-            super().book(request_type, name, started, elapsed_s, error, actor, response_length=response_length)
+            super().book(request_type, name, started, elapsed_s, error, actor, wake=wake,
+                         response_length=response_length, lap=lap)

@@ -56,7 +56,7 @@ from substrate_assets.driver.clients import ControlClient, RouterClient, server_
 from substrate_assets.driver.failures import rpc_code
 from substrate_assets.driver.users.base import Record, RestartingUser, StartFailed, new_actor_name
 from substrate_assets.driver.users.knobs import WorkerKnobs
-from substrate_assets.families import DEFAULT_TEMPLATES, TEMPLATE_ATESPACE
+from substrate_assets.families import TEMPLATE_ATESPACE
 from substrate_assets.protos import ateapi_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,7 @@ class SweperfVU(RestartingUser):
     def start(self) -> None:
         knobs = self.knobs
         atespace = knobs.atespace
-        template = (TEMPLATE_ATESPACE, knobs.sweperf_template or DEFAULT_TEMPLATES["sweperf"])
+        template = (TEMPLATE_ATESPACE, knobs.sweperf_template)
         total_steps = knobs.sweperf_total_steps if knobs.sweperf_total_steps > 0 else DEFAULT_TOTAL_STEPS
         num_cycles = knobs.sweperf_num_cycles if knobs.sweperf_num_cycles > 0 else DEFAULT_NUM_CYCLES
         request = pb.CreateAtespaceRequest(atespace=pb.Atespace(metadata=pb.ResourceMetadata(name=atespace)))

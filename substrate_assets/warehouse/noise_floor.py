@@ -86,7 +86,8 @@ SELECT
     -- positive values is on the ratio scale, so the guard never drops a value the ratio branch reads.
     CASE WHEN bool_and(on_ratio) THEN exp(avg(ln(CASE WHEN value > 0 THEN value END))) ELSE avg(value) END AS level,
     CASE WHEN count(*) >= {MIN_HISTORY} THEN
-        CASE WHEN bool_and(on_ratio) THEN stddev_samp(ln(CASE WHEN value > 0 THEN value END)) ELSE stddev_samp(value) END END AS noise,
+        CASE WHEN bool_and(on_ratio) THEN stddev_samp(ln(CASE WHEN value > 0 THEN value END))
+             ELSE stddev_samp(value) END END AS noise,
     CASE WHEN count(*) >= {MIN_HISTORY} THEN count(*) - 1 END AS noise_df,
     CASE WHEN count(*) >= {MIN_HISTORY} THEN
         CASE WHEN bool_and(on_ratio) THEN {MAD_TO_SD} * mad(value) / median(value)

@@ -13,7 +13,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_COMPILE_BYTECODE := 1
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: setup run ui test lint validate clean prometheus chromium
+.PHONY: setup run ui test lint validate clean prometheus chromium postgresql
 
 $(UV):
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(TOOLS) uv==$(UV_VERSION)
@@ -52,6 +52,15 @@ prometheus:
 
 # The report tests open each report in a real headless Chromium (Debian's package). As root, install it; otherwise
 # those tests skip and say so (CI sets SUBSTRATE_BENCH_REQUIRE_CHROMIUM=1, which fails them instead).
+postgresql:
+	@if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql >/dev/null \
+	      || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+	          postgresql >/dev/null)) && echo "installed Debian's postgresql"; \
+	  else echo "note: PostgreSQL not found and not root: the shared-warehouse tests will skip"; fi; \
+	fi
+
 chromium:
 	@if ! [ -x /usr/bin/chromium ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
@@ -63,7 +72,7 @@ chromium:
 
 # Two workers (pytest-xdist), each test file whole on one: most of the suite waits on trials, Dagster and browsers,
 # so two files at a time fit two cores.
-test: setup prometheus chromium lint
+test: setup prometheus chromium postgresql lint
 	$(VENV)/bin/pytest -n 2 --dist loadfile
 
 clean:

@@ -17,6 +17,7 @@ from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.location import Warehouse
 from substrate_assets.warehouse.models.discovery import models_directory
 from substrate_assets.warehouse.preview import PREVIEW_ROWS
 from substrate_assets.warehouse.rebuild import Rebuilt, rebuild
@@ -38,7 +39,7 @@ class ImportOutcome:
     refused: list[RunRefused] = field(default_factory=list)
 
 
-def import_upstream(root: str, store: RunStore, warehouse: Path, instance: Callable[[], dg.DagsterInstance],
+def import_upstream(root: str, store: RunStore, warehouse: Warehouse, instance: Callable[[], dg.DagsterInstance],
                     on_wait: Callable[[str], None] | None = None) -> ImportOutcome:
     """Copy every upstream run under ``root`` into the store — each read whole first, exactly as the warehouse
     loads it, and refused (nothing copied) when any file does not read — then load them all in one pass (raw
@@ -69,7 +70,7 @@ def import_upstream(root: str, store: RunStore, warehouse: Path, instance: Calla
                          [table.name for table in refreshed.models], refreshed.tests, refused)
 
 
-def rebuild_warehouse(store: RunStore, warehouse: Path, instance: dg.DagsterInstance,
+def rebuild_warehouse(store: RunStore, warehouse: Warehouse, instance: dg.DagsterInstance,
                       on_wait: Callable[[str], None] | None = None,
                       on_listed: Callable[[list[Path]], None] | None = None) -> Rebuilt:
     """Recreate the warehouse from the run store, skipping (and returning in ``skipped``) trials whose files do not

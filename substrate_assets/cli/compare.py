@@ -12,7 +12,7 @@ from rich.table import Table
 
 from substrate_assets.analysis.thresholds import Thresholds
 from substrate_assets.cli.output import wide_console
-from substrate_assets.project import warehouse_path
+from substrate_assets.cli.warehouse_choice import WAREHOUSE_OPTION, existing_warehouse
 
 if TYPE_CHECKING:
     import duckdb
@@ -101,8 +101,10 @@ FORMAT = click.option("--format", "output_format", type=click.Choice(["table", "
 @click.option("--suite", help="Compare a suite's trials by run tag or system-under-test version (a commit prefix of "
               "7+ characters): BASELINE and CANDIDATE are those, instead of trial or group ids.")
 @click.option("--last", type=click.IntRange(min=1), help="Only each group's N most recent trials.")
+@WAREHOUSE_OPTION
 @FORMAT
-def compare_command(baseline: str, candidate: str, suite: str | None, last: int | None, output_format: str) -> None:
+def compare_command(baseline: str, candidate: str, suite: str | None, last: int | None, warehouse_setting: str | None,
+                    output_format: str) -> None:
     """Compare CANDIDATE with BASELINE: trial ids, group ids (`run --repeat`, `ab`), or with --suite a suite's
     trials by tag or version. Each trial contributes its own figures — the wake and step latency p50 and p99 from its
     exact samples, densities, capacity under the SLO, the failure ratio — and each figure is judged against the
@@ -112,11 +114,9 @@ def compare_command(baseline: str, candidate: str, suite: str | None, last: int 
     from substrate_assets.warehouse.compare_trials import SideNotFound, select_side
     from substrate_assets.warehouse.connection import WarehouseBusy, connect
 
-    path = warehouse_path()
-    if not path.exists():
-        raise click.ClickException(f"no warehouse at {path}; run a trial (make run) or substrate-bench rebuild")
+    warehouse = existing_warehouse(warehouse_setting)
     try:
-        with connect(path, read_only=True) as connection:
+        with connect(warehouse, read_only=True) as connection:
             sides = [select_side(connection, spec, suite, last) for spec in (baseline, candidate)]
             comparison, source = judged(connection, *sides)
     except (SideNotFound, WarehouseBusy) as error:

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from substrate_assets.project import project_root, warehouse_path
+from substrate_assets.cli.warehouse_choice import WAREHOUSE_OPTION, existing_warehouse
+from substrate_assets.project import project_root
 
 if TYPE_CHECKING:
     import duckdb
@@ -18,30 +19,30 @@ if TYPE_CHECKING:
 REPORTS_DIRECTORY = "reports"
 
 
-def _trial_page(connection: duckdb.DuckDBPyConnection, trial_id: str) -> str:
+def _trial_page(connection: duckdb.DuckDBPyConnection, trial_id: str, warehouse: str) -> str:
     from substrate_assets.report.pages import trial_report
 
     return trial_report(connection, trial_id)
 
 
-def _history_page(connection: duckdb.DuckDBPyConnection, suite: str) -> str:
+def _history_page(connection: duckdb.DuckDBPyConnection, suite: str, warehouse: str) -> str:
     from substrate_assets.report.pages import history_report
 
     return history_report(connection, suite)
 
 
-def _comparison_page(connection: duckdb.DuckDBPyConnection, trial_ids: tuple[str, str]) -> str:
+def _comparison_page(connection: duckdb.DuckDBPyConnection, trial_ids: tuple[str, str], warehouse: str) -> str:
     from substrate_assets.cli.compare import judged
     from substrate_assets.report.pages import compared_page
     from substrate_assets.warehouse.compare_trials import select_side
 
     comparison, source = judged(connection, *(select_side(connection, trial_id) for trial_id in trial_ids))
-    return compared_page(connection, comparison, source, warehouse=str(warehouse_path()))
+    return compared_page(connection, comparison, source, warehouse=warehouse)
 
 
 # Each kind of report: the option that asks for it, (its name in the default file name, how its page is built from
-# the warehouse and the option's value). Exactly one is asked for at a time.
-KINDS: dict[str, tuple[str, Callable[[duckdb.DuckDBPyConnection, Any], str]]] = {
+# the warehouse, the option's value and the warehouse's name). Exactly one is asked for at a time.
+KINDS: dict[str, tuple[str, Callable[[duckdb.DuckDBPyConnection, Any, str], str]]] = {
     "trial_id": ("trial", _trial_page),
     "suite": ("history", _history_page),
     "compare": ("comparison", _comparison_page),
@@ -71,7 +72,8 @@ def default_output(kind: str, value: Any) -> Path:
               "overlaid.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
               help="Where to write the page [default: reports/<kind>-<name>.html in the project].")
-def report(output: Path | None, **asked: Any) -> None:
+@WAREHOUSE_OPTION
+def report(output: Path | None, warehouse_setting: str | None, **asked: Any) -> None:
     """Write one report as a self-contained HTML page (charts and tables inline; it fetches nothing, so it opens
     offline in any browser) and print its path. Reads the warehouse read-only; fails at once, saying so, while
     another process writes it."""
@@ -86,12 +88,10 @@ def report(output: Path | None, **asked: Any) -> None:
             f"--{option.removesuffix('_id')}" for option in KINDS))
     (option, value), = chosen
     kind, build = KINDS[option]
-    warehouse = warehouse_path()
-    if not warehouse.exists():
-        raise click.ClickException(f"no warehouse at {warehouse}; run a trial (make run) or substrate-bench rebuild")
+    warehouse = existing_warehouse(warehouse_setting)
     try:
         with connect(warehouse, read_only=True) as connection:
-            text = build(connection, value)
+            text = build(connection, value, str(warehouse))
     except (WarehouseBusy, NotInWarehouse, SideNotFound) as error:
         raise click.ClickException(str(error)) from None
     path = (output or default_output(kind, value)).resolve()

@@ -13,8 +13,9 @@ from rich.console import Console
 from rich.table import Table
 
 from substrate_assets.cli.output import print_rows, progress_display, shown, wide_console
+from substrate_assets.cli.warehouse_choice import chosen_warehouse
 from substrate_assets.families import WAKE_ROWS
-from substrate_assets.project import scripts_directory, store_directory, warehouse_path
+from substrate_assets.project import scripts_directory, store_directory
 from substrate_assets.suites import KUBERNETES_SECTION_MISSING, MAX_REPEAT, Suite, SuiteError, get_suite, hold_problem
 from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound
 
@@ -214,7 +215,7 @@ def _show_trial(console: Console, trial_id: str) -> None:
     from substrate_assets.warehouse.query import query
 
     for table in ("density_frontiers", "wake_latency_distribution"):
-        result = query(warehouse_path(), f"SELECT * FROM {table} WHERE trial_id = ?", [trial_id])
+        result = query(chosen_warehouse(), f"SELECT * FROM {table} WHERE trial_id = ?", [trial_id])
         if not result.rows:
             console.print(f"{table}: no row for {trial_id}", highlight=False)
             continue
@@ -230,7 +231,7 @@ def _show_verdict(console: Console, candidate: str) -> None:
     from substrate_assets.warehouse.compare_trials import judge_against_history, select_side, suite_of
     from substrate_assets.warehouse.connection import connect
 
-    with connect(warehouse_path(), read_only=True) as connection:
+    with connect(chosen_warehouse(), read_only=True) as connection:
         side = select_side(connection, candidate)
         thresholds, source = thresholds_of(suite_of(connection, side))
         comparison = judge_against_history(connection, side, thresholds)
@@ -267,9 +268,9 @@ def _show_capacity(console: Console, trial_id: str) -> None:
     """A ladder trial's load points, and the capacity under its suite's SLO when it sets one."""
     from substrate_assets.warehouse.query import query
 
-    points = query(warehouse_path(), f"SELECT {', '.join(LOAD_POINT_COLUMNS)} FROM load_points WHERE trial_id = ? "
+    points = query(chosen_warehouse(), f"SELECT {', '.join(LOAD_POINT_COLUMNS)} FROM load_points WHERE trial_id = ? "
                                      "ORDER BY step", [trial_id])
-    capacity = query(warehouse_path(), f"SELECT {', '.join(CAPACITY_COLUMNS)} FROM slo_capacity WHERE trial_id = ?",
+    capacity = query(chosen_warehouse(), f"SELECT {', '.join(CAPACITY_COLUMNS)} FROM slo_capacity WHERE trial_id = ?",
                      [trial_id])
     has_slo = bool(capacity.rows) and (capacity.rows[0][0] is not None or capacity.rows[0][1] is not None)
     if len(points.rows) > 1 or has_slo:
@@ -289,7 +290,7 @@ def _show_group(console: Console, group: str, trial_ids: tuple[str, ...]) -> Non
     """Each trial of a group in one line: its wakes and their p50 and p99, and its failure ratio."""
     from substrate_assets.warehouse.query import query
 
-    figures = query(warehouse_path(), """
+    figures = query(chosen_warehouse(), """
         SELECT w.trial_id, w.n AS wake_n, w.p50_ms, w.p99_ms, d.aggregate_failure_ratio AS failure_ratio
         FROM wake_latency_distribution AS w LEFT JOIN density_frontiers AS d USING (trial_id)
         WHERE list_contains(?::VARCHAR[], w.trial_id) ORDER BY w.trial_id""", [list(trial_ids)])

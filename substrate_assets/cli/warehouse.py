@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from substrate_assets.cli.output import print_rows, wide_console
-from substrate_assets.project import store_directory, warehouse_path
+from substrate_assets.cli.warehouse_choice import WAREHOUSE_OPTION, chosen_warehouse, existing_warehouse
+from substrate_assets.project import store_directory
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -54,7 +55,7 @@ def import_command(root: str) -> None:
         from substrate_assets.warehouse.connection import WarehouseBusy
 
         try:
-            outcome = import_upstream(root, RunStore(store_directory()), warehouse_path(), instance.result,
+            outcome = import_upstream(root, RunStore(store_directory()), chosen_warehouse(), instance.result,
                                       on_wait=_say_waiting)
         except WarehouseBusy as error:
             raise click.ClickException(str(error)) from None
@@ -87,15 +88,16 @@ def rebuild() -> None:
     from substrate_assets.results.layout import RunStore
     from substrate_assets.warehouse.connection import WarehouseBusy
 
+    warehouse = chosen_warehouse()
     try:
-        result = rebuild_warehouse(RunStore(store_directory()), warehouse_path(), project_instance(),
+        result = rebuild_warehouse(RunStore(store_directory()), warehouse, project_instance(),
                                    on_wait=_say_waiting)
     except WarehouseBusy as error:
         raise click.ClickException(str(error)) from None
     for problem in result.skipped:
         click.echo(f"skipped {problem.trial_dir}: {problem}", err=True)
     console = wide_console()
-    console.print(f"rebuilt {warehouse_path()} from {len(result.trials)} trials in {result.seconds:.2f}s",
+    console.print(f"rebuilt {warehouse} from {len(result.trials)} trials in {result.seconds:.2f}s",
                   highlight=False)
     print_rows(console, "tables", ["table", "rows"],
                [*result.raw_rows.items(), *((table.name, table.rows) for table in result.models)])
@@ -123,7 +125,8 @@ def _refusal(error: Exception) -> str | None:
 @click.command()
 @click.argument("statement")
 @click.option("--format", "output", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
-def sql(statement: str, output: str) -> None:
+@WAREHOUSE_OPTION
+def sql(statement: str, output: str, warehouse_setting: str | None) -> None:
     """Run read-only SQL on the warehouse: for instance "select trial_id, p50_ms, p99_ms from
     wake_latency_distribution". Fails at once, saying so, while another process writes the warehouse. Reads the
     warehouse and nothing else: writes, files (COPY … TO, EXPORT DATABASE, read_text, glob), other databases
@@ -137,7 +140,7 @@ def sql(statement: str, output: str) -> None:
     from substrate_assets.warehouse.query import query
 
     try:
-        result = query(warehouse_path(), statement)
+        result = query(existing_warehouse(warehouse_setting), statement)
     except (FileNotFoundError, WarehouseBusy) as error:
         raise click.ClickException(str(error)) from None
     except duckdb.Error as error:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.location import Warehouse
 
 
 @dataclass(frozen=True)
@@ -15,8 +16,8 @@ class QueryResult:
     rows: list[tuple[Any, ...]]
 
 
-def query(warehouse: Path, sql: str, parameters: list[Any] | None = None) -> QueryResult:
-    if not warehouse.exists():
+def query(warehouse: Warehouse, sql: str, parameters: list[Any] | None = None) -> QueryResult:
+    if isinstance(warehouse, Path) and not warehouse.exists():
         raise FileNotFoundError(f"no warehouse at {warehouse}; run a trial (make run) or substrate-bench rebuild")
     with connect(warehouse, read_only=True) as connection:
         cursor = connection.execute(sql, parameters or [])

@@ -1,12 +1,13 @@
 """Recreate the warehouse from the run store: every trial's raw tables, then every model.
 
 The new warehouse is built in a temporary file next to the old one and renamed over it, so it is never
-half-built. While it is built and renamed, the rebuild holds the warehouse file as its writer — the old one, or,
-when there is none (or it does not open), an empty one it creates — which is the lock every load takes: no run
-loading a trial, no import and no query has it open (each waits, or is told the warehouse is busy), so nothing is
-written to a file that is about to be replaced, and the first to open it afterwards opens the new one. Before it
-builds the models the rebuild lists the store again, until a listing brings nothing new, and loads what landed
-meanwhile, so a trial whose own load gave up waiting is in the new warehouse too.
+half-built; a DuckLake's is built in a temporary file too, then copied into the lake table by table in one
+transaction (:func:`_publish`), so its readers see one snapshot or the next. While it is built, the rebuild holds
+the warehouse as its writer (a lake's writer lock; for a file, the old one or, when there is none or it does not
+open, an empty one it creates), which is the lock every load takes: no run loading a trial and no import writes
+meanwhile (each waits, or is told the warehouse is busy), so nothing is written to a warehouse about to be
+replaced. Before it builds the models the rebuild lists the store again, until a listing brings nothing new, and
+loads what landed meanwhile, so a trial whose own load gave up waiting is in the new warehouse too.
 
 A trial whose files do not read is skipped and reported (``Rebuilt.skipped``); the others load.
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
@@ -29,6 +32,7 @@ from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.bulk_load import bulk_read_trials, bulk_request_samples
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect, transaction
+from substrate_assets.warehouse.location import Lake, Warehouse
 from substrate_assets.warehouse.models.marts import build_marts
 from substrate_assets.warehouse.models.tables import BuiltTable
 from substrate_assets.warehouse.raw_tables import RAW_TABLES, ensure_schema
@@ -53,16 +57,41 @@ class Rebuilt:
 
 
 @contextlib.contextmanager
-def _holding(warehouse: Path, wait_s: float, on_wait: Callable[[str], None] | None) -> Iterator[None]:
-    """The warehouse file held as its writer (waiting for whoever has it open); created empty when there is none,
-    so that a load starting meanwhile waits for the rebuild instead of writing a file about to be replaced."""
+def _holding(warehouse: Warehouse, wait_s: float, on_wait: Callable[[str], None] | None
+             ) -> Iterator[duckdb.DuckDBPyConnection | None]:
+    """The warehouse held as its writer (waiting for whoever has it): a file is created empty when there is none,
+    so that a load starting meanwhile waits for the rebuild instead of writing a file about to be replaced. The
+    writer's connection, or None for a file that does not open."""
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(connect(warehouse, wait_s=wait_s, on_wait=on_wait))
+            yield stack.enter_context(connect(warehouse, wait_s=wait_s, on_wait=on_wait))
+            return
         except duckdb.Error as error:  # not a lock: connect waits those out, then raises WarehouseBusy
+            if isinstance(warehouse, Lake):
+                raise
             # Nobody else can open a file DuckDB cannot read either: it is replaced as it is.
             log.warning("the old warehouse %s does not open (%s); replacing it", warehouse, error)
-        yield
+        yield None
+
+
+def _publish(lake: duckdb.DuckDBPyConnection, built: Path) -> None:
+    """Every table of the file ``built`` replaces the lake's, and the lake's tables that ``built`` lacks are
+    dropped, in one transaction: a reader sees the old warehouse or the new one."""
+    quoted = str(built).replace("'", "''")
+    lake.execute(f"ATTACH '{quoted}' AS rebuilt (READ_ONLY)")
+    try:
+        tables = [row[0] for row in lake.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'rebuilt' AND schema_name = 'main' "
+            "ORDER BY table_name").fetchall()]
+        with transaction(lake):
+            for name in sorted({row[0] for row in lake.execute(
+                    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+                    "AND schema_name = 'main'").fetchall()} - set(tables)):
+                lake.execute(f'DROP TABLE "{name}"')
+            for name in tables:
+                lake.execute(f'CREATE OR REPLACE TABLE "{name}" AS FROM rebuilt.main."{name}"')
+    finally:
+        lake.execute("DETACH rebuilt")
 
 
 def _merged(before: dict[str, LoadedTable], after: dict[str, LoadedTable]) -> dict[str, LoadedTable]:
@@ -104,16 +133,18 @@ def _load_batch(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirecto
     return [part.trial for part in read], unreadable, {**written, samples.name: samples}
 
 
-def rebuild(store: RunStore, warehouse: Path, models_directory: Path, *, wait_s: float = WRITER_WAIT_S,
+def rebuild(store: RunStore, warehouse: Warehouse, models_directory: Path, *, wait_s: float = WRITER_WAIT_S,
             on_wait: Callable[[str], None] | None = None, preview_rows: int = 0,
             on_listed: Callable[[list[Path]], None] | None = None) -> Rebuilt:
     """``on_listed`` is told the trial directories each listing of the store found new, while the warehouse is
     held (a test holds the rebuild there)."""
     started = time.perf_counter()
-    partial = warehouse.with_name(f".{warehouse.name}.rebuild-{os.getpid()}")
+    scratch = Path(tempfile.mkdtemp(prefix="substrate-rebuild-")) if isinstance(warehouse, Lake) else None
+    partial = (scratch / "warehouse.duckdb" if scratch is not None
+               else warehouse.with_name(f".{warehouse.name}.rebuild-{os.getpid()}"))
     partial.unlink(missing_ok=True)
     try:
-        with _holding(warehouse, wait_s, on_wait):
+        with _holding(warehouse, wait_s, on_wait) as held:
             loaded: list[TrialDirectory] = []
             skipped: list[UnreadableTrial] = []
             raw: dict[str, LoadedTable] = {}
@@ -141,8 +172,14 @@ def rebuild(store: RunStore, warehouse: Path, models_directory: Path, *, wait_s:
                 stack.close()  # the reading processes, before the models take the cores
                 built, outcomes = build_marts(connection, models_directory)
                 connection.execute("CHECKPOINT")
-            os.replace(partial, warehouse)
+            if isinstance(warehouse, Lake):
+                assert held is not None
+                _publish(held, partial)
+            else:
+                os.replace(partial, warehouse)
     finally:
         partial.unlink(missing_ok=True)
         Path(f"{partial}.wal").unlink(missing_ok=True)
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     return Rebuilt(loaded, raw, built, outcomes, time.perf_counter() - started, skipped)

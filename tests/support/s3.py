@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import boto3
+import logging
+
 from moto.server import ThreadedMotoServer
 
 from tests.support.ports import free_port
@@ -28,6 +30,7 @@ class S3:
 
 @contextmanager
 def s3_server(bucket: str = "lake") -> Iterator[S3]:
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
     port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()

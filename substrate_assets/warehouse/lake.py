@@ -1,0 +1,145 @@
+"""A DuckLake warehouse: attached from its pinned extensions, written by one process at a time.
+
+Every connection is an in-memory DuckDB that loads the ducklake, postgres_scanner and httpfs extensions from their
+wheels (nothing fetched), creates the object store's secret from the environment, attaches the lake as
+:data:`LAKE_ALIAS` and makes it the default database, so the models' SQL runs unchanged.
+
+**One writer.** DuckLake commits each transaction as one snapshot, and readers only ever see whole snapshots; but
+two writing processes race on the catalog (DuckLake's own issues #1094, #1248, #1283). So a writer first takes a
+PostgreSQL session-level advisory lock (:data:`WRITER_LOCK_KEY`) on a connection of its own, held until it
+closes: a second writer (a run pod, a workstation's ``import``, a ``rebuild``) waits for it with backoff, says
+once who holds it, and gives up with :class:`WarehouseBusy` when its wait runs out. A writer killed with
+``kill -9`` loses its PostgreSQL session, which releases the lock; its unfinished transaction was never committed,
+so the catalog stays at the last snapshot.
+
+**Readers** attach ``READ_ONLY`` and take no lock: they never wait for a writer, nor it for them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import duckdb
+
+from substrate_assets.warehouse.extensions import NO_AUTOLOAD, PACKAGES, load_extension
+from substrate_assets.warehouse.location import LAKE_ALIAS, Lake, object_store_secret
+
+# pg_advisory_lock's key for "writing the warehouse": the bytes of "substrat" as a signed 64-bit integer.
+WRITER_LOCK_KEY = int.from_bytes(b"substrat", "big", signed=True)
+_FIRST_PAUSE_S, _LONGEST_PAUSE_S = 0.05, 2.0
+
+
+class WarehouseBusy(RuntimeError):
+    """Another process holds the warehouse (a file's lock, or a lake's writer lock)."""
+
+
+def _quoted(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection with ``lake`` attached (read-only for a reader) and in use."""
+    connection = duckdb.connect(config=NO_AUTOLOAD)
+    try:
+        for name in PACKAGES:
+            load_extension(connection, name)
+        if lake.data_path is not None:
+            secret = object_store_secret(lake.data_path)
+            if secret is not None:
+                connection.execute(secret)
+        options = [f"DATA_PATH {_quoted(lake.data_path)}"] if lake.data_path is not None else []
+        if read_only:
+            options.append("READ_ONLY")
+        suffix = f" ({', '.join(options)})" if options else ""
+        try:
+            connection.execute(f"ATTACH {_quoted(lake.catalog)} AS {LAKE_ALIAS}{suffix}")
+        except duckdb.Error as error:
+            raise duckdb.IOException(f"the shared warehouse {lake} does not attach: {error}") from None
+        connection.execute(f"USE {LAKE_ALIAS}")
+        if read_only:
+            # The reader's lockdown: the lake's own data path stays readable, nothing else on disk or the network.
+            directories = [lake.data_path] if lake.data_path is not None else []
+            connection.execute(f"SET allowed_directories = {directories!r}")
+            connection.execute("SET enable_external_access = false")
+            connection.execute("SET lock_configuration = true")
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _holder(cursor: object) -> str:
+    """Who holds the writer lock, as its session named itself."""
+    cursor.execute(  # type: ignore[attr-defined]
+        "SELECT coalesce(nullif(a.application_name, ''), 'pid ' || a.pid) FROM pg_locks l "
+        "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+        "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s", (WRITER_LOCK_KEY,))
+    row = cursor.fetchone()  # type: ignore[attr-defined]
+    return row[0] if row else "another writer"
+
+
+@contextmanager
+def writer_lock(lake: Lake, wait_s: float, on_wait: Callable[[str], None] | None = None,
+                sleep: Callable[[float], None] = time.sleep,
+                clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
+    """The lake's writer lock, held for the block: waits up to ``wait_s`` for another writer, telling ``on_wait``
+    once who it is; :class:`WarehouseBusy` when the wait runs out."""
+    import psycopg2
+
+    me = f"substrate-bench writer on {socket.gethostname()} pid {os.getpid()}"
+    try:
+        session = psycopg2.connect(lake.conninfo, application_name=me[:63])
+    except psycopg2.Error as error:
+        raise duckdb.IOException(f"the shared warehouse's catalog {lake.catalog} does not answer: "
+                                 f"{str(error).strip()}") from None
+    session.autocommit = True
+    try:
+        cursor = session.cursor()
+        deadline = clock() + wait_s
+        pause = _FIRST_PAUSE_S
+        told = False
+        while True:
+            cursor.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK_KEY,))
+            if cursor.fetchone()[0]:
+                break
+            holder = _holder(cursor)
+            if clock() >= deadline:
+                raise WarehouseBusy(f"the shared warehouse {lake.catalog} is being written by {holder}; only one "
+                                    "process writes at a time: try again when it has finished")
+            if on_wait is not None and not told:
+                on_wait(f"waiting for the shared warehouse {lake.catalog}, being written by {holder}")
+                told = True
+            sleep(min(pause, max(deadline - clock(), 0.0)))
+            pause = min(pause * 2, _LONGEST_PAUSE_S)
+        yield
+    finally:
+        session.close()  # ends the session, which releases the lock
+
+
+# DuckLake's own maintenance, in its order: flush inlined rows into Parquet, merge adjacent small files, expire
+# snapshots older than the retention, then delete the files nothing references any more.
+MAINTENANCE_SQL = (
+    "CALL ducklake_flush_inlined_data('{alias}')",
+    "CALL ducklake_merge_adjacent_files('{alias}')",
+    "CALL ducklake_expire_snapshots('{alias}', older_than => now() - INTERVAL '{keep_hours} hours')",
+    "CALL ducklake_cleanup_old_files('{alias}', cleanup_all => true)",
+)
+
+
+def data_files(connection: duckdb.DuckDBPyConnection) -> int:
+    """How many Parquet data files the lake's current snapshot reads, across its tables."""
+    tables = [row[0] for row in connection.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main'",
+        [LAKE_ALIAS]).fetchall()]
+    return sum(connection.execute("SELECT count(*) FROM ducklake_list_files(?, ?)", [LAKE_ALIAS, name]).fetchone()[0]
+               for name in tables)
+
+
+def maintain(connection: duckdb.DuckDBPyConnection, keep_hours: int = 24) -> None:
+    """Run DuckLake's maintenance on a writer's connection (one that holds the writer lock)."""
+    for statement in MAINTENANCE_SQL:
+        connection.execute(statement.format(alias=LAKE_ALIAS, keep_hours=int(keep_hours)))

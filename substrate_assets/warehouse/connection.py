@@ -25,6 +25,7 @@ so read-only SQL reads the warehouse and nothing else — no ``COPY … TO`` or 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,8 +35,10 @@ import duckdb
 import pyarrow as pa
 
 from substrate_assets.analysis.statistics import reference_round
-from substrate_assets.warehouse.lake import WarehouseBusy, open_lake, writer_lock
+from substrate_assets.warehouse.lake import WarehouseBusy, maintain_when_due, open_lake, writer_lock
 from substrate_assets.warehouse.location import Lake, Warehouse
+
+log = logging.getLogger(__name__)
 
 MACROS = ("""
 CREATE OR REPLACE TEMP MACRO floor_index_of_sorted(sorted_vals, permille) AS
@@ -124,7 +127,8 @@ def connect(warehouse: Warehouse, read_only: bool = False, *, wait_s: float | No
     """A short-lived connection with the warehouse's functions, to a file or a lake (:mod:`.location`). A writer
     waits up to ``wait_s`` (default WRITER_WAIT_S) while another process holds the file, or the lake's writer lock,
     telling ``on_wait`` once; a reader does not wait, and reaches nothing but the warehouse. WarehouseBusy when the
-    wait runs out."""
+    wait runs out. A lake's writer runs DuckLake's maintenance as it closes when it is due
+    (:func:`.lake.maintain_when_due`)."""
     waiting = wait_s if wait_s is not None else (0.0 if read_only else WRITER_WAIT_S)
     with contextlib.ExitStack() as stack:
         if isinstance(warehouse, Lake):
@@ -137,6 +141,13 @@ def connect(warehouse: Warehouse, read_only: bool = False, *, wait_s: float | No
             connection = _open(warehouse, read_only, waiting, on_wait, sleep, clock)
         stack.callback(connection.close)
         yield prepare(connection)
+        if isinstance(warehouse, Lake) and not read_only:
+            try:
+                if maintain_when_due(connection):
+                    log.info("maintained the shared warehouse %s (inlined rows flushed, small files merged, old "
+                             "snapshots expired)", warehouse)
+            except duckdb.Error as error:  # the load is committed: a maintenance that fails is retried next time
+                log.warning("the shared warehouse's maintenance failed, to be retried after the next load: %s", error)
 
 
 # The connections inside a transaction() block, by id: a block opened inside another joins it.

@@ -120,14 +120,13 @@ def writer_lock(lake: Lake, wait_s: float, on_wait: Callable[[str], None] | None
         session.close()  # ends the session, which releases the lock
 
 
-# DuckLake's own maintenance, in its order: flush inlined rows into Parquet, merge adjacent small files, expire
-# snapshots older than the retention, then delete the files nothing references any more.
-MAINTENANCE_SQL = (
-    "CALL ducklake_flush_inlined_data('{alias}')",
-    "CALL ducklake_merge_adjacent_files('{alias}')",
-    "CALL ducklake_expire_snapshots('{alias}', older_than => now() - INTERVAL '{keep_hours} hours')",
-    "CALL ducklake_cleanup_old_files('{alias}', cleanup_all => true)",
-)
+# Every this many snapshots (a load is one; a model refresh another), a writer runs the maintenance as it closes.
+MAINTAIN_EVERY = 50
+MAINTAIN_EVERY_ENV = "SUBSTRATE_BENCH_WAREHOUSE_MAINTAIN_EVERY"
+# Snapshots this recent are kept (a reader may still be reading one), and so are the files they read.
+KEEP_SNAPSHOTS_H = 1.0
+# The commit message that marks the maintenance's own snapshots: loads are counted from the last one.
+MAINTENANCE_MESSAGE = "substrate-bench maintenance"
 
 
 def data_files(connection: duckdb.DuckDBPyConnection) -> int:
@@ -139,7 +138,60 @@ def data_files(connection: duckdb.DuckDBPyConnection) -> int:
                for name in tables)
 
 
-def maintain(connection: duckdb.DuckDBPyConnection, keep_hours: int = 24) -> None:
-    """Run DuckLake's maintenance on a writer's connection (one that holds the writer lock)."""
-    for statement in MAINTENANCE_SQL:
-        connection.execute(statement.format(alias=LAKE_ALIAS, keep_hours=int(keep_hours)))
+def snapshots_since_maintenance(connection: duckdb.DuckDBPyConnection) -> int:
+    """Snapshots committed since the maintenance last ran (all of them if it never did)."""
+    return connection.execute(
+        "SELECT count(*) FROM ducklake_snapshots(?) WHERE snapshot_id > coalesce((SELECT max(snapshot_id) "
+        "FROM ducklake_snapshots(?) WHERE commit_message = ?), -1)",
+        [LAKE_ALIAS, LAKE_ALIAS, MAINTENANCE_MESSAGE]).fetchone()[0]
+
+
+def maintain_every() -> int:
+    """``$SUBSTRATE_BENCH_WAREHOUSE_MAINTAIN_EVERY`` (0: never on its own), else :data:`MAINTAIN_EVERY`."""
+    configured = os.environ.get(MAINTAIN_EVERY_ENV)
+    if configured is None or not configured.strip():
+        return MAINTAIN_EVERY
+    try:
+        every = int(configured)
+    except ValueError:
+        raise ValueError(f"{MAINTAIN_EVERY_ENV}={configured!r}: expected a whole number of snapshots "
+                         "(0: no maintenance on its own)") from None
+    if every < 0:
+        raise ValueError(f"{MAINTAIN_EVERY_ENV}={configured!r}: expected 0 or more")
+    return every
+
+
+def _marked(connection: duckdb.DuckDBPyConnection, statement: str) -> None:
+    """``statement`` in a transaction of its own whose snapshot carries the maintenance's commit message."""
+    connection.execute("BEGIN TRANSACTION")
+    try:
+        connection.execute("CALL ducklake_set_commit_message(?, 'substrate-bench', ?)",
+                           [LAKE_ALIAS, MAINTENANCE_MESSAGE])
+        connection.execute(statement)
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def maintain(connection: duckdb.DuckDBPyConnection, keep_hours: float = KEEP_SNAPSHOTS_H) -> None:
+    """DuckLake's own maintenance, on a writer's connection (one that holds the writer lock), in its order: the
+    rows small inserts inlined into the catalog are flushed into Parquet, adjacent small files merged (DuckLake
+    refuses changes and compaction in one transaction: two), snapshots older than ``keep_hours`` expired, and the
+    files only they read deleted once they have been unreferenced that long."""
+    alias = f"'{LAKE_ALIAS}'"
+    _marked(connection, f"CALL ducklake_flush_inlined_data({alias})")
+    _marked(connection, f"CALL ducklake_merge_adjacent_files({alias})")
+    older = f"now() - INTERVAL '{int(keep_hours * 3600)} seconds'"
+    connection.execute(f"CALL ducklake_expire_snapshots({alias}, older_than => {older})")
+    connection.execute(f"CALL ducklake_cleanup_old_files({alias}, older_than => {older})")
+
+
+def maintain_when_due(connection: duckdb.DuckDBPyConnection, every: int | None = None) -> bool:
+    """:func:`maintain` when ``every`` (default :func:`maintain_every`) snapshots have been committed since it
+    last ran; whether it ran."""
+    every = maintain_every() if every is None else every
+    if every <= 0 or snapshots_since_maintenance(connection) < every:
+        return False
+    maintain(connection)
+    return True

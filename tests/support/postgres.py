@@ -42,10 +42,27 @@ class Postgres:
     host: str
     port: int
     passwords: dict[str, str]
+    bin_dir: Path
+    sockets: Path
 
-    def dsn(self, role: str) -> str:
+    def dsn(self, role: str, database: str = DATABASE) -> str:
         """libpq's key/value connection string for ``role``, without its password (that comes from PGPASSWORD)."""
-        return f"dbname={DATABASE} host={self.host} port={self.port} user={role}"
+        return f"dbname={database} host={self.host} port={self.port} user={role}"
+
+    def new_database(self, name: str) -> str:
+        """A database for another catalog, owned by the writer, whose tables the reader may only SELECT."""
+        _grant(self.bin_dir, self.sockets, self.port, name)
+        return name
+
+
+def _grant(bin_dir: Path, sockets: Path, port: int, database: str) -> None:
+    """``database`` created for the writer; the reader may SELECT whatever the writer's first attach creates in it
+    (the catalog's tables), and nothing else."""
+    _psql(bin_dir, sockets, port, [f"CREATE DATABASE {database} OWNER {WRITER}"], "postgres")
+    _psql(bin_dir, sockets, port, [
+        f"GRANT USAGE ON SCHEMA public TO {READER}",
+        f"ALTER DEFAULT PRIVILEGES FOR ROLE {WRITER} IN SCHEMA public GRANT SELECT ON TABLES TO {READER}",
+    ], database)
 
 
 def _as_server_user(command: list[str]) -> list[str]:
@@ -76,17 +93,12 @@ def postgres_server() -> Iterator[Postgres]:
                                     "start"]), check=True, capture_output=True, timeout=120)
     passwords = {WRITER: os.urandom(12).hex(), READER: os.urandom(12).hex()}
     try:
-        # The reader may SELECT whatever the writer's first attach creates in the catalog, and nothing else.
         _psql(bin_dir, sockets, port, [
             f"CREATE ROLE {WRITER} LOGIN PASSWORD '{passwords[WRITER]}'",
             f"CREATE ROLE {READER} LOGIN PASSWORD '{passwords[READER]}'",
-            f"CREATE DATABASE {DATABASE} OWNER {WRITER}",
         ], "postgres")
-        _psql(bin_dir, sockets, port, [
-            f"GRANT USAGE ON SCHEMA public TO {READER}",
-            f"ALTER DEFAULT PRIVILEGES FOR ROLE {WRITER} IN SCHEMA public GRANT SELECT ON TABLES TO {READER}",
-        ], DATABASE)
-        yield Postgres("127.0.0.1", port, passwords)
+        _grant(bin_dir, sockets, port, DATABASE)
+        yield Postgres("127.0.0.1", port, passwords, bin_dir, sockets)
     finally:
         subprocess.run(_as_server_user([str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w",
                                         "stop"]), capture_output=True, timeout=120)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import boto3
-import logging
-
 from moto.server import ThreadedMotoServer
 
 from tests.support.ports import free_port

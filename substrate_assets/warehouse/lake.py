@@ -129,13 +129,20 @@ KEEP_SNAPSHOTS_H = 1.0
 MAINTENANCE_MESSAGE = "substrate-bench maintenance"
 
 
+def data_files_by_table(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """How many Parquet data files the lake's current snapshot reads, per table (rows still inlined in the catalog
+    are in none)."""
+    tables = [row[0] for row in connection.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' ORDER BY 1",
+        [LAKE_ALIAS]).fetchall()]
+    # ducklake_list_files takes literals only: one query per table.
+    return {name: connection.execute("SELECT count(*) FROM ducklake_list_files(?, ?)", [LAKE_ALIAS, name])
+            .fetchone()[0] for name in tables}
+
+
 def data_files(connection: duckdb.DuckDBPyConnection) -> int:
     """How many Parquet data files the lake's current snapshot reads, across its tables."""
-    tables = [row[0] for row in connection.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main'",
-        [LAKE_ALIAS]).fetchall()]
-    return sum(connection.execute("SELECT count(*) FROM ducklake_list_files(?, ?)", [LAKE_ALIAS, name]).fetchone()[0]
-               for name in tables)
+    return sum(data_files_by_table(connection).values())
 
 
 def snapshots_since_maintenance(connection: duckdb.DuckDBPyConnection) -> int:

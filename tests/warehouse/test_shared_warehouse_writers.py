@@ -1,0 +1,157 @@
+"""One writer at a time in a shared warehouse, many readers, and every way a writer can end, with real parts (a
+PostgreSQL catalog and moto's S3). A writer in another process is driven to a named point (it says so on stdout)
+and released or killed there: nothing here waits on the clock."""
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from substrate_assets.results.layout import RunStore
+from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.warehouse import lake as lake_module
+from substrate_assets.warehouse.connection import WarehouseBusy, connect
+from substrate_assets.warehouse.lake import MAINTENANCE_MESSAGE, data_files_by_table, maintain_when_due
+from substrate_assets.warehouse.refresh import load_and_refresh
+from substrate_assets.warehouse.trial_rows import read_trials
+from tests.support.lake import READER, WRITER, lake_servers, new_lake, opened
+from tests.support.projects import ROOT, make_project, project_env
+from tests.support.synthetic_trials import write_trial
+
+CLI = str(Path(sys.executable).parent / "substrate-bench")
+UPSTREAM = ROOT / "tests" / "data" / "upstream_runs"
+
+
+@pytest.fixture(scope="module")
+def servers():
+    with lake_servers() as running:
+        yield running
+
+
+@pytest.fixture
+def lake(servers):
+    return new_lake(servers)
+
+
+@pytest.fixture
+def store(tmp_path):
+    return RunStore(tmp_path / "store")
+
+
+def a_trial(store: RunStore, run_ts: int) -> Path:
+    rng = np.random.default_rng(run_ts)
+    trial_id = write_trial(store, "smoke", run_ts, {"WakeFirstTouch": rng.lognormal(4, 0.3, 200),
+                                                    "Step": rng.lognormal(3, 0.3, 300)})
+    return store.find(trial_id)
+
+
+def load(lake, directory: Path) -> None:
+    read, unreadable = read_trials([TrialDirectory(directory)])
+    assert not unreadable
+    with opened(lake, WRITER, read_only=False) as connection:
+        load_and_refresh(connection, read)
+
+
+def loaded(lake) -> tuple[int, int, int]:
+    """Trials in the manifests, request samples, and trials in the marts, as a reader sees them."""
+    with opened(lake, READER) as connection:
+        return connection.execute(
+            "SELECT (SELECT count(*) FROM trial_manifests), (SELECT count(*) FROM request_samples), "
+            "(SELECT count(*) FROM wake_latency_distribution)").fetchone()
+
+
+def child(lake, *args: str) -> subprocess.Popen:
+    """A writer process at work on ``lake``; returns once it has said what it is doing."""
+    process = subprocess.Popen([sys.executable, "-m", "tests.support.lake_writer_child", *args], cwd=ROOT,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, **lake.env(WRITER)})
+    said = process.stdout.readline().strip()
+    assert said in ("holding", "mid-load"), said
+    return process
+
+
+def test_a_writer_killed_mid_load_leaves_the_last_snapshot_and_the_next_load_works(lake, store):
+    load(lake, a_trial(store, 1_700_000_000))
+    before = loaded(lake)
+    assert before == (1, 500, 1)
+    dying = child(lake, "mid-load", str(a_trial(store, 1_700_000_100)))
+    # A reader meanwhile sees the state before the load, never part of it; and it does not wait for the writer.
+    assert loaded(lake) == before
+    dying.send_signal(signal.SIGKILL)
+    dying.wait(timeout=60)
+    assert loaded(lake) == before
+    # Its session is gone, and with it the writer lock: the next load neither waits nor finds half a load.
+    with opened(lake, WRITER, read_only=False) as connection:
+        connection.execute("SELECT 1")
+    load(lake, a_trial(store, 1_700_000_200))
+    assert loaded(lake) == (2, 1000, 2)
+
+
+def test_a_second_writer_waits_for_the_first_and_says_who_it_is(lake):
+    holder = child(lake, "hold")
+    try:
+        with mock.patch.dict(os.environ, lake.env(WRITER)):
+            busy = rf"being written by substrate-bench writer on \S+ pid {holder.pid}"
+            with pytest.raises(WarehouseBusy, match=busy), connect(lake.location(WRITER), wait_s=0):
+                pass
+            told: list[str] = []
+
+            def release(message: str) -> None:  # the second writer is waiting: let the first one go
+                told.append(message)
+                holder.stdin.write("\n")
+                holder.stdin.flush()
+
+            with connect(lake.location(WRITER), wait_s=120, on_wait=release) as connection:
+                connection.execute("SELECT 1")
+        assert len(told) == 1 and f"pid {holder.pid}" in told[0]
+        assert holder.wait(timeout=60) == 0
+    finally:
+        holder.kill()
+
+
+def test_a_workstation_import_racing_a_load_waits_for_it_then_lands(lake, tmp_path):
+    holder = child(lake, "hold")
+    project = make_project(tmp_path / "project", "suites: []\n")
+    importing = subprocess.Popen([CLI, "import", str(UPSTREAM)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True, env={**project_env(project), **lake.env(WRITER)}, cwd=project)
+    try:
+        line = importing.stderr.readline()
+        assert "waiting for the shared warehouse" in line and f"pid {holder.pid}" in line, line
+        holder.stdin.write("\n")
+        holder.stdin.flush()
+        _, err = importing.communicate(timeout=300)
+        assert importing.returncode == 0, err[-3000:]
+    finally:
+        holder.kill()
+        importing.kill()
+    assert loaded(lake)[0] >= 1
+
+
+def test_maintenance_merges_small_files_when_due_and_keeps_every_row(lake, store):
+    with mock.patch.dict(os.environ, {lake_module.MAINTAIN_EVERY_ENV: "0"}):  # no maintenance on its own
+        for index in range(4):
+            load(lake, a_trial(store, 1_700_000_000 + index * 100))
+    with opened(lake, WRITER, read_only=False) as connection:
+        rows = {table: connection.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
+                for table in ("request_samples", "wake_latency_distribution", "trials")}
+        files = data_files_by_table(connection)
+        # A large insert is a file per load; small ones are rows inlined in the catalog, in no file yet.
+        assert files["request_samples"] == 4 and files["trial_manifests"] == 0
+        assert maintain_when_due(connection, every=1_000_000) is False
+        assert maintain_when_due(connection, every=3) is True
+        # The loads' files merged into one; the inlined rows flushed into a file per table.
+        assert data_files_by_table(connection) == {table: min(count, 1) for table, count in
+                                                   data_files_by_table(connection).items()}
+        assert data_files_by_table(connection)["request_samples"] == 1
+        assert data_files_by_table(connection)["trial_manifests"] == 1
+        assert maintain_when_due(connection, every=3) is False  # counted again from its own snapshots
+        messages = [row[0] for row in connection.execute("SELECT commit_message FROM ducklake_snapshots('lake')")
+                    .fetchall()]
+        assert MAINTENANCE_MESSAGE in messages
+    with opened(lake, READER) as connection:
+        assert {table: connection.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in rows} == rows

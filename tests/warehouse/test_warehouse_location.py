@@ -1,0 +1,72 @@
+"""The one setting that chooses the warehouse: a file by default, a DuckLake by its catalog's connection string; the
+secrets it may never carry, and the object store's secret built from the standard AWS_* variables."""
+
+from pathlib import Path
+
+import pytest
+
+from substrate_assets.project import WAREHOUSE_ENV
+from substrate_assets.warehouse.location import (
+    DATA_PATH_ENV,
+    BadWarehouseSetting,
+    Lake,
+    object_store_secret,
+    parse_lake,
+    warehouse_location,
+)
+
+CATALOG = "ducklake:postgres:dbname=lake host=db.internal port=5432 user=bench"
+
+
+def test_the_default_is_the_projects_file(monkeypatch, tmp_path):
+    monkeypatch.delenv(WAREHOUSE_ENV, raising=False)
+    monkeypatch.setenv("SUBSTRATE_BENCH_ROOT", str(tmp_path))
+    assert warehouse_location() == tmp_path.resolve() / "warehouse.duckdb"
+    monkeypatch.setenv(WAREHOUSE_ENV, "elsewhere.duckdb")
+    assert warehouse_location() == Path("elsewhere.duckdb").resolve()
+
+
+def test_a_ducklake_setting_names_its_catalog_and_data_path(monkeypatch):
+    monkeypatch.setenv(WAREHOUSE_ENV, CATALOG)
+    monkeypatch.setenv(DATA_PATH_ENV, "s3://bench-lake/warehouse")
+    lake = warehouse_location()
+    assert lake == Lake("dbname=lake host=db.internal port=5432 user=bench", "s3://bench-lake/warehouse/")
+    assert lake.catalog == CATALOG
+    assert str(lake) == f"{CATALOG} (data in s3://bench-lake/warehouse/)"
+    monkeypatch.delenv(DATA_PATH_ENV)
+    assert warehouse_location().data_path is None  # a reader: the catalog knows its data path
+    assert warehouse_location("ducklake:postgres:dbname=other").conninfo == "dbname=other"  # --warehouse wins
+
+
+@pytest.mark.parametrize("setting", [f"{CATALOG} password=hunter2", "ducklake:postgres:postgresql://bench:hunter2@db/lake",
+                                     "ducklake:postgres:password = hunter2 dbname=lake"])
+def test_a_password_in_the_setting_is_refused_without_repeating_it(setting):
+    with pytest.raises(BadWarehouseSetting, match="PGPASSWORD") as refused:
+        parse_lake(setting, None)
+    assert "hunter2" not in str(refused.value)
+
+
+@pytest.mark.parametrize(("setting", "data_path", "said"), [
+    ("ducklake:sqlite:meta.db", None, "catalog in PostgreSQL"),
+    ("ducklake:postgres:  ", None, "connection string is empty"),
+    (CATALOG, "/local/dir", "s3://bucket/prefix/"),
+    (CATALOG, "https://example.com/x", "gs://bucket/prefix/"),
+])
+def test_a_bad_setting_says_what_is_expected(setting, data_path, said):
+    with pytest.raises(BadWarehouseSetting, match=said):
+        parse_lake(setting, data_path)
+
+
+def test_the_object_stores_secret_comes_from_the_aws_variables():
+    assert object_store_secret("s3://b/p/", {}) is None  # no key: DuckDB's own defaults
+    env = {"AWS_ACCESS_KEY_ID": "AKIA1", "AWS_SECRET_ACCESS_KEY": "it's-secret", "AWS_REGION": "eu-west-1",
+           "AWS_ENDPOINT_URL": "http://127.0.0.1:9000"}
+    sql = object_store_secret("s3://b/p/", env)
+    assert sql.startswith("CREATE OR REPLACE SECRET warehouse_data (TYPE s3, ")
+    for part in ("KEY_ID 'AKIA1'", "SECRET 'it''s-secret'", "REGION 'eu-west-1'", "ENDPOINT '127.0.0.1:9000'",
+                 "URL_STYLE 'path'", "USE_SSL false", "SCOPE 's3://b/p/'"):
+        assert part in sql
+    https = object_store_secret("s3://b/p/", {**env, "AWS_ENDPOINT_URL": "https://minio.internal"})
+    assert "ENDPOINT 'minio.internal'" in https and "USE_SSL true" in https
+    gcs = object_store_secret("gs://b/p/", {**env, "AWS_SESSION_TOKEN": "tok"})
+    assert "TYPE gcs" in gcs and "ENDPOINT" not in gcs and "SESSION_TOKEN 'tok'" in gcs

@@ -5,11 +5,13 @@ import dagster as dg
 from substrate_assets.defs.resources import shared_resources
 from substrate_assets.defs.scripts import definitions as scripts
 from substrate_assets.defs.trials import definitions as trials
-from substrate_assets.project import Deployment
+from substrate_assets.project import Deployment, shares_warehouse
 
 deployment = Deployment.current()
 domains = [scripts.defs, trials.defs]
-if deployment.holds_warehouse:  # a cluster deployment runs trials only: its code location never loads the warehouse
+# A workstation holds its warehouse; a cluster defines the whole graph when the warehouse is a shared DuckLake (its
+# run pods cannot share a file), and trials only otherwise.
+if deployment.holds_warehouse or shares_warehouse():
     from substrate_assets.defs.warehouse import definitions as warehouse
 
     domains.append(warehouse.defs)

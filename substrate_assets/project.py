@@ -83,6 +83,15 @@ def warehouse_path() -> Path:
     return Path(configured).resolve() if configured else project_root() / "warehouse.duckdb"
 
 
+# A warehouse setting that starts so names a DuckLake (warehouse/location.py reads it); anything else is a file.
+LAKE_PREFIX = "ducklake:"
+
+
+def shares_warehouse() -> bool:
+    """Whether ``$SUBSTRATE_BENCH_WAREHOUSE`` names a shared DuckLake rather than a file."""
+    return os.environ.get(WAREHOUSE_ENV, "").startswith(LAKE_PREFIX)
+
+
 def dagster_home() -> Path:
     """``$DAGSTER_HOME``, else ``<project>/.dagster_home``, created with the project's instance config."""
     configured = os.environ.get(DAGSTER_HOME_ENV)
@@ -95,8 +104,9 @@ def dagster_home() -> Path:
 
 
 class Deployment(StrEnum):
-    """Where the code location runs: on a ``workstation`` (the whole graph; the warehouse file lives here) or in a
-    ``cluster`` (scripts and trials only: nothing on Kubernetes opens the DuckDB file)."""
+    """Where the code location runs: on a ``workstation`` (the whole graph; the warehouse lives here or is shared) or
+    in a ``cluster`` (the whole graph when the warehouse is a shared DuckLake; scripts and trials only when it is a
+    file, which no pod could share)."""
 
     WORKSTATION = "workstation"
     CLUSTER = "cluster"

@@ -18,6 +18,7 @@ from substrate_assets.driver.kubernetes.api import create_objects, delete_trial_
 from substrate_assets.driver.kubernetes.pods import support_objects
 from substrate_assets.facts.kubernetes import Discovery
 from substrate_assets.suites import load_suites
+from substrate_assets.warehouse.location import parse_lake
 from substrate_assets.workload import ScriptLibrary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,6 +133,12 @@ def test_helm_values_configure_a_launcher_dagster_accepts():
     [location] = values["dagster-user-deployments"]["deployments"]
     assert location["dagsterApiGrpcArgs"] == ["--module-name", "substrate_assets.definitions"]
     assert {"name": "SUBSTRATE_BENCH_DEPLOYMENT", "value": "cluster"} in location["env"]
+    # The shared warehouse: its setting names a DuckLake this project attaches, with no secret in it; the secrets
+    # come from a Secret as environment variables.
+    env = {item["name"]: item["value"] for item in location["env"]}
+    lake = parse_lake(env["SUBSTRATE_BENCH_WAREHOUSE"], env["SUBSTRATE_BENCH_WAREHOUSE_DATA_PATH"])
+    assert "user=lake_writer" in lake.conninfo and lake.data_path.startswith("gs://")
+    assert location["envSecrets"] == [{"name": "substrate-bench-warehouse"}]
     assert values["runLauncher"]["type"] == "K8sRunLauncher"
     launcher = values["runLauncher"]["config"]["k8sRunLauncher"]
     assert launcher["runK8sConfig"]["podSpecConfig"]["serviceAccountName"] == RUNNER[1]

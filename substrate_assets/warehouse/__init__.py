@@ -1,1 +1,2 @@
-"""The warehouse: raw trial tables and a small dbt-like runner for SQL models, on one DuckDB file. No Dagster."""
+"""The warehouse: raw trial tables and a small dbt-like runner for SQL models, in one DuckDB file or a shared
+DuckLake. No Dagster."""

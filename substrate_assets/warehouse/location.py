@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from substrate_assets.project import WAREHOUSE_ENV, warehouse_path
+from substrate_assets.project import LAKE_PREFIX, WAREHOUSE_ENV, warehouse_path
 
 DATA_PATH_ENV = "SUBSTRATE_BENCH_WAREHOUSE_DATA_PATH"
-LAKE_PREFIX = "ducklake:"
 CATALOG_PREFIX = "ducklake:postgres:"
 # The name the lake is attached under in every connection; models name tables without it (USE).
 LAKE_ALIAS = "lake"

@@ -29,7 +29,8 @@ print(json.dumps({"assets": sorted(key.to_user_string() for key in graph.get_all
 
 
 def test_cluster_deployment_holds_scripts_and_trials_only(tmp_path):
-    """On Kubernetes nothing opens the DuckDB file: the warehouse assets and their sensor are left out."""
+    """On Kubernetes with a file warehouse nothing opens the DuckDB file: the warehouse assets and their sensor are
+    left out."""
     done = subprocess.run([sys.executable, "-c", CLUSTER_LISTING], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "DAGSTER_HOME": str(tmp_path), "SUBSTRATE_BENCH_DEPLOYMENT": "cluster"},
                           timeout=120)
@@ -53,3 +54,20 @@ def test_a_cluster_deployment_never_loads_the_warehouse(tmp_path):
                           env={**os.environ, "DAGSTER_HOME": str(tmp_path), "SUBSTRATE_BENCH_DEPLOYMENT": "cluster"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_a_cluster_deployment_with_a_shared_warehouse_defines_the_whole_graph(tmp_path):
+    """With a DuckLake setting the cluster's code location defines every asset, check and sensor a workstation
+    does; defining them opens no connection (nothing answers at this catalog address)."""
+    shared = {"SUBSTRATE_BENCH_WAREHOUSE": "ducklake:postgres:dbname=lake host=127.0.0.1 port=1 user=writer",
+              "SUBSTRATE_BENCH_WAREHOUSE_DATA_PATH": "s3://bench/lake/"}
+    listings = {}
+    for deployment in ("cluster", "workstation"):
+        done = subprocess.run([sys.executable, "-c", CLUSTER_LISTING], cwd=ROOT, capture_output=True, text=True,
+                              env={**os.environ, **shared, "DAGSTER_HOME": str(tmp_path),
+                                   "SUBSTRATE_BENCH_DEPLOYMENT": deployment}, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+        listings[deployment] = json.loads(done.stdout.strip().splitlines()[-1])
+    assert listings["cluster"] == listings["workstation"]
+    assert {"density_frontiers", "wake_latency_distribution", "request_samples", "change_points"} <= set(
+        listings["cluster"]["assets"])

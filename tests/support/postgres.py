@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -21,6 +22,10 @@ from tests.support.ports import free_port
 
 REQUIRED = os.environ.get("SUBSTRATE_BENCH_REQUIRE_POSTGRESQL") == "1"
 WRITER, READER, DATABASE = "lake_writer", "lake_reader", "lake"
+# The deployment's own grants (deploy/warehouse-catalog.sql), so the roles tested are the roles documented.
+CATALOG_GRANTS = [statement.strip() for statement in re.sub(
+    r"--[^\n]*", "", (Path(__file__).resolve().parents[2] / "deploy" / "warehouse-catalog.sql").read_text()
+).split(";") if statement.strip()]
 
 
 def binaries() -> Path:
@@ -59,10 +64,7 @@ def _grant(bin_dir: Path, sockets: Path, port: int, database: str) -> None:
     """``database`` created for the writer; the reader may SELECT whatever the writer's first attach creates in it
     (the catalog's tables), and nothing else."""
     _psql(bin_dir, sockets, port, [f"CREATE DATABASE {database} OWNER {WRITER}"], "postgres")
-    _psql(bin_dir, sockets, port, [
-        f"GRANT USAGE ON SCHEMA public TO {READER}",
-        f"ALTER DEFAULT PRIVILEGES FOR ROLE {WRITER} IN SCHEMA public GRANT SELECT ON TABLES TO {READER}",
-    ], database)
+    _psql(bin_dir, sockets, port, CATALOG_GRANTS, database)
 
 
 def _as_server_user(command: list[str]) -> list[str]:

@@ -3,12 +3,13 @@ step and one transaction, replacing the trial's rows. Each table follows a lande
 the trial was launched."""
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import dagster as dg
 
 from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.partitions import trial_partitions
-from substrate_assets.defs.resources import RunStoreResource
+from substrate_assets.defs.resources import RunStoreResource, SuitesResource
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.warehouse.metadata import (
     FIGURES_ON,
@@ -17,7 +18,9 @@ from substrate_assets.defs.warehouse.metadata import (
     trial_figures,
 )
 from substrate_assets.defs.warehouse.resources import WarehouseResource
+from substrate_assets.results.importer import fetch_trial
 from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.results.trial_key import TrialKey
 from substrate_assets.warehouse.preview import PREVIEW_ROWS
 from substrate_assets.warehouse.raw_tables import RAW_TABLES
 from substrate_assets.warehouse.trial_rows import UnreadableTrial
@@ -43,14 +46,30 @@ raw_specs = [
 ]
 
 
+def _local_or_fetched(context: dg.AssetExecutionContext, run_store: RunStoreResource, suites: SuitesResource,
+                      trial_id: str) -> Path:
+    """The trial's directory in the local run store; a kubernetes suite's trial that is not there (a run pod's
+    store starts empty) is first mirrored from the suite's object-store run store, where its driver pod wrote it."""
+    store = run_store.store()
+    try:
+        return store.find(trial_id)
+    except FileNotFoundError:
+        known = suites.all().get(TrialKey.suite_of(trial_id))
+        if known is None or known.kubernetes is None:
+            raise
+        source = known.kubernetes.store
+    context.log.info(f"trial {trial_id} is not in {store.root}: mirroring it from {source}")
+    return fetch_trial(source, TrialKey.from_trial_id(trial_id, known.tag), store).trial_dir
+
+
 @dg.multi_asset(name="load_trial", specs=raw_specs, partitions_def=trial_partitions, can_subset=True, pool="duckdb",
                 description="Loads one trial's files from the run store into the raw tables selected, in one "
                 "transaction.")
-def load_trial(context: dg.AssetExecutionContext, run_store: RunStoreResource,
+def load_trial(context: dg.AssetExecutionContext, run_store: RunStoreResource, suites: SuitesResource,
                warehouse: WarehouseResource) -> Iterator[dg.MaterializeResult]:
     trial_id = context.partition_key
     try:
-        trial = TrialDirectory(run_store.store().find(trial_id))
+        trial = TrialDirectory(_local_or_fetched(context, run_store, suites, trial_id))
     except FileNotFoundError as error:
         raise dg.Failure(str(error)) from None
     tables = [key.path[-1] for key in context.selected_asset_keys]

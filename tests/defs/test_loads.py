@@ -7,7 +7,7 @@ import dagster as dg
 import pytest
 
 from substrate_assets.app.loads import rebuild_warehouse
-from substrate_assets.defs.resources import RunStoreResource
+from substrate_assets.defs.resources import RunStoreResource, SuitesResource
 from substrate_assets.defs.warehouse.metadata import report_loads, trial_figures
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.defs.warehouse.resources import WarehouseResource
@@ -40,7 +40,7 @@ def test_a_raw_asset_and_an_outside_load_record_the_same_metadata(store, tmp_pat
     in_run = dg.DagsterInstance.ephemeral()
     in_run.add_dynamic_partitions("trial", [NEWEST])
     result = dg.materialize(raw_assets, partition_key=NEWEST, instance=in_run, resources={
-        "run_store": RunStoreResource(root=str(store.root)),
+        "run_store": RunStoreResource(root=str(store.root)), "suites": SuitesResource(),
         "warehouse": WarehouseResource(database=str(tmp_path / "run.duckdb"))})
     assert result.success
     outside = dg.DagsterInstance.ephemeral()
@@ -85,7 +85,8 @@ def test_a_raw_asset_over_an_unreadable_trial_fails_in_one_line_and_writes_nothi
     instance.add_dynamic_partitions("trial", [NEWEST])
     warehouse = tmp_path / "run.duckdb"
     result = dg.materialize(raw_assets, partition_key=NEWEST, instance=instance, raise_on_error=False, resources={
-        "run_store": RunStoreResource(root=str(store.root)), "warehouse": WarehouseResource(database=str(warehouse))})
+        "run_store": RunStoreResource(root=str(store.root)), "suites": SuitesResource(),
+        "warehouse": WarehouseResource(database=str(warehouse))})
     assert not result.success
     failed = {event.step_key: event.step_failure_data for event in result.all_events if event.is_step_failure}
     assert set(failed) == {"load_trial"}  # one step loads every raw table of the trial
@@ -95,3 +96,36 @@ def test_a_raw_asset_over_an_unreadable_trial_fails_in_one_line_and_writes_nothi
         present = {row[0] for row in connection.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         for table in present & set(RAW_TABLES):
             assert connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0] == 0
+
+
+def test_a_cluster_trial_missing_from_the_local_store_is_mirrored_from_its_suites_run_store(tmp_path):
+    """A run pod's local store starts empty: load_trial mirrors a kubernetes suite's trial from the object-store run
+    store the suite names (a file:// URL here, the same fsspec path as gs://), then loads it."""
+    import numpy as np
+
+    from tests.support.synthetic_trials import write_trial
+
+    remote = RunStore(tmp_path / "bucket")
+    trial_id = write_trial(remote, "coding-session-cluster", 1_795_000_000, {"WakeFirstTouch": np.full(50, 80.0)},
+                           tag="main")
+    suites = tmp_path / "suites.yaml"
+    suites.write_text((ROOT / "deploy" / "suites.cluster.yaml").read_text().replace(
+        "gs://BUCKET/substrate-bench", f"file://{remote.root}"))
+    local = RunStore(tmp_path / "pod-store")
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("trial", [trial_id])
+    result = dg.materialize(raw_assets, partition_key=trial_id, instance=instance, resources={
+        "run_store": RunStoreResource(root=str(local.root)), "suites": SuitesResource(path=str(suites)),
+        "warehouse": WarehouseResource(database=str(tmp_path / "w.duckdb"))})
+    assert result.success
+    assert local.find(trial_id).is_dir()
+    with connect(tmp_path / "w.duckdb") as connection:
+        assert connection.execute("SELECT count(*) FROM request_samples WHERE trial_id = ?", [trial_id]).fetchone() \
+            == (50,)
+    # A trial of no kubernetes suite, missing locally, is still refused by name.
+    instance.add_dynamic_partitions("trial", ["quick-smoke-20000101t000000z"])
+    missing = dg.materialize(raw_assets, partition_key="quick-smoke-20000101t000000z", instance=instance,
+                             raise_on_error=False, resources={
+                                 "run_store": RunStoreResource(root=str(local.root)), "suites": SuitesResource(),
+                                 "warehouse": WarehouseResource(database=str(tmp_path / "w.duckdb"))})
+    assert not missing.success

@@ -78,6 +78,18 @@ def test_other_processes_read_it_with_the_readers_role(shared):
     assert second in page.read_text()
 
 
+def test_materialize_reloads_a_trial_into_the_lake_without_duplicates(shared):
+    project, lake, _ = shared
+    with opened(lake) as connection:
+        trial_id, before = connection.execute("SELECT min(trial_id), count(*) FROM request_samples").fetchone()
+    done = cli(project, lake.env(WRITER), "materialize", trial_id)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"trial {trial_id} reloaded" in done.stdout
+    with opened(lake) as connection:
+        assert connection.execute("SELECT count(*) FROM request_samples").fetchone()[0] == before
+        assert connection.execute("SELECT count(*), count(DISTINCT trial_id) FROM trials").fetchone() == (2, 2)
+
+
 def test_the_readers_role_writes_nothing_and_sql_reaches_nothing_else(shared, tmp_path):
     project, lake, _ = shared
     reader = lake.env(READER)

@@ -83,11 +83,13 @@ SELECT
     max(started_at) AS last_started_at,
     median(value) AS median,
     -- An aggregate runs over every row whichever branch is taken, and ln(0) is an error: only a series of
-    -- positive values is on the ratio scale, so the guard never drops a value the ratio branch reads.
-    CASE WHEN bool_and(on_ratio) THEN exp(avg(ln(CASE WHEN value > 0 THEN value END))) ELSE avg(value) END AS level,
+    -- positive values is on the ratio scale, so the guard never drops a value the ratio branch reads. The sums
+    -- run in trial order, so a warehouse loaded trial by trial and one rebuilt whole agree to the last bit.
+    CASE WHEN bool_and(on_ratio) THEN exp(avg(ln(CASE WHEN value > 0 THEN value END) ORDER BY trial_number))
+         ELSE avg(value ORDER BY trial_number) END AS level,
     CASE WHEN count(*) >= {MIN_HISTORY} THEN
-        CASE WHEN bool_and(on_ratio) THEN stddev_samp(ln(CASE WHEN value > 0 THEN value END))
-             ELSE stddev_samp(value) END END AS noise,
+        CASE WHEN bool_and(on_ratio) THEN stddev_samp(ln(CASE WHEN value > 0 THEN value END) ORDER BY trial_number)
+             ELSE stddev_samp(value ORDER BY trial_number) END END AS noise,
     CASE WHEN count(*) >= {MIN_HISTORY} THEN count(*) - 1 END AS noise_df,
     CASE WHEN count(*) >= {MIN_HISTORY} THEN
         CASE WHEN bool_and(on_ratio) THEN {MAD_TO_SD} * mad(value) / median(value)

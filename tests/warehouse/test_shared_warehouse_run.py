@@ -99,7 +99,10 @@ def test_the_readers_role_writes_nothing_and_sql_reaches_nothing_else(shared, tm
                       "select * from read_text('/etc/hostname')",
                       f"copy trials to '{tmp_path / 'out.csv'}'",
                       f"attach '{tmp_path / 'other.duckdb'}' as other",
-                      "set enable_external_access = true"):
+                      "set enable_external_access = true",
+                      # The postgres extension's functions connect wherever they are told, external access or not.
+                      f"select * from postgres_scan('{lake.location(READER).conninfo}', 'public', 'ducklake_snapshot')",
+                      "select * from query('select 1')"):
         done = cli(project, reader, "sql", statement)
         assert done.returncode == 1 and "refused" in done.stderr, (statement, done.stderr)
     assert not (tmp_path / "out.csv").exists() and not (tmp_path / "other.duckdb").exists()

@@ -9,28 +9,17 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.support.projects import make_project, project_env
+from tests.support.projects import SMOKE_SUITES, make_project, project_env
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent / "substrate-bench")
 MARTS = ("trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram", "step_latency",
          "trial_summary")
-SUITES = """\
-suites:
-  - name: smoke
-    script: quick-session
-    users: 2
-    spawn_rate: 2
-    duration: 4s
-    think_scale: 0.2
-    workers: 4
-    repeat: 1
-"""
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    return make_project(tmp_path_factory.mktemp("project"), SUITES)
+    return make_project(tmp_path_factory.mktemp("project"), SMOKE_SUITES)
 
 
 def cli(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:

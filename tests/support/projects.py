@@ -11,6 +11,18 @@ from substrate_assets.project import DAGSTER_HOME_ENV, ROOT_ENV, STORE_ENV, WARE
 ROOT = Path(__file__).resolve().parents[2]
 # Each would send a command's state elsewhere than the project: without them, it all lives in the project root.
 PROJECT_PATHS = (DAGSTER_HOME_ENV, STORE_ENV, WAREHOUSE_ENV)
+# A suite whose trial lasts a few seconds, for tests that run the main job end to end.
+SMOKE_SUITES = """\
+suites:
+  - name: smoke
+    script: quick-session
+    users: 2
+    spawn_rate: 2
+    duration: 4s
+    think_scale: 0.2
+    workers: 4
+    repeat: 1
+"""
 
 
 def make_project(root: Path, suites: str) -> Path:

@@ -12,27 +12,16 @@ import pytest
 
 from substrate_assets.warehouse.connection import connect
 from tests.support.lake import READER, WRITER, lake_servers, new_lake, opened
-from tests.support.projects import make_project, project_env
+from tests.support.projects import SMOKE_SUITES, make_project, project_env
 
 CLI = str(Path(sys.executable).parent / "substrate-bench")
-SUITES = """\
-suites:
-  - name: smoke
-    script: quick-session
-    users: 2
-    spawn_rate: 2
-    duration: 4s
-    think_scale: 0.2
-    workers: 4
-    repeat: 1
-"""
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     with lake_servers() as servers:
         lake = new_lake(servers)
-        project = make_project(tmp_path_factory.mktemp("project"), SUITES)
+        project = make_project(tmp_path_factory.mktemp("project"), SMOKE_SUITES)
         runs = [cli(project, lake.env(WRITER), "run", "smoke") for _ in range(2)]
         yield project, lake, runs
 

@@ -112,13 +112,14 @@ def compare_command(baseline: str, candidate: str, suite: str | None, last: int 
     95 % hierarchical bootstrap interval (trials, then requests), the noise, the smallest change the comparison could
     detect, and a verdict (regressed, improved, no change, or inconclusive when the data cannot tell)."""
     from substrate_assets.warehouse.compare_trials import SideNotFound, select_side
-    from substrate_assets.warehouse.connection import WarehouseBusy, connect
+    from substrate_assets.warehouse.connection import connect
+    from substrate_assets.warehouse.lake import WarehouseUnavailable
 
     warehouse = existing_warehouse(warehouse_setting)
     try:
         with connect(warehouse, read_only=True) as connection:
             sides = [select_side(connection, spec, suite, last) for spec in (baseline, candidate)]
             comparison, source = judged(connection, *sides)
-    except (SideNotFound, WarehouseBusy) as error:
+    except (SideNotFound, WarehouseUnavailable) as error:
         raise click.ClickException(str(error)) from None
     sys.exit(show_comparison(comparison, source, output_format))

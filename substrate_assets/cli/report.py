@@ -80,7 +80,8 @@ def report(output: Path | None, warehouse_setting: str | None, **asked: Any) -> 
     from substrate_assets.report.pages import NotInWarehouse
     from substrate_assets.results.atomic import WriteFailed, write_text
     from substrate_assets.warehouse.compare_trials import SideNotFound
-    from substrate_assets.warehouse.connection import WarehouseBusy, connect
+    from substrate_assets.warehouse.connection import connect
+    from substrate_assets.warehouse.lake import WarehouseUnavailable
 
     chosen = [(option, value) for option, value in asked.items() if value is not None]
     if len(chosen) != 1:
@@ -92,7 +93,7 @@ def report(output: Path | None, warehouse_setting: str | None, **asked: Any) -> 
     try:
         with connect(warehouse, read_only=True) as connection:
             text = build(connection, value, str(warehouse))
-    except (WarehouseBusy, NotInWarehouse, SideNotFound) as error:
+    except (WarehouseUnavailable, NotInWarehouse, SideNotFound) as error:
         raise click.ClickException(str(error)) from None
     path = (output or default_output(kind, value)).resolve()
     try:

@@ -52,12 +52,12 @@ def import_command(root: str) -> None:
         instance = opening.submit(_open_instance)
         from substrate_assets.app.loads import import_upstream
         from substrate_assets.results.layout import RunStore
-        from substrate_assets.warehouse.connection import WarehouseBusy
+        from substrate_assets.warehouse.lake import WarehouseUnavailable
 
         try:
             outcome = import_upstream(root, RunStore(store_directory()), chosen_warehouse(), instance.result,
                                       on_wait=_say_waiting)
-        except WarehouseBusy as error:
+        except WarehouseUnavailable as error:
             raise click.ClickException(str(error)) from None
     for refusal in outcome.refused:
         click.echo(str(refusal), err=True)
@@ -86,13 +86,13 @@ def rebuild() -> None:
     from substrate_assets.app.instance import project_instance
     from substrate_assets.app.loads import rebuild_warehouse
     from substrate_assets.results.layout import RunStore
-    from substrate_assets.warehouse.connection import WarehouseBusy
+    from substrate_assets.warehouse.lake import WarehouseUnavailable
 
     warehouse = chosen_warehouse()
     try:
         result = rebuild_warehouse(RunStore(store_directory()), warehouse, project_instance(),
                                    on_wait=_say_waiting)
-    except WarehouseBusy as error:
+    except WarehouseUnavailable as error:
         raise click.ClickException(str(error)) from None
     for problem in result.skipped:
         click.echo(f"skipped {problem.trial_dir}: {problem}", err=True)
@@ -136,12 +136,12 @@ def sql(statement: str, output: str, warehouse_setting: str | None) -> None:
 
     import duckdb
 
-    from substrate_assets.warehouse.connection import WarehouseBusy
+    from substrate_assets.warehouse.lake import WarehouseUnavailable
     from substrate_assets.warehouse.query import query
 
     try:
         result = query(existing_warehouse(warehouse_setting), statement)
-    except (FileNotFoundError, WarehouseBusy) as error:
+    except (FileNotFoundError, WarehouseUnavailable) as error:
         raise click.ClickException(str(error)) from None
     except duckdb.Error as error:
         raise click.ClickException(_refusal(error) or f"SQL error: {error}") from None

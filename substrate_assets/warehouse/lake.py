@@ -33,8 +33,16 @@ WRITER_LOCK_KEY = int.from_bytes(b"substrat", "big", signed=True)
 _FIRST_PAUSE_S, _LONGEST_PAUSE_S = 0.05, 2.0
 
 
-class WarehouseBusy(RuntimeError):
+class WarehouseUnavailable(RuntimeError):
+    """The warehouse cannot be had now; the message says why, naming it (never a secret)."""
+
+
+class WarehouseBusy(WarehouseUnavailable):
     """Another process holds the warehouse (a file's lock, or a lake's writer lock)."""
+
+
+class WarehouseUnreachable(WarehouseUnavailable):
+    """A lake's catalog or data path does not answer, or refuses this role."""
 
 
 def _quoted(text: str) -> str:
@@ -58,7 +66,7 @@ def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
         try:
             connection.execute(f"ATTACH {_quoted(lake.catalog)} AS {LAKE_ALIAS}{suffix}")
         except duckdb.Error as error:
-            raise duckdb.IOException(f"the shared warehouse {lake} does not attach: {error}") from None
+            raise WarehouseUnreachable(f"the shared warehouse {lake} does not attach: {error}") from None
         connection.execute(f"USE {LAKE_ALIAS}")
         if read_only:
             # The reader's lockdown: the lake's own data path stays readable, nothing else on disk or the network.
@@ -94,8 +102,8 @@ def writer_lock(lake: Lake, wait_s: float, on_wait: Callable[[str], None] | None
     try:
         session = psycopg2.connect(lake.conninfo, application_name=me[:63])
     except psycopg2.Error as error:
-        raise duckdb.IOException(f"the shared warehouse's catalog {lake.catalog} does not answer: "
-                                 f"{str(error).strip()}") from None
+        raise WarehouseUnreachable(f"the shared warehouse's catalog {lake.catalog} does not answer: "
+                                   f"{str(error).strip()}") from None
     session.autocommit = True
     try:
         cursor = session.cursor()

@@ -63,15 +63,15 @@ def _holding(warehouse: Warehouse, wait_s: float, on_wait: Callable[[str], None]
     so that a load starting meanwhile waits for the rebuild instead of writing a file about to be replaced. The
     writer's connection, or None for a file that does not open."""
     with contextlib.ExitStack() as stack:
+        held = None
         try:
-            yield stack.enter_context(connect(warehouse, wait_s=wait_s, on_wait=on_wait))
-            return
+            held = stack.enter_context(connect(warehouse, wait_s=wait_s, on_wait=on_wait))
         except duckdb.Error as error:  # not a lock: connect waits those out, then raises WarehouseBusy
             if isinstance(warehouse, Lake):
                 raise
             # Nobody else can open a file DuckDB cannot read either: it is replaced as it is.
             log.warning("the old warehouse %s does not open (%s); replacing it", warehouse, error)
-        yield None
+        yield held
 
 
 def _publish(lake: duckdb.DuckDBPyConnection, built: Path) -> None:

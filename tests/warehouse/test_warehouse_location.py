@@ -70,3 +70,21 @@ def test_the_object_stores_secret_comes_from_the_aws_variables():
     assert "ENDPOINT 'minio.internal'" in https and "USE_SSL true" in https
     gcs = object_store_secret("gs://b/p/", {**env, "AWS_SESSION_TOKEN": "tok"})
     assert "TYPE gcs" in gcs and "ENDPOINT" not in gcs and "SESSION_TOKEN 'tok'" in gcs
+
+
+@pytest.mark.parametrize("command", [["sql", "select 1"], ["rebuild"]])
+def test_a_catalog_that_does_not_answer_is_one_line_naming_it(command, tmp_path):
+    """A reader's attach and a writer's lock both reach the catalog first: nothing listens on port 1."""
+    import subprocess
+    import sys
+
+    from tests.support.projects import make_project, project_env
+
+    project = make_project(tmp_path / "project", "suites: []\n")
+    setting = "ducklake:postgres:dbname=lake host=127.0.0.1 port=1 user=lake_reader"
+    done = subprocess.run([str(Path(sys.executable).parent / "substrate-bench"), *command], capture_output=True,
+                          text=True, timeout=120, cwd=project,
+                          env={**project_env(project), WAREHOUSE_ENV: setting, "PGPASSWORD": "s3cr3t-pw"})
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "port=1" in done.stderr and "s3cr3t-pw" not in done.stderr
+    assert ("does not attach" if command[0] == "sql" else "does not answer") in done.stderr

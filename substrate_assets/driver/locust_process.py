@@ -1,6 +1,6 @@
 """Locust headless as a child process: run to its end or until interrupted, its progress read once a second from
-the stats history it appends, stopped gently (SIGTERM: it tears its sessions down and writes its CSVs) and then,
-if need be, for good.
+what it appended to its stats history since the second before, stopped gently (SIGTERM: it tears its sessions
+down and writes its CSVs) and then, if need be, for good.
 
 Locust runs in a session of its own, so a terminal's Ctrl-C reaches only the trial, which stops Locust gently; and
 it dies with the trial's process (:func:`~substrate_assets.processes.parent_death.dying_with_this_process`), so a
@@ -20,29 +20,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import polars as pl
-
 from substrate_assets.processes.parent_death import dying_with_this_process
-from substrate_assets.results.readers import read_stats_history
-from substrate_assets.results.trial_directory import LOCUST_LOG, TOTAL_ROW_NAMES, locust_csv
+from substrate_assets.results.history_tail import StatsHistoryTail
+from substrate_assets.results.trial_directory import LOCUST_LOG, locust_csv
 from substrate_assets.suites import Suite
 
 SHUTDOWN_GRACE_S = 120.0
-def _latest_totals(history: Path) -> dict[str, Any]:
-    """Users, requests and failures of the last total row Locust appended; empty while there is none (or the row
-    is half-written)."""
-    try:
-        totals = read_stats_history(history).filter(pl.col("name").is_in(TOTAL_ROW_NAMES))
-    except (OSError, pl.exceptions.PolarsError):
-        return {}
-    if totals.height == 0:
-        return {}
-    last = totals.row(-1, named=True)
-    users = last["user_count"]
-    return {"users": None if users is None else int(users), "requests": last["total_request_count"],
-            "failures": last["total_failure_count"]}
-
-
 class LocustEnd(NamedTuple):
     """How Locust ended: its exit code; whether it was asked to stop before its run time (Ctrl-C, SIGTERM); whether
     it overran its run time by SHUTDOWN_GRACE_S and was stopped. Either way the trial did not run to its end."""
@@ -71,7 +54,7 @@ def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, rep
     """Run Locust to its end (or until interrupted), reporting progress and taking a sample once a second;
     ``on_start`` is told Locust's process id (the launcher execs Locust in place) before the first sample."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    history = locust_csv(work, "stats_history")
+    history = StatsHistoryTail(locust_csv(work, "stats_history"))
     interrupted = overran = False
     with (work / LOCUST_LOG).open("wb") as output:
         process = subprocess.Popen(dying_with_this_process(command), stdout=output, stderr=subprocess.STDOUT, env=env,
@@ -81,7 +64,7 @@ def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, rep
         deadline = clock + suite.duration_s + SHUTDOWN_GRACE_S
         try:
             while process.poll() is None:
-                totals = _latest_totals(history)
+                totals = history.latest_totals()
                 state = sample(totals.get("users")) if sample is not None else {}
                 report("running", clock, **totals, running_actors=state.get("running_actors"))
                 if time.monotonic() > deadline:

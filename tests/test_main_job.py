@@ -13,8 +13,8 @@ from tests.support.projects import SMOKE_SUITES, make_project, project_env
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = str(Path(sys.executable).parent / "substrate-bench")
-MARTS = ("trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram", "step_latency",
-         "trial_summary")
+MARTS = ("trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram",
+         "wake_latency_windows", "step_latency", "trial_summary")
 
 
 @pytest.fixture(scope="module")

@@ -41,6 +41,7 @@ from locust.env import Environment  # noqa: E402
 from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING  # noqa: E402
 
 from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
+from substrate_assets.driver.gauges import gauges_requested, start_gauges  # noqa: E402
 from substrate_assets.driver.scripts import DEFAULT_SCRIPT, ScriptSource  # noqa: E402
 from substrate_assets.driver.users.base import VirtualUser  # noqa: E402
 from substrate_assets.driver.users.burst import BurstVU  # noqa: E402
@@ -185,6 +186,9 @@ def _init(environment: Environment, **_: Any) -> None:
     if environment.parsed_options is None:
         return
     _shared = Shared(environment)
+    gauges = gauges_requested()
+    if gauges is not None:
+        start_gauges(gauges)
     if _shared.request_log is not None:
         shared = _shared
 

@@ -8,8 +8,8 @@ from substrate_assets.definitions import defs
 
 RAW = ("trial_manifests", "stats_history", "locust_stats", "request_samples", "cluster_facts", "server_telemetry",
        "load_steps")
-MARTS = ("trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram", "step_latency",
-         "trial_summary", "load_points", "slo_capacity", "capacity_history")
+MARTS = ("trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram",
+         "wake_latency_windows", "step_latency", "trial_summary", "load_points", "slo_capacity", "capacity_history")
 
 
 def graph():

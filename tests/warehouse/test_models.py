@@ -141,6 +141,28 @@ def test_wake_latency_distribution_keeps_rows_whose_count_is_unknown(warehouse):
     assert fetch(warehouse, "SELECT n FROM wake_latency_distribution") == [{"n": 2}]
 
 
+def test_wake_latency_windows_cut_a_trial_into_five_minute_windows(warehouse):
+    """Windows count from the trial's first request (of any kind); each holds the counted wakes that started in it,
+    with floor-index percentiles (the reference's vector 1..200 in the first window), and the last window ends at the
+    trial's last request. A window without wakes has no row; a wake booked after Locust's last write counts in none."""
+    insert(warehouse, "trial_manifests", [manifest("t")])
+    first = [{**row, "ts": 100.0 + i} for i, row in enumerate(samples("t", "WakeFirstTouch", [float(v) for v in
+                                                                                         range(200, 0, -1)]))]
+    later = [{**row, "ts": 100.0 + 600 + i} for i, row in enumerate(samples("t", "WakeFirstTouch", [5.0, 9.0, 7.0]))]
+    failed = [{**row, "ts": 100.0 + 601.5} for row in samples("t", "WakeFirstTouch", [50.0], success=False)]
+    late_uncounted = [{**row, "ts": 100.0 + 650} for row in samples("t", "WakeFirstTouch", [999.0], counted=False)]
+    not_a_wake = [{**row, "ts": 95.0 + 1000 * i} for i, row in enumerate(samples("t", "Step_01_a", [1.0, 1.0]))]
+    insert(warehouse, "request_samples", first + later + failed + late_uncounted + not_a_wake)
+    build(warehouse)
+    rows = fetch(warehouse, "SELECT * EXCLUDE (trial_id) FROM wake_latency_windows ORDER BY window_index")
+    assert rows == [
+        {"window_index": 0, "window_start_s": 0.0, "window_end_s": 300.0, "n_wakes": 200, "n_failed_wakes": 0,
+         "p50_ms": 101.0, "p99_ms": 199.0, "max_ms": 200.0},
+        {"window_index": 2, "window_start_s": 600.0, "window_end_s": 900.0, "n_wakes": 4, "n_failed_wakes": 1,
+         "p50_ms": 9.0, "p99_ms": 50.0, "max_ms": 50.0},
+    ]
+
+
 def test_wake_histogram_is_locusts_own(warehouse):
     """Locust buckets the whole milliseconds it was given (truncated), failed requests included: the table holds
     exactly a real ``locust.stats.StatsEntry``'s ``response_times`` for the same requests (in a process of its

@@ -33,8 +33,8 @@ windows AS (
 SELECT
     trial_id,
     window_index,
-    300.0 * window_index AS window_start_s,
-    least(300.0 * (window_index + 1), trial_span_s) AS window_end_s,
+    CAST(300 * window_index AS DOUBLE) AS window_start_s,
+    CAST(least(300 * (window_index + 1), trial_span_s) AS DOUBLE) AS window_end_s,
     len(sorted_latencies) AS n_wakes,
     n_failed_wakes,
     floor_index_of_sorted(sorted_latencies, 500) AS p50_ms,

@@ -1,7 +1,8 @@
 """The reports, each one self-contained HTML page read from the warehouse (a read-only DuckDB connection):
 
-- :func:`trial_report`: one trial — what ran, its wake-latency distribution and CDF, its density frontier, its SLO
-  capacity and knee (with the load-points chart of a ladder), and its step latencies.
+- :func:`trial_report`: one trial — what ran, its wake-latency distribution and CDF, its wake latency window by
+  window (a trial of ten minutes or more: :mod:`.drift`), its density frontier, its SLO capacity and knee (with the
+  load-points chart of a ladder), and its step latencies.
 - :func:`history_report`: one suite — its figures trial by trial (``metric_history``) and their change points
   (``change_points``).
 - :func:`comparison_report`: two sample sets side by side — the rows of a comparison as given, and both CDFs.
@@ -31,6 +32,7 @@ from substrate_assets.analysis.verdict_text import (
 )
 from substrate_assets.analysis.verdicts import Comparison, Side
 from substrate_assets.report import plots
+from substrate_assets.report.drift import drift_section
 from substrate_assets.report.html import (
     Html,
     chart,
@@ -203,9 +205,11 @@ def trial_report(connection: duckdb.DuckDBPyConnection, trial_id: str, *,
     step latencies. NotInWarehouse when the warehouse has no such trial."""
     trial = _trial_row(connection, trial_id)
     subtitle = " · ".join(str(trial[key]) for key in ("suite", "status", "sut_version") if trial.get(key))
+    drift = drift_section(connection, trial_id)
     sections = [
         _headline(connection, trial),
         _cdf_section(connection, trial_id),
+        *([drift] if drift is not None else []),
         _load_points_section(connection, trial_id),
         _steps_section(connection, trial_id),
     ]

@@ -29,10 +29,10 @@ PERCENTILES = "20,25,30,33,40,55,80,120,300,400,400"
 def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str, np.ndarray], *,
                 tag: str = "local", sut_version: str | None = None, users: int = 4, failures: int = 0,
                 node_count: int = 1, completed: bool = True, group: str | None = None,
-                inject_wake_delay_ms: int | None = None) -> str:
+                inject_wake_delay_ms: int | None = None, span_s: float = 58.0) -> str:
     """A trial of ``suite`` (``completed``, or stopped before its end) whose request log holds ``latencies`` (request
-    name → samples, all successful) and whose Aggregated stats row counts ``failures`` more failed requests; its
-    trial id."""
+    name → samples, all successful, spread evenly in their order over ``span_s`` seconds from the trial's second
+    second) and whose Aggregated stats row counts ``failures`` more failed requests; its trial id."""
     key = TrialKey(suite, run_ts, tag)
     directory = store.trial_dir(key)
     directory.mkdir(parents=True)
@@ -61,7 +61,7 @@ def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str
     names = [name for name, values in latencies.items() for _ in range(len(values))]
     samples = np.concatenate([np.asarray(values, dtype=float) for values in latencies.values()]) if total else []
     frame = pl.DataFrame({
-        "ts": [run_ts + 1 + i * (58 / max(total, 1)) for i in range(total)], "request_type": "http", "name": names,
+        "ts": [run_ts + 1 + i * (span_s / max(total, 1)) for i in range(total)], "request_type": "http", "name": names,
         "latency_ms": samples, "response_time_ms": [int(v) for v in samples], "response_length": 0,
         "success": True, "error": None, "session_id": "agent-x", "step": "s", "step_index": 0, "lap": 0,
         "phase": "steady", "locust_seq": list(range(1, total + 1)), "locust_counted": True,

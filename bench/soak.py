@@ -56,7 +56,7 @@ def role_of(process: psutil.Process, top: int) -> str:
         return "actor hosts"
     if "locust" in line and "locustfile" in line:
         return "driver (Locust)"
-    if any(child_line_is_host(child) for child in process.children()):
+    if "substrate_assets.app.pipes_trial" in line or any(child_line_is_host(child) for child in process.children()):
         return "trial (router + control)"
     return "run"
 
@@ -103,12 +103,16 @@ def last_gauges(path: Path) -> dict[str, Any]:
 
 
 class Sampler:
-    """Samples a run's process tree; keeps each process's last CPU time, so a host that exited still counts."""
+    """Samples a run's process tree: each long-lived process's CPU as last seen, the actor hosts' as their parent
+    was charged for those it reaped plus the live ones'."""
 
     def __init__(self, top: psutil.Process, gauges: Path) -> None:
         self.top = top
         self.gauges = gauges
         self.cpu_seen: dict[int, tuple[str, float]] = {}
+        # Actor hosts live seconds (one per wake): most start and exit between two samples. Their CPU is read from
+        # the trial's process, which reaps them and so is charged their whole CPU as its children's.
+        self.hosts_reaped_cpu_s = 0.0
         self.history: StatsHistoryTail | None = None
         self.request_log: Path | None = None
 
@@ -127,6 +131,9 @@ class Sampler:
                     fds = process.num_fds()
                     if role == "driver (Locust)":
                         self._follow_driver(process)
+                    if role == "trial (router + control)":
+                        # Locust is its child too, but is reaped only when the trial ends.
+                        self.hosts_reaped_cpu_s = times.children_user + times.children_system
             except psutil.Error:
                 continue
             self.cpu_seen[process.pid] = (role, times.user + times.system)
@@ -135,8 +142,12 @@ class Sampler:
             figures["fds"] += fds
             figures["processes"] += 1
         cpu: dict[str, float] = defaultdict(float)
-        for role, seconds in self.cpu_seen.values():
-            cpu[role] += seconds
+        live = {process.pid for process in tree}
+        for pid, (role, seconds) in self.cpu_seen.items():
+            if role != "actor hosts" or pid in live:
+                cpu[role] += seconds
+        self.cpu_seen = {pid: seen for pid, seen in self.cpu_seen.items() if seen[0] != "actor hosts" or pid in live}
+        cpu["actor hosts"] += self.hosts_reaped_cpu_s
         totals = self.history.latest_totals() if self.history is not None else {}
         gauges = last_gauges(self.gauges)
         return {

@@ -31,7 +31,9 @@ def test_a_gauge_line_is_written_at_once_and_again_after_the_interval(tmp_path):
         writer.kill()
     line = json.loads(first[0])
     assert line["pid"] == os.getpid() and line["greenlets"] >= 2 and line["open_fds"] > 0
-    assert set(json.loads(gauge_line())) == {"ts", "pid", "greenlets", "open_fds"}
+    assert set(json.loads(gauge_line())) == {"ts", "pid", "greenlets", "open_fds", "gauge_cpu_s"}
+    spent = [json.loads(text)["gauge_cpu_s"] for text in path.read_text().splitlines()]
+    assert spent == sorted(spent) and spent[0] > 0
 
 
 def test_gauges_are_off_unless_a_file_is_named(monkeypatch, tmp_path):

@@ -58,11 +58,15 @@ def machine_cpu_s() -> tuple[float, float]:
 
 class Sampler:
     """The rows of runtime_samples.parquet, one per call to :meth:`take`; the driver's CPU once :meth:`watch_driver`
-    names its process."""
+    names its process. Given ``spill_dir``, each ``spill_every`` rows go to a Parquet part there and leave memory:
+    a trial of hours takes a row a second, and holds at most ``spill_every`` of them."""
 
-    def __init__(self) -> None:
+    def __init__(self, spill_dir: Path | None = None, spill_every: int = 600) -> None:
         self.rows: list[dict[str, object]] = []
         self.driver: psutil.Process | None = None
+        self.spill_dir = spill_dir
+        self.spill_every = spill_every
+        self.parts: list[Path] = []
 
     def watch_driver(self, pid: int) -> None:
         try:
@@ -80,6 +84,17 @@ class Sampler:
             **{psi_total_column(resource): read_psi_some_total(resource) for _, resource in PSI_RESOURCES},
             **self._cpu(),
         })
+        if self.spill_dir is not None and len(self.rows) >= self.spill_every:
+            self._spill(self.spill_dir)
+
+    def _spill(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        part = directory / f"samples-{len(self.parts):06d}.parquet"
+        written = part.with_suffix(".parquet.tmp")
+        pl.DataFrame(self.rows, schema=SAMPLES_SCHEMA, orient="row").write_parquet(written)
+        written.rename(part)
+        self.parts.append(part)
+        self.rows = []
 
     def _cpu(self) -> dict[str, float | None]:
         busy, total = machine_cpu_s()
@@ -87,4 +102,5 @@ class Sampler:
         return {"driver_cpu_s": driver, "machine_busy_cpu_s": busy, "machine_cpu_s": total}
 
     def frame(self) -> pl.DataFrame:
-        return pl.DataFrame(self.rows, schema=SAMPLES_SCHEMA, orient="row")
+        held = pl.DataFrame(self.rows, schema=SAMPLES_SCHEMA, orient="row")
+        return pl.concat([*(pl.read_parquet(part) for part in self.parts), held]) if self.parts else held

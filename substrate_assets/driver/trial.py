@@ -98,7 +98,7 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
     config = runtime_config(suite, runtime_overrides)
     report = progress_reporter(on_progress, suite.duration_s)
     facts = local_cluster_facts(config.workers, config.actors_per_worker)
-    sampler = Sampler()
+    sampler = Sampler(spill_dir=work / "runtime-samples")
     clock = time.monotonic()
     report("starting", clock)
     with EmbeddedRuntime(config) as runtime, Landing(staging) as landing:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import polars as pl
 
@@ -41,19 +42,57 @@ class RuntimeEvent:
 
 
 class EventLog:
-    def __init__(self) -> None:
+    """Every event of a runtime's life, in order. With :meth:`spill_to`, each ``spill_every`` events go to a Parquet
+    part on disk and leave memory, so a runtime that wakes actors for hours holds a bounded log (a soak's trial
+    process grew ~10 MB an hour from its events and samples); :meth:`events` and :meth:`frame` read the parts back."""
+
+    def __init__(self, spill_every: int = 2000) -> None:
         self._events: list[RuntimeEvent] = []
         self._lock = threading.Lock()
+        self.spill_every = spill_every
+        self._spill_dir: Path | None = None
+        self._parts: list[Path] = []
+
+    @property
+    def held_in_memory(self) -> int:
+        return len(self._events)
+
+    def spill_to(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        with self._lock:
+            self._spill_dir = directory
+
+    def keep_in_memory(self) -> None:
+        """Read every spilled part back and spill no more: the spill directory is about to be removed."""
+        with self._lock:
+            spilled = self._spilled_events()
+            self._events = spilled + self._events
+            self._parts, self._spill_dir = [], None
 
     def append(self, event: RuntimeEvent) -> None:
         if event.kind not in EVENT_KINDS:
             raise ValueError(f"unknown event kind {event.kind!r}")
         with self._lock:
             self._events.append(event)
+            if self._spill_dir is not None and len(self._events) >= self.spill_every:
+                self._spill(self._spill_dir)
+
+    def _spill(self, directory: Path) -> None:
+        part = directory / f"events-{len(self._parts):06d}.parquet"
+        written = part.with_suffix(".parquet.tmp")
+        pl.DataFrame([asdict(e) for e in self._events], schema=EVENT_SCHEMA).write_parquet(written)
+        written.rename(part)
+        self._parts.append(part)
+        self._events = []
+
+    def _spilled_events(self) -> list[RuntimeEvent]:
+        return [RuntimeEvent(**row) for part in self._parts for row in pl.read_parquet(part).iter_rows(named=True)]
 
     def events(self) -> list[RuntimeEvent]:
         with self._lock:
-            return list(self._events)
+            return self._spilled_events() + list(self._events)
 
     def frame(self) -> pl.DataFrame:
-        return pl.DataFrame([asdict(e) for e in self.events()], schema=EVENT_SCHEMA)
+        with self._lock:
+            held = pl.DataFrame([asdict(e) for e in self._events], schema=EVENT_SCHEMA)
+            return pl.concat([*(pl.read_parquet(part) for part in self._parts), held]) if self._parts else held

@@ -99,6 +99,7 @@ class EmbeddedRuntime:
             self._created_state_dir = not self.state_dir.exists()
             self.state_dir.mkdir(parents=True, exist_ok=True)
         self.live_dir = self._make_live_dir()
+        self.events.spill_to(self.state_dir / "events")
         self._thread = threading.Thread(target=self._run, name="substrate-runtime", daemon=True)
         self._thread.start()
         try:
@@ -131,6 +132,7 @@ class EmbeddedRuntime:
         self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join()
         self._thread = None
+        self.events.keep_in_memory()
         self._remove_state()
 
     def __enter__(self) -> EmbeddedRuntime:
@@ -161,7 +163,7 @@ class EmbeddedRuntime:
         if self._created_state_dir:
             shutil.rmtree(self.state_dir, ignore_errors=True)
         else:
-            for part in ("snapshots", "live", "logs"):
+            for part in ("snapshots", "live", "logs", "events"):
                 shutil.rmtree(self.state_dir / part, ignore_errors=True)
 
     def run_until_signalled(self, announce: bool = True) -> None:

@@ -38,8 +38,15 @@ def test_a_ducklake_setting_names_its_catalog_and_data_path(monkeypatch):
     assert warehouse_location("ducklake:postgres:dbname=other").conninfo == "dbname=other"  # --warehouse wins
 
 
-@pytest.mark.parametrize("setting", [f"{CATALOG} password=hunter2", "ducklake:postgres:postgresql://bench:hunter2@db/lake",
-                                     "ducklake:postgres:password = hunter2 dbname=lake"])
+@pytest.mark.parametrize("setting", [
+    f"{CATALOG} password=hunter2", "ducklake:postgres:postgresql://bench:hunter2@db/lake",
+    "ducklake:postgres:password = hunter2 dbname=lake", f"{CATALOG} sslpassword=hunter2",
+    "ducklake:postgres:postgresql://bench@db/lake?password=hunter2",
+    "ducklake:postgres:postgresql://bench@db/lake?sslmode=require&PASSWORD=hunter2",
+    "ducklake:postgres://bench:hunter2@db/lake",
+    # Refused for the password before its wrong prefix is reported, and without repeating it either way.
+    "ducklake:sqlite://bench:hunter2@db/lake", "postgres:dbname=lake password=hunter2",
+])
 def test_a_password_in_the_setting_is_refused_without_repeating_it(setting):
     with pytest.raises(BadWarehouseSetting, match="PGPASSWORD") as refused:
         parse_lake(setting, None)
@@ -53,8 +60,11 @@ def test_a_password_in_the_setting_is_refused_without_repeating_it(setting):
     (CATALOG, "https://example.com/x", "gs://bucket/prefix/"),
 ])
 def test_a_bad_setting_says_what_is_expected(setting, data_path, said):
-    with pytest.raises(BadWarehouseSetting, match=said):
+    with pytest.raises(BadWarehouseSetting, match=said) as refused:
         parse_lake(setting, data_path)
+    for given in (setting.strip(), data_path):
+        if given:
+            assert given not in str(refused.value)  # a bad setting is never repeated: it may hold a secret
 
 
 def test_the_object_stores_secret_comes_from_the_aws_variables():

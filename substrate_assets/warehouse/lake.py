@@ -22,6 +22,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import duckdb
 
@@ -31,6 +32,12 @@ from substrate_assets.warehouse.location import LAKE_ALIAS, Lake, object_store_s
 # pg_advisory_lock's key for "writing the warehouse": the bytes of "substrat" as a signed 64-bit integer.
 WRITER_LOCK_KEY = int.from_bytes(b"substrat", "big", signed=True)
 _FIRST_PAUSE_S, _LONGEST_PAUSE_S = 0.05, 2.0
+# The writer lock's session: a catalog that does not answer fails within CONNECT_TIMEOUT_S. TCP keepalives probe
+# the connection after KEEPALIVE_IDLE_S idle, every KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT times: about 25 s, not
+# TCP's own two hours and more. Set at both ends: libpq's (the writer sees a catalog that vanished) and the
+# server's for this session (PostgreSQL ends the session of a writer whose node vanished, which releases the lock).
+CONNECT_TIMEOUT_S = 10
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 10, 5, 3
 
 
 class WarehouseUnavailable(RuntimeError):
@@ -80,14 +87,41 @@ def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
     return connection
 
 
-def _holder(cursor: object) -> str:
-    """Who holds the writer lock, as its session named itself."""
+def lock_holder(cursor: object) -> str:
+    """Who holds the writer lock, as its session named itself: in this catalog's database (another lake on the same
+    server has a lock of the same key), and a lock taken with one bigint key (objsubid 1; two int4 keys are 2)."""
     cursor.execute(  # type: ignore[attr-defined]
         "SELECT coalesce(nullif(a.application_name, ''), 'pid ' || a.pid) FROM pg_locks l "
         "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND l.objsubid = 1 "
         "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s", (WRITER_LOCK_KEY,))
     row = cursor.fetchone()  # type: ignore[attr-defined]
     return row[0] if row else "another writer"
+
+
+def lock_session(lake: Lake, name: str) -> Any:
+    """A psycopg2 session to ``lake``'s catalog for the writer lock, called ``name``, in autocommit, with short
+    connect and keepalive timeouts at both ends."""
+    import psycopg2
+
+    try:
+        session = psycopg2.connect(lake.conninfo, application_name=name[:63], connect_timeout=CONNECT_TIMEOUT_S,
+                                   keepalives=1, keepalives_idle=KEEPALIVE_IDLE_S,
+                                   keepalives_interval=KEEPALIVE_INTERVAL_S, keepalives_count=KEEPALIVE_COUNT)
+    except psycopg2.Error as error:
+        raise WarehouseUnreachable(f"the shared warehouse's catalog {lake.catalog} does not answer: "
+                                   f"{str(error).strip()}") from None
+    session.autocommit = True
+    try:
+        with session.cursor() as cursor:
+            for setting, value in (("tcp_keepalives_idle", KEEPALIVE_IDLE_S),
+                                   ("tcp_keepalives_interval", KEEPALIVE_INTERVAL_S),
+                                   ("tcp_keepalives_count", KEEPALIVE_COUNT)):
+                cursor.execute(f"SET {setting} = {int(value)}")
+    except BaseException:
+        session.close()
+        raise
+    return session
 
 
 @contextmanager
@@ -96,15 +130,7 @@ def writer_lock(lake: Lake, wait_s: float, on_wait: Callable[[str], None] | None
                 clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
     """The lake's writer lock, held for the block: waits up to ``wait_s`` for another writer, telling ``on_wait``
     once who it is; :class:`WarehouseBusy` when the wait runs out."""
-    import psycopg2
-
-    me = f"substrate-bench writer on {socket.gethostname()} pid {os.getpid()}"
-    try:
-        session = psycopg2.connect(lake.conninfo, application_name=me[:63])
-    except psycopg2.Error as error:
-        raise WarehouseUnreachable(f"the shared warehouse's catalog {lake.catalog} does not answer: "
-                                   f"{str(error).strip()}") from None
-    session.autocommit = True
+    session = lock_session(lake, f"substrate-bench writer on {socket.gethostname()} pid {os.getpid()}")
     try:
         cursor = session.cursor()
         deadline = clock() + wait_s
@@ -114,7 +140,7 @@ def writer_lock(lake: Lake, wait_s: float, on_wait: Callable[[str], None] | None
             cursor.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK_KEY,))
             if cursor.fetchone()[0]:
                 break
-            holder = _holder(cursor)
+            holder = lock_holder(cursor)
             if clock() >= deadline:
                 raise WarehouseBusy(f"the shared warehouse {lake.catalog} is being written by {holder}; only one "
                                     "process writes at a time: try again when it has finished")

@@ -32,6 +32,7 @@ from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.bulk_load import bulk_read_trials, bulk_request_samples
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect, transaction
+from substrate_assets.warehouse.lake import WarehouseUnreachable
 from substrate_assets.warehouse.location import Lake, Warehouse
 from substrate_assets.warehouse.models.marts import build_marts
 from substrate_assets.warehouse.models.tables import BuiltTable
@@ -68,7 +69,7 @@ def _holding(warehouse: Warehouse, wait_s: float, on_wait: Callable[[str], None]
             held = stack.enter_context(connect(warehouse, wait_s=wait_s, on_wait=on_wait))
         except duckdb.Error as error:  # not a lock: connect waits those out, then raises WarehouseBusy
             if isinstance(warehouse, Lake):
-                raise
+                raise WarehouseUnreachable(f"the shared warehouse {warehouse} does not open: {error}") from None
             # Nobody else can open a file DuckDB cannot read either: it is replaced as it is.
             log.warning("the old warehouse %s does not open (%s); replacing it", warehouse, error)
         yield held

@@ -98,3 +98,15 @@ def test_a_catalog_that_does_not_answer_is_one_line_naming_it(command, tmp_path)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and "port=1" in done.stderr and "s3cr3t-pw" not in done.stderr
     assert ("does not attach" if command[0] == "sql" else "does not answer") in done.stderr
+
+
+@pytest.mark.parametrize("every", ["often", "-1", "2.5"])
+def test_a_bad_maintenance_interval_is_refused_before_the_writer_holds_or_writes_anything(monkeypatch, every):
+    """Nothing listens on port 1: a writer that reached for the lock would fail with WarehouseUnreachable instead."""
+    from substrate_assets.warehouse.connection import connect
+    from substrate_assets.warehouse.lake import MAINTAIN_EVERY_ENV
+
+    monkeypatch.setenv(MAINTAIN_EVERY_ENV, every)
+    lake = Lake("dbname=lake host=127.0.0.1 port=1 user=lake_writer", "s3://bench-lake/warehouse/")
+    with pytest.raises(ValueError, match=rf"{MAINTAIN_EVERY_ENV}='{every}'"), connect(lake) as connection:
+        connection.execute("SELECT 1")  # never reached

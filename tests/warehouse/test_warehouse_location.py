@@ -110,3 +110,20 @@ def test_a_bad_maintenance_interval_is_refused_before_the_writer_holds_or_writes
     lake = Lake("dbname=lake host=127.0.0.1 port=1 user=lake_writer", "s3://bench-lake/warehouse/")
     with pytest.raises(ValueError, match=rf"{MAINTAIN_EVERY_ENV}='{every}'"), connect(lake) as connection:
         connection.execute("SELECT 1")  # never reached
+
+
+def test_runs_printing_of_a_trial_says_a_lake_that_does_not_answer_in_one_line(monkeypatch):
+    """What run and materialize print after the trial (its rows, its verdict) and ab's comparison read the lake:
+    one that does not answer (nothing listens on port 1) is a click error naming it, never a traceback or a password."""
+    import click
+
+    from substrate_assets.cli.output import wide_console
+    from substrate_assets.cli.trials import _show_trial
+    from substrate_assets.cli.warehouse_choice import warehouse_said_unavailable
+
+    monkeypatch.setenv(WAREHOUSE_ENV, "ducklake:postgres:dbname=lake host=127.0.0.1 port=1 user=lake_reader")
+    monkeypatch.setenv("PGPASSWORD", "s3cr3t-pw")
+    with pytest.raises(click.ClickException) as said, warehouse_said_unavailable():
+        _show_trial(wide_console(), "smoke-1")
+    assert "port=1" in said.value.message and "does not attach" in said.value.message
+    assert "s3cr3t-pw" not in said.value.message

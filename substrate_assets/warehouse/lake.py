@@ -56,6 +56,22 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _create_secret(connection: duckdb.DuckDBPyConnection, data_path: str) -> None:
+    secret = object_store_secret(data_path)
+    if secret is not None:
+        connection.execute(secret)
+
+
+def recorded_data_path(connection: duckdb.DuckDBPyConnection) -> str:
+    """The data path the attached lake's catalog records (DuckLake's option ``data_path``, set at its creation)."""
+    row = connection.execute("SELECT value FROM ducklake_options(?) WHERE option_name = 'data_path'",
+                             [LAKE_ALIAS]).fetchone()
+    if row is None or not row[0]:
+        raise WarehouseUnreachable("the shared warehouse's catalog records no data path: give it in "
+                                   "SUBSTRATE_BENCH_WAREHOUSE_DATA_PATH")
+    return str(row[0])
+
+
 def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
     """An in-memory connection with ``lake`` attached (read-only for a reader) and in use."""
     connection = duckdb.connect(config=NO_AUTOLOAD)
@@ -63,9 +79,7 @@ def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
         for name in PACKAGES:
             load_extension(connection, name)
         if lake.data_path is not None:
-            secret = object_store_secret(lake.data_path)
-            if secret is not None:
-                connection.execute(secret)
+            _create_secret(connection, lake.data_path)
         options = [f"DATA_PATH {_quoted(lake.data_path)}"] if lake.data_path is not None else []
         if read_only:
             options.append("READ_ONLY")
@@ -75,9 +89,14 @@ def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
         except duckdb.Error as error:
             raise WarehouseUnreachable(f"the shared warehouse {lake} does not attach: {error}") from None
         connection.execute(f"USE {LAKE_ALIAS}")
+        data_path = lake.data_path
+        if data_path is None:
+            # A reader that was not told the data path reads it from the catalog, which the first writer gave it.
+            data_path = recorded_data_path(connection)
+            _create_secret(connection, data_path)
         if read_only:
             # The reader's lockdown: the lake's own data path stays readable, nothing else on disk or the network.
-            directories = [lake.data_path] if lake.data_path is not None else []
+            directories = [data_path]
             connection.execute(f"SET allowed_directories = {directories!r}")
             connection.execute("SET enable_external_access = false")
             connection.execute("SET lock_configuration = true")
@@ -166,9 +185,9 @@ MAINTENANCE_MESSAGE = "substrate-bench maintenance"
 def data_files_by_table(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """How many Parquet data files the lake's current snapshot reads, per table (rows still inlined in the catalog
     are in none)."""
-    tables = [row[0] for row in connection.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' ORDER BY 1",
-        [LAKE_ALIAS]).fetchall()]
+    from substrate_assets.warehouse.connection import table_names  # connection imports this module
+
+    tables = table_names(connection, LAKE_ALIAS)
     # ducklake_list_files takes literals only: one query per table.
     return {name: connection.execute("SELECT count(*) FROM ducklake_list_files(?, ?)", [LAKE_ALIAS, name])
             .fetchone()[0] for name in tables}
@@ -218,14 +237,18 @@ def _marked(connection: duckdb.DuckDBPyConnection, statement: str) -> None:
 def maintain(connection: duckdb.DuckDBPyConnection, keep_hours: float = KEEP_SNAPSHOTS_H) -> None:
     """DuckLake's own maintenance, on a writer's connection (one that holds the writer lock), in its order: the
     rows small inserts inlined into the catalog are flushed into Parquet, adjacent small files merged (DuckLake
-    refuses changes and compaction in one transaction: two), snapshots older than ``keep_hours`` expired, and the
-    files only they read deleted once they have been unreferenced that long."""
+    refuses changes and compaction in one transaction: two), snapshots older than ``keep_hours`` expired, the
+    files only they read deleted once they have been unreferenced that long, and the files under the data path that
+    the catalog never referenced (a killed writer's) deleted once they are that old."""
     alias = f"'{LAKE_ALIAS}'"
     _marked(connection, f"CALL ducklake_flush_inlined_data({alias})")
     _marked(connection, f"CALL ducklake_merge_adjacent_files({alias})")
     older = f"now() - INTERVAL '{int(keep_hours * 3600)} seconds'"
     connection.execute(f"CALL ducklake_expire_snapshots({alias}, older_than => {older})")
     connection.execute(f"CALL ducklake_cleanup_old_files({alias}, older_than => {older})")
+    # Files no snapshot ever recorded: a writer killed with kill -9 left them. A live writer's files are as recent
+    # as its load, so the same grace keeps them until it has committed them.
+    connection.execute(f"CALL ducklake_delete_orphaned_files({alias}, older_than => {older})")
 
 
 def maintain_when_due(connection: duckdb.DuckDBPyConnection, every: int | None = None) -> bool:

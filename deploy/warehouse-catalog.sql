@@ -5,6 +5,11 @@
 --   CREATE ROLE lake_reader LOGIN PASSWORD '…';   -- workstations: reads it
 --   psql -d substrate_lake -f deploy/warehouse-catalog.sql
 --
--- DuckLake's first attach by the writer creates the catalog's tables; the reader may SELECT those and nothing else.
+-- Only the two roles connect (psql's DBNAME is the database it is connected to), and only they use schema public;
+-- DuckLake's first attach by the writer creates the catalog's tables there; the reader may SELECT those and nothing
+-- else.
+REVOKE ALL ON DATABASE :"DBNAME" FROM PUBLIC;
+GRANT CONNECT ON DATABASE :"DBNAME" TO lake_writer, lake_reader;
+REVOKE ALL ON SCHEMA public FROM PUBLIC;
 GRANT USAGE ON SCHEMA public TO lake_reader;
 ALTER DEFAULT PRIVILEGES FOR ROLE lake_writer IN SCHEMA public GRANT SELECT ON TABLES TO lake_reader;

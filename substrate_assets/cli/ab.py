@@ -11,7 +11,7 @@ import click
 from substrate_assets.cli.compare import EXIT_CODES_HELP, FORMAT, show_comparison, thresholds_of
 from substrate_assets.cli.output import wide_console
 from substrate_assets.cli.trials import INJECT_WAKE_DELAY, exit_stopped
-from substrate_assets.cli.warehouse_choice import chosen_warehouse
+from substrate_assets.cli.warehouse_choice import chosen_warehouse, warehouse_said_unavailable
 from substrate_assets.project import store_directory
 from substrate_assets.suites import MAX_REPEAT, SuiteError, get_suite
 
@@ -59,7 +59,7 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
         except Stopped as stopped:
             exit_stopped(stopped)
     groups = [plan[0].group, plan[1].group]
-    with connect(chosen_warehouse(), read_only=True) as connection:
+    with warehouse_said_unavailable(), connect(chosen_warehouse(), read_only=True) as connection:
         baseline, candidate = (select_side(connection, group) for group in groups if group)
         thresholds, source = thresholds_of(suite_b)
         comparison = compare(connection, baseline, candidate, thresholds)

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from substrate_assets.cli.output import print_rows, progress_display, shown, wide_console
-from substrate_assets.cli.warehouse_choice import chosen_warehouse
+from substrate_assets.cli.warehouse_choice import chosen_warehouse, warehouse_said_unavailable
 from substrate_assets.families import WAKE_ROWS
 from substrate_assets.project import scripts_directory, store_directory
 from substrate_assets.suites import KUBERNETES_SECTION_MISSING, MAX_REPEAT, Suite, SuiteError, get_suite, hold_problem
@@ -341,11 +341,12 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None) -
                 sys.exit(1)
             console.print(f"trial {outcome.trial_id} materialized (runs {', '.join(outcome.runs)})",
                           highlight=False)
-            _show_trial(console, outcome.trial_id)
-            if outcome.group is not None:
-                _show_group(console, outcome.group, outcome.trial_ids)
-                console.print(f"group {outcome.group}: {', '.join(outcome.trial_ids)}", highlight=False)
-            _show_verdict(console, outcome.group or outcome.trial_id)
+            with warehouse_said_unavailable():
+                _show_trial(console, outcome.trial_id)
+                if outcome.group is not None:
+                    _show_group(console, outcome.group, outcome.trial_ids)
+                    console.print(f"group {outcome.group}: {', '.join(outcome.trial_ids)}", highlight=False)
+                _show_verdict(console, outcome.group or outcome.trial_id)
             if outcome.insight is not None:
                 console.print(outcome.insight.line(), highlight=False)
         except Stopped as stopped:
@@ -373,7 +374,8 @@ def materialize_trial(trial_id: str) -> None:
                 click.echo(str(error), err=True)
                 sys.exit(1)
             console.print(f"trial {trial_id} reloaded (run {outcome.runs[0]})", highlight=False)
-            _show_trial(console, trial_id)
-            _show_verdict(console, trial_id)
+            with warehouse_said_unavailable():
+                _show_trial(console, trial_id)
+                _show_verdict(console, trial_id)
         except Stopped as stopped:
             exit_stopped(stopped)

@@ -3,7 +3,8 @@ command's ``--warehouse``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,3 +33,15 @@ def existing_warehouse(setting: str | None = None) -> Warehouse:
     if isinstance(warehouse, Path) and not warehouse.exists():
         raise click.ClickException(f"no warehouse at {warehouse}; run a trial (make run) or substrate-bench rebuild")
     return warehouse
+
+
+@contextmanager
+def warehouse_said_unavailable() -> Iterator[None]:
+    """A warehouse that cannot be had (busy, or a lake that does not answer) ends the command with one line naming
+    it, as every reading command does: no traceback, and never a secret (the message holds none)."""
+    from substrate_assets.warehouse.lake import WarehouseUnavailable
+
+    try:
+        yield
+    except WarehouseUnavailable as error:
+        raise click.ClickException(str(error)) from None

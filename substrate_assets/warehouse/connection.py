@@ -35,7 +35,7 @@ import duckdb
 import pyarrow as pa
 
 from substrate_assets.analysis.statistics import reference_round
-from substrate_assets.warehouse.lake import WarehouseBusy, maintain_when_due, open_lake, writer_lock
+from substrate_assets.warehouse.lake import WarehouseBusy, maintain_every, maintain_when_due, open_lake, writer_lock
 from substrate_assets.warehouse.location import Lake, Warehouse
 
 log = logging.getLogger(__name__)
@@ -57,10 +57,17 @@ CREATE OR REPLACE TEMP MACRO locust_bucket(ms) AS
 """)
 
 
+def table_names(connection: duckdb.DuckDBPyConnection, database: str | None = None,
+                schema: str = "main") -> list[str]:
+    """The tables of ``database`` (default: the one in use; never a TEMP table) in ``schema``, by name."""
+    return [row[0] for row in connection.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE database_name = coalesce(?, current_database()) "
+        "AND schema_name = ? ORDER BY table_name", [database, schema]).fetchall()]
+
+
 def has_table(connection: duckdb.DuckDBPyConnection, name: str, schema: str = "main") -> bool:
     """Whether the warehouse (not a TEMP table, not another attached database) has the table ``schema.name``."""
-    return bool(connection.execute("SELECT count(*) FROM duckdb_tables() WHERE database_name = current_database() "
-                                   "AND schema_name = ? AND table_name = ?", [schema, name]).fetchone()[0])
+    return name in table_names(connection, schema=schema)
 
 
 def table_columns(connection: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str]]:
@@ -130,6 +137,8 @@ def connect(warehouse: Warehouse, read_only: bool = False, *, wait_s: float | No
     wait runs out. A lake's writer runs DuckLake's maintenance as it closes when it is due
     (:func:`.lake.maintain_when_due`)."""
     waiting = wait_s if wait_s is not None else (0.0 if read_only else WRITER_WAIT_S)
+    # Checked before anything is held or written: a bad setting found after the load would fail a committed load.
+    every = maintain_every() if isinstance(warehouse, Lake) and not read_only else 0
     with contextlib.ExitStack() as stack:
         if isinstance(warehouse, Lake):
             if not read_only:
@@ -143,7 +152,7 @@ def connect(warehouse: Warehouse, read_only: bool = False, *, wait_s: float | No
         yield prepare(connection)
         if isinstance(warehouse, Lake) and not read_only:
             try:
-                if maintain_when_due(connection):
+                if maintain_when_due(connection, every):
                     log.info("maintained the shared warehouse %s (inlined rows flushed, small files merged, old "
                              "snapshots expired)", warehouse)
             except duckdb.Error as error:  # the load is committed: a maintenance that fails is retried next time

@@ -22,6 +22,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import duckdb
 
@@ -31,6 +32,12 @@ from substrate_assets.warehouse.location import LAKE_ALIAS, Lake, object_store_s
 # pg_advisory_lock's key for "writing the warehouse": the bytes of "substrat" as a signed 64-bit integer.
 WRITER_LOCK_KEY = int.from_bytes(b"substrat", "big", signed=True)
 _FIRST_PAUSE_S, _LONGEST_PAUSE_S = 0.05, 2.0
+# The writer lock's session: a catalog that does not answer fails within CONNECT_TIMEOUT_S. TCP keepalives probe
+# the connection after KEEPALIVE_IDLE_S idle, every KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT times: about 25 s, not
+# TCP's own two hours and more. Set at both ends: libpq's (the writer sees a catalog that vanished) and the
+# server's for this session (PostgreSQL ends the session of a writer whose node vanished, which releases the lock).
+CONNECT_TIMEOUT_S = 10
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 10, 5, 3
 
 
 class WarehouseUnavailable(RuntimeError):
@@ -49,6 +56,22 @@ def _quoted(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
+def _create_secret(connection: duckdb.DuckDBPyConnection, data_path: str) -> None:
+    secret = object_store_secret(data_path)
+    if secret is not None:
+        connection.execute(secret)
+
+
+def recorded_data_path(connection: duckdb.DuckDBPyConnection) -> str:
+    """The data path the attached lake's catalog records (DuckLake's option ``data_path``, set at its creation)."""
+    row = connection.execute("SELECT value FROM ducklake_options(?) WHERE option_name = 'data_path'",
+                             [LAKE_ALIAS]).fetchone()
+    if row is None or not row[0]:
+        raise WarehouseUnreachable("the shared warehouse's catalog records no data path: give it in "
+                                   "SUBSTRATE_BENCH_WAREHOUSE_DATA_PATH")
+    return str(row[0])
+
+
 def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
     """An in-memory connection with ``lake`` attached (read-only for a reader) and in use."""
     connection = duckdb.connect(config=NO_AUTOLOAD)
@@ -56,9 +79,7 @@ def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
         for name in PACKAGES:
             load_extension(connection, name)
         if lake.data_path is not None:
-            secret = object_store_secret(lake.data_path)
-            if secret is not None:
-                connection.execute(secret)
+            _create_secret(connection, lake.data_path)
         options = [f"DATA_PATH {_quoted(lake.data_path)}"] if lake.data_path is not None else []
         if read_only:
             options.append("READ_ONLY")
@@ -68,9 +89,14 @@ def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
         except duckdb.Error as error:
             raise WarehouseUnreachable(f"the shared warehouse {lake} does not attach: {error}") from None
         connection.execute(f"USE {LAKE_ALIAS}")
+        data_path = lake.data_path
+        if data_path is None:
+            # A reader that was not told the data path reads it from the catalog, which the first writer gave it.
+            data_path = recorded_data_path(connection)
+            _create_secret(connection, data_path)
         if read_only:
             # The reader's lockdown: the lake's own data path stays readable, nothing else on disk or the network.
-            directories = [lake.data_path] if lake.data_path is not None else []
+            directories = [data_path]
             connection.execute(f"SET allowed_directories = {directories!r}")
             connection.execute("SET enable_external_access = false")
             connection.execute("SET lock_configuration = true")
@@ -80,14 +106,41 @@ def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
     return connection
 
 
-def _holder(cursor: object) -> str:
-    """Who holds the writer lock, as its session named itself."""
+def lock_holder(cursor: object) -> str:
+    """Who holds the writer lock, as its session named itself: in this catalog's database (another lake on the same
+    server has a lock of the same key), and a lock taken with one bigint key (objsubid 1; two int4 keys are 2)."""
     cursor.execute(  # type: ignore[attr-defined]
         "SELECT coalesce(nullif(a.application_name, ''), 'pid ' || a.pid) FROM pg_locks l "
         "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+        "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND l.objsubid = 1 "
         "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s", (WRITER_LOCK_KEY,))
     row = cursor.fetchone()  # type: ignore[attr-defined]
     return row[0] if row else "another writer"
+
+
+def lock_session(lake: Lake, name: str) -> Any:
+    """A psycopg2 session to ``lake``'s catalog for the writer lock, called ``name``, in autocommit, with short
+    connect and keepalive timeouts at both ends."""
+    import psycopg2
+
+    try:
+        session = psycopg2.connect(lake.conninfo, application_name=name[:63], connect_timeout=CONNECT_TIMEOUT_S,
+                                   keepalives=1, keepalives_idle=KEEPALIVE_IDLE_S,
+                                   keepalives_interval=KEEPALIVE_INTERVAL_S, keepalives_count=KEEPALIVE_COUNT)
+    except psycopg2.Error as error:
+        raise WarehouseUnreachable(f"the shared warehouse's catalog {lake.catalog} does not answer: "
+                                   f"{str(error).strip()}") from None
+    session.autocommit = True
+    try:
+        with session.cursor() as cursor:
+            for setting, value in (("tcp_keepalives_idle", KEEPALIVE_IDLE_S),
+                                   ("tcp_keepalives_interval", KEEPALIVE_INTERVAL_S),
+                                   ("tcp_keepalives_count", KEEPALIVE_COUNT)):
+                cursor.execute(f"SET {setting} = {int(value)}")
+    except BaseException:
+        session.close()
+        raise
+    return session
 
 
 @contextmanager
@@ -96,15 +149,7 @@ def writer_lock(lake: Lake, wait_s: float, on_wait: Callable[[str], None] | None
                 clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
     """The lake's writer lock, held for the block: waits up to ``wait_s`` for another writer, telling ``on_wait``
     once who it is; :class:`WarehouseBusy` when the wait runs out."""
-    import psycopg2
-
-    me = f"substrate-bench writer on {socket.gethostname()} pid {os.getpid()}"
-    try:
-        session = psycopg2.connect(lake.conninfo, application_name=me[:63])
-    except psycopg2.Error as error:
-        raise WarehouseUnreachable(f"the shared warehouse's catalog {lake.catalog} does not answer: "
-                                   f"{str(error).strip()}") from None
-    session.autocommit = True
+    session = lock_session(lake, f"substrate-bench writer on {socket.gethostname()} pid {os.getpid()}")
     try:
         cursor = session.cursor()
         deadline = clock() + wait_s
@@ -114,7 +159,7 @@ def writer_lock(lake: Lake, wait_s: float, on_wait: Callable[[str], None] | None
             cursor.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK_KEY,))
             if cursor.fetchone()[0]:
                 break
-            holder = _holder(cursor)
+            holder = lock_holder(cursor)
             if clock() >= deadline:
                 raise WarehouseBusy(f"the shared warehouse {lake.catalog} is being written by {holder}; only one "
                                     "process writes at a time: try again when it has finished")
@@ -140,9 +185,9 @@ MAINTENANCE_MESSAGE = "substrate-bench maintenance"
 def data_files_by_table(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """How many Parquet data files the lake's current snapshot reads, per table (rows still inlined in the catalog
     are in none)."""
-    tables = [row[0] for row in connection.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = ? AND schema_name = 'main' ORDER BY 1",
-        [LAKE_ALIAS]).fetchall()]
+    from substrate_assets.warehouse.connection import table_names  # connection imports this module
+
+    tables = table_names(connection, LAKE_ALIAS)
     # ducklake_list_files takes literals only: one query per table.
     return {name: connection.execute("SELECT count(*) FROM ducklake_list_files(?, ?)", [LAKE_ALIAS, name])
             .fetchone()[0] for name in tables}
@@ -192,14 +237,18 @@ def _marked(connection: duckdb.DuckDBPyConnection, statement: str) -> None:
 def maintain(connection: duckdb.DuckDBPyConnection, keep_hours: float = KEEP_SNAPSHOTS_H) -> None:
     """DuckLake's own maintenance, on a writer's connection (one that holds the writer lock), in its order: the
     rows small inserts inlined into the catalog are flushed into Parquet, adjacent small files merged (DuckLake
-    refuses changes and compaction in one transaction: two), snapshots older than ``keep_hours`` expired, and the
-    files only they read deleted once they have been unreferenced that long."""
+    refuses changes and compaction in one transaction: two), snapshots older than ``keep_hours`` expired, the
+    files only they read deleted once they have been unreferenced that long, and the files under the data path that
+    the catalog never referenced (a killed writer's) deleted once they are that old."""
     alias = f"'{LAKE_ALIAS}'"
     _marked(connection, f"CALL ducklake_flush_inlined_data({alias})")
     _marked(connection, f"CALL ducklake_merge_adjacent_files({alias})")
     older = f"now() - INTERVAL '{int(keep_hours * 3600)} seconds'"
     connection.execute(f"CALL ducklake_expire_snapshots({alias}, older_than => {older})")
     connection.execute(f"CALL ducklake_cleanup_old_files({alias}, older_than => {older})")
+    # Files no snapshot ever recorded: a writer killed with kill -9 left them. A live writer's files are as recent
+    # as its load, so the same grace keeps them until it has committed them.
+    connection.execute(f"CALL ducklake_delete_orphaned_files({alias}, older_than => {older})")
 
 
 def maintain_when_due(connection: duckdb.DuckDBPyConnection, every: int | None = None) -> bool:

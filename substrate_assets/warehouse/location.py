@@ -7,8 +7,9 @@ out (the catalog remembers it), the first writer may not.
 
 Secrets never travel in the setting: the catalog's password comes from libpq's own sources (``PGPASSWORD``, a
 pgpass file, a service file), and the object store's keys from the standard ``AWS_*`` variables
-(:func:`object_store_secret`). A setting that carries ``password=`` is refused, so it can be printed, logged and
-shown in Dagster metadata as it is.
+(:func:`object_store_secret`). A setting that carries a password in any libpq form (``password=``,
+``sslpassword=``, a URI's ``?password=`` or ``user:password@``) is refused, without being repeated, so an accepted
+one can be printed, logged and shown in Dagster metadata as it is.
 """
 
 from __future__ import annotations
@@ -49,28 +50,33 @@ class Lake:
 Warehouse = Path | Lake
 
 
-def _password_given(conninfo: str) -> bool:
-    return re.search(r"(^|\s)password\s*=", conninfo) is not None or re.search(r"://[^/@\s]*:[^/@\s]*@",
-                                                                            conninfo) is not None
+# A password in any libpq form: a keyword (``password=``, ``sslpassword=``) in a key=value string or in a URI's
+# query (``?password=``, ``&password=``), or a URI's user information (``postgres://user:password@host``).
+_SECRET = re.compile(r"password\s*=|://[^/@\s]*:[^/@\s]*@", re.IGNORECASE)
+
+
+def _password_given(setting: str) -> bool:
+    return _SECRET.search(setting) is not None
 
 
 def parse_lake(setting: str, data_path: str | None) -> Lake:
-    """The lake named by ``setting`` (``ducklake:postgres:…``), with ``data_path`` checked."""
+    """The lake named by ``setting`` (``ducklake:postgres:…``), with ``data_path`` checked. The whole setting is
+    checked for a password before anything else, and no error repeats a setting: a refused one may hold a secret."""
+    if _password_given(setting):
+        raise BadWarehouseSetting(f"{WAREHOUSE_ENV} carries a password: give it in PGPASSWORD, a pgpass file or a "
+                                  "libpq service file instead, so it never shows in a command line, a log or the UI")
     if not setting.startswith(CATALOG_PREFIX):
-        raise BadWarehouseSetting(f"{WAREHOUSE_ENV}={setting!r}: a DuckLake warehouse is "
+        raise BadWarehouseSetting(f"{WAREHOUSE_ENV}: a DuckLake warehouse is "
                                   f"'{CATALOG_PREFIX}dbname=… host=… port=… user=…' (its catalog in PostgreSQL)")
     conninfo = setting[len(CATALOG_PREFIX):].strip()
     if not conninfo:
-        raise BadWarehouseSetting(f"{WAREHOUSE_ENV}={setting!r}: the PostgreSQL connection string is empty")
-    if _password_given(conninfo):
-        raise BadWarehouseSetting(f"{WAREHOUSE_ENV} carries a password: give it in PGPASSWORD, a pgpass file or a "
-                                  "libpq service file instead, so it never shows in a command line, a log or the UI")
+        raise BadWarehouseSetting(f"{WAREHOUSE_ENV}: the PostgreSQL connection string is empty")
     if data_path is not None:
         data_path = data_path.strip()
         scheme = urlsplit(data_path).scheme
         if scheme not in ("s3", "gs"):
-            raise BadWarehouseSetting(f"{DATA_PATH_ENV}={data_path!r}: expected s3://bucket/prefix/ or "
-                                      "gs://bucket/prefix/")
+            raise BadWarehouseSetting(f"{DATA_PATH_ENV}: expected s3://bucket/prefix/ or gs://bucket/prefix/, "
+                                      f"not a {scheme + ':// URL' if scheme else 'local path'}")
         if not data_path.endswith("/"):
             data_path += "/"
     return Lake(conninfo, data_path)

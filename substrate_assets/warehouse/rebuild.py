@@ -29,9 +29,11 @@ import duckdb
 
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.bulk_load import bulk_read_trials, bulk_request_samples
 from substrate_assets.warehouse.checks import TestOutcome
-from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect, transaction
+from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect, table_names, transaction
+from substrate_assets.warehouse.lake import WarehouseUnreachable
 from substrate_assets.warehouse.location import Lake, Warehouse
 from substrate_assets.warehouse.models.marts import build_marts
 from substrate_assets.warehouse.models.tables import BuiltTable
@@ -68,28 +70,27 @@ def _holding(warehouse: Warehouse, wait_s: float, on_wait: Callable[[str], None]
             held = stack.enter_context(connect(warehouse, wait_s=wait_s, on_wait=on_wait))
         except duckdb.Error as error:  # not a lock: connect waits those out, then raises WarehouseBusy
             if isinstance(warehouse, Lake):
-                raise
+                raise WarehouseUnreachable(f"the shared warehouse {warehouse} does not open: {error}") from None
             # Nobody else can open a file DuckDB cannot read either: it is replaced as it is.
             log.warning("the old warehouse %s does not open (%s); replacing it", warehouse, error)
         yield held
 
 
 def _publish(lake: duckdb.DuckDBPyConnection, built: Path) -> None:
-    """Every table of the file ``built`` replaces the lake's, and the lake's tables that ``built`` lacks are
-    dropped, in one transaction: a reader sees the old warehouse or the new one."""
+    """Every table of the file ``built``, in ``main`` and in the bookkeeping schema ``changes``, replaces the lake's,
+    and the lake's tables that ``built`` lacks are dropped, in one transaction: a reader sees the old warehouse or
+    the new one, and the next load's bookkeeping is the rebuilt warehouse's, not the one from before it."""
     quoted = str(built).replace("'", "''")
     lake.execute(f"ATTACH '{quoted}' AS rebuilt (READ_ONLY)")
     try:
-        tables = [row[0] for row in lake.execute(
-            "SELECT table_name FROM duckdb_tables() WHERE database_name = 'rebuilt' AND schema_name = 'main' "
-            "ORDER BY table_name").fetchall()]
         with transaction(lake):
-            for name in sorted({row[0] for row in lake.execute(
-                    "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
-                    "AND schema_name = 'main'").fetchall()} - set(tables)):
-                lake.execute(f'DROP TABLE "{name}"')
-            for name in tables:
-                lake.execute(f'CREATE OR REPLACE TABLE "{name}" AS FROM rebuilt.main."{name}"')
+            for schema in ("main", changes.SCHEMA):
+                tables = table_names(lake, "rebuilt", schema)
+                lake.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+                for name in sorted(set(table_names(lake, schema=schema)) - set(tables)):
+                    lake.execute(f'DROP TABLE "{schema}"."{name}"')
+                for name in tables:
+                    lake.execute(f'CREATE OR REPLACE TABLE "{schema}"."{name}" AS FROM rebuilt."{schema}"."{name}"')
     finally:
         lake.execute("DETACH rebuilt")
 

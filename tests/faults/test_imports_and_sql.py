@@ -296,10 +296,10 @@ ESCAPES = {
     "glob": ("SELECT * FROM glob('/root/*')", "reads the warehouse only"),
     "INSTALL httpfs": ("INSTALL httpfs", "reads the warehouse only"),
     "LOAD httpfs": ("LOAD httpfs", "reads the warehouse only"),
-    "SET enable_external_access": ("SET enable_external_access = true", "cannot change DuckDB's settings"),
-    "DROP": ("DROP TABLE trials", "is read-only"),
-    "CREATE": ("CREATE TABLE x (i INTEGER)", "is read-only"),
-    "INSERT": (f"INSERT INTO trial_manifests (trial_id) VALUES ('{GOOD}')", "is read-only"),
+    "SET enable_external_access": ("SET enable_external_access = true", "reads the warehouse only"),
+    "DROP": ("DROP TABLE trials", "reads the warehouse only"),
+    "CREATE": ("CREATE TABLE x (i INTEGER)", "reads the warehouse only"),
+    "INSERT": (f"INSERT INTO trial_manifests (trial_id) VALUES ('{GOOD}')", "reads the warehouse only"),
 }
 
 

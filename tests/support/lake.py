@@ -46,10 +46,13 @@ class SharedLake:
 
 
 @contextmanager
-def opened(lake: SharedLake, role: str = READER, read_only: bool = True) -> Iterator[duckdb.DuckDBPyConnection]:
+def opened(lake: SharedLake, role: str = READER, read_only: bool = True,
+           wait_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection to ``lake`` in this process as ``role``, with the role's environment set while it is open
-    (libpq reads PGPASSWORD whenever it opens a catalog connection, not only at the attach)."""
-    with mock.patch.dict(os.environ, lake.env(role)), connect(lake.location(role), read_only=read_only) as connection:
+    (libpq reads PGPASSWORD whenever it opens a catalog connection, not only at the attach); a writer waits up to
+    ``wait_s`` for the writer lock (default: connect's)."""
+    with mock.patch.dict(os.environ, lake.env(role)), connect(lake.location(role), read_only=read_only,
+                                                              wait_s=wait_s) as connection:
         yield connection
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import glob
 import os
 import pwd
-import re
 import shutil
 import subprocess
 import tempfile
@@ -22,10 +21,8 @@ from tests.support.ports import free_port
 
 REQUIRED = os.environ.get("SUBSTRATE_BENCH_REQUIRE_POSTGRESQL") == "1"
 WRITER, READER, DATABASE = "lake_writer", "lake_reader", "lake"
-# The deployment's own grants (deploy/warehouse-catalog.sql), so the roles tested are the roles documented.
-CATALOG_GRANTS = [statement.strip() for statement in re.sub(
-    r"--[^\n]*", "", (Path(__file__).resolve().parents[2] / "deploy" / "warehouse-catalog.sql").read_text()
-).split(";") if statement.strip()]
+# The deployment's own grants, run by psql as the deployment runs them, so the roles tested are the roles documented.
+CATALOG_GRANTS = Path(__file__).resolve().parents[2] / "deploy" / "warehouse-catalog.sql"
 
 
 def binaries() -> Path:
@@ -64,7 +61,7 @@ def _grant(bin_dir: Path, sockets: Path, port: int, database: str) -> None:
     """``database`` created for the writer; the reader may SELECT whatever the writer's first attach creates in it
     (the catalog's tables), and nothing else."""
     _psql(bin_dir, sockets, port, [f"CREATE DATABASE {database} OWNER {WRITER}"], "postgres")
-    _psql(bin_dir, sockets, port, CATALOG_GRANTS, database)
+    _psql(bin_dir, sockets, port, [], database, script=CATALOG_GRANTS)
 
 
 def _as_server_user(command: list[str]) -> list[str]:
@@ -107,9 +104,15 @@ def postgres_server() -> Iterator[Postgres]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _psql(bin_dir: Path, sockets: Path, port: int, statements: list[str], database: str) -> None:
-    for statement in statements:
+def _psql(bin_dir: Path, sockets: Path, port: int, statements: list[str], database: str,
+          script: Path | None = None) -> None:
+    """Each of ``statements``, then ``script`` (given on psql's stdin, which the server's user can always read), as
+    the superuser in ``database``."""
+    runs = [(["-c", statement], None) for statement in statements]
+    if script is not None:
+        runs.append((["-f", "-"], script.read_text()))
+    for argument, given in runs:
         done = subprocess.run(_as_server_user([str(bin_dir / "psql"), "-h", str(sockets), "-p", str(port), "-U",
-                                               "postgres", "-d", database, "-v", "ON_ERROR_STOP=1", "-c",
-                                               statement]), capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, f"{statement}: {done.stderr}"
+                                               "postgres", "-d", database, "-v", "ON_ERROR_STOP=1", *argument]),
+                              input=given, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, f"{argument[1]}: {done.stderr}"

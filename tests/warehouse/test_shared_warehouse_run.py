@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.location import DATA_PATH_ENV
 from tests.support.lake import READER, WRITER, lake_servers, new_lake, opened
 from tests.support.projects import SMOKE_SUITES, make_project, project_env
 
@@ -67,6 +68,23 @@ def test_other_processes_read_it_with_the_readers_role(shared):
     reported = cli(project, reader, "report", "--trial", second, "-o", str(page))
     assert reported.returncode == 0, reported.stderr
     assert second in page.read_text()
+
+
+def test_a_reader_without_the_data_path_reads_the_lakes_parquet_files(shared):
+    """The catalog records the data path: a reader told only the catalog finds it there, with the object store's
+    secret and its lockdown made for it, and reads rows that only live in Parquet files in the store."""
+    project, lake, _ = shared
+    reader = {name: value for name, value in lake.env(READER).items() if name != DATA_PATH_ENV}
+    with opened(lake) as connection:
+        assert connection.execute("SELECT count(*) FROM ducklake_list_files('lake', 'request_samples')").fetchone()[0]
+        # Every value of every row, so the files are read, not the catalog's counts.
+        every_value = "SELECT count(*) AS n, sum(hash(r)) AS h FROM request_samples r"
+        expected = connection.execute(every_value).fetchone()
+    done = cli(project, reader, "sql", every_value, "--format", "csv")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1] == f"{expected[0]},{expected[1]}"
+    refused = cli(project, reader, "sql", "select * from read_text('/etc/hostname')")
+    assert refused.returncode == 1 and "refused" in refused.stderr, refused.stderr
 
 
 def test_materialize_reloads_a_trial_into_the_lake_without_duplicates(shared):

@@ -20,6 +20,7 @@ from substrate_assets.warehouse.lake import MAINTENANCE_MESSAGE, data_files_by_t
 from substrate_assets.warehouse.refresh import load_and_refresh
 from substrate_assets.warehouse.trial_rows import read_trials
 from tests.support.lake import READER, WRITER, lake_servers, new_lake, opened
+from tests.support.postgres import _psql
 from tests.support.projects import ROOT, make_project, project_env
 from tests.support.synthetic_trials import write_trial
 
@@ -86,7 +87,7 @@ def test_a_writer_killed_mid_load_leaves_the_last_snapshot_and_the_next_load_wor
     dying.wait(timeout=60)
     assert loaded(lake) == before
     # Its session is gone, and with it the writer lock: the next load neither waits nor finds half a load.
-    with opened(lake, WRITER, read_only=False) as connection:
+    with opened(lake, WRITER, read_only=False, wait_s=5) as connection:
         connection.execute("SELECT 1")
     load(lake, a_trial(store, 1_700_000_200))
     assert loaded(lake) == (2, 1000, 2)
@@ -155,3 +156,84 @@ def test_maintenance_merges_small_files_when_due_and_keeps_every_row(lake, store
         assert MAINTENANCE_MESSAGE in messages
     with opened(lake, READER) as connection:
         assert {table: connection.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall() for table in rows} == rows
+
+
+def test_only_the_two_roles_connect_to_the_catalog(servers, lake):
+    """deploy/warehouse-catalog.sql takes PUBLIC's rights away: a role of the same server that is neither the writer
+    nor the reader cannot connect to the catalog's database."""
+    import psycopg2
+
+    postgres = servers.postgres
+    _psql(postgres.bin_dir, postgres.sockets, postgres.port,
+          ["DO $$ BEGIN CREATE ROLE outsider LOGIN PASSWORD 'outsider'; EXCEPTION WHEN duplicate_object THEN END $$"],
+          "postgres")
+    with pytest.raises(psycopg2.OperationalError, match="permission denied for database"):
+        psycopg2.connect(postgres.dsn("outsider", lake.database), password="outsider", connect_timeout=10).close()
+    for role in (WRITER, READER):
+        psycopg2.connect(postgres.dsn(role, lake.database), password=postgres.passwords[role],
+                         connect_timeout=10).close()
+
+
+def test_the_lock_holder_is_named_only_from_the_lakes_own_database(servers, lake):
+    """Two lakes on one server: a writer holding the other lake's lock is not this lake's holder."""
+    other = new_lake(servers)
+    holder = child(other, "hold")
+    try:
+        with mock.patch.dict(os.environ, lake.env(WRITER)):
+            session = lake_module.lock_session(lake.location(WRITER), "probe")
+            try:
+                with session.cursor() as cursor:
+                    assert lake_module.lock_holder(cursor) == "another writer"
+            finally:
+                session.close()
+        with mock.patch.dict(os.environ, other.env(WRITER)):
+            session = lake_module.lock_session(other.location(WRITER), "probe")
+            try:
+                with session.cursor() as cursor:
+                    assert f"pid {holder.pid}" in lake_module.lock_holder(cursor)
+            finally:
+                session.close()
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
+
+
+def test_the_lock_session_has_short_timeouts_at_both_ends(lake):
+    with mock.patch.dict(os.environ, lake.env(WRITER)):
+        session = lake_module.lock_session(lake.location(WRITER), "probe")
+    try:
+        given = session.get_dsn_parameters()
+        assert given["connect_timeout"] == str(lake_module.CONNECT_TIMEOUT_S)
+        assert (given["keepalives"], given["keepalives_idle"], given["keepalives_interval"],
+                given["keepalives_count"]) == ("1", "10", "5", "3")
+        with session.cursor() as cursor:  # the server's end, for this session (it is a TCP one)
+            cursor.execute("SELECT current_setting('tcp_keepalives_idle'), current_setting('tcp_keepalives_interval'),"
+                           " current_setting('tcp_keepalives_count')")
+            assert cursor.fetchone() == ("10", "5", "3")
+    finally:
+        session.close()
+
+
+def test_a_load_after_a_lake_rebuild_keeps_the_rebuilt_bookkeeping(lake, store, tmp_path):
+    """The rebuild publishes schema changes with main: a trial the lake never loaded but the rebuild did is known to
+    have rows, so loading it again replaces them (no duplicates), and the marts equal a file rebuilt from the store."""
+    from substrate_assets.warehouse.rebuild import rebuild
+
+    models = ROOT / "dbt_like_sql"
+    first, second = a_trial(store, 1_700_000_000), a_trial(store, 1_700_000_100)
+    load(lake, first)  # the second trial's own load never happened: only the rebuild loads it
+    with mock.patch.dict(os.environ, lake.env(WRITER)):
+        rebuild(store, lake.location(WRITER), models, wait_s=5)
+    load(lake, second)
+    file_warehouse = tmp_path / "file.duckdb"
+    rebuild(store, file_warehouse, models)
+
+    def every_row(connection) -> dict[str, list[tuple]]:
+        return {name: connection.execute(f"SELECT * FROM {name} ORDER BY ALL").fetchall()
+                for name in ("trial_manifests", "request_samples", "wake_latency_distribution", "change_points")}
+
+    with opened(lake) as connection:
+        landed = every_row(connection)
+    with connect(file_warehouse, read_only=True) as connection:
+        assert landed == every_row(connection)
+    assert loaded(lake) == (2, 1000, 2)

@@ -38,8 +38,15 @@ def test_a_ducklake_setting_names_its_catalog_and_data_path(monkeypatch):
     assert warehouse_location("ducklake:postgres:dbname=other").conninfo == "dbname=other"  # --warehouse wins
 
 
-@pytest.mark.parametrize("setting", [f"{CATALOG} password=hunter2", "ducklake:postgres:postgresql://bench:hunter2@db/lake",
-                                     "ducklake:postgres:password = hunter2 dbname=lake"])
+@pytest.mark.parametrize("setting", [
+    f"{CATALOG} password=hunter2", "ducklake:postgres:postgresql://bench:hunter2@db/lake",
+    "ducklake:postgres:password = hunter2 dbname=lake", f"{CATALOG} sslpassword=hunter2",
+    "ducklake:postgres:postgresql://bench@db/lake?password=hunter2",
+    "ducklake:postgres:postgresql://bench@db/lake?sslmode=require&PASSWORD=hunter2",
+    "ducklake:postgres://bench:hunter2@db/lake",
+    # Refused for the password before its wrong prefix is reported, and without repeating it either way.
+    "ducklake:sqlite://bench:hunter2@db/lake", "postgres:dbname=lake password=hunter2",
+])
 def test_a_password_in_the_setting_is_refused_without_repeating_it(setting):
     with pytest.raises(BadWarehouseSetting, match="PGPASSWORD") as refused:
         parse_lake(setting, None)
@@ -53,8 +60,11 @@ def test_a_password_in_the_setting_is_refused_without_repeating_it(setting):
     (CATALOG, "https://example.com/x", "gs://bucket/prefix/"),
 ])
 def test_a_bad_setting_says_what_is_expected(setting, data_path, said):
-    with pytest.raises(BadWarehouseSetting, match=said):
+    with pytest.raises(BadWarehouseSetting, match=said) as refused:
         parse_lake(setting, data_path)
+    for given in (setting.strip(), data_path):
+        if given:
+            assert given not in str(refused.value)  # a bad setting is never repeated: it may hold a secret
 
 
 def test_the_object_stores_secret_comes_from_the_aws_variables():
@@ -88,3 +98,32 @@ def test_a_catalog_that_does_not_answer_is_one_line_naming_it(command, tmp_path)
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and "port=1" in done.stderr and "s3cr3t-pw" not in done.stderr
     assert ("does not attach" if command[0] == "sql" else "does not answer") in done.stderr
+
+
+@pytest.mark.parametrize("every", ["often", "-1", "2.5"])
+def test_a_bad_maintenance_interval_is_refused_before_the_writer_holds_or_writes_anything(monkeypatch, every):
+    """Nothing listens on port 1: a writer that reached for the lock would fail with WarehouseUnreachable instead."""
+    from substrate_assets.warehouse.connection import connect
+    from substrate_assets.warehouse.lake import MAINTAIN_EVERY_ENV
+
+    monkeypatch.setenv(MAINTAIN_EVERY_ENV, every)
+    lake = Lake("dbname=lake host=127.0.0.1 port=1 user=lake_writer", "s3://bench-lake/warehouse/")
+    with pytest.raises(ValueError, match=rf"{MAINTAIN_EVERY_ENV}='{every}'"), connect(lake) as connection:
+        connection.execute("SELECT 1")  # never reached
+
+
+def test_runs_printing_of_a_trial_says_a_lake_that_does_not_answer_in_one_line(monkeypatch):
+    """What run and materialize print after the trial (its rows, its verdict) and ab's comparison read the lake:
+    one that does not answer (nothing listens on port 1) is a click error naming it, never a traceback or a password."""
+    import click
+
+    from substrate_assets.cli.output import wide_console
+    from substrate_assets.cli.trials import _show_trial
+    from substrate_assets.cli.warehouse_choice import warehouse_said_unavailable
+
+    monkeypatch.setenv(WAREHOUSE_ENV, "ducklake:postgres:dbname=lake host=127.0.0.1 port=1 user=lake_reader")
+    monkeypatch.setenv("PGPASSWORD", "s3cr3t-pw")
+    with pytest.raises(click.ClickException) as said, warehouse_said_unavailable():
+        _show_trial(wide_console(), "smoke-1")
+    assert "port=1" in said.value.message and "does not attach" in said.value.message
+    assert "s3cr3t-pw" not in said.value.message

@@ -70,7 +70,7 @@ def check_result(comparison: Comparison, source: str,
 def judge_trial_against_history(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource,
                                 suites: SuitesResource) -> dg.AssetCheckResult:
     trial_id = context.partition_key
-    with warehouse.connect() as connection:
+    with warehouse.read() as connection:  # a read: no writer lock, so it never waits for a load nor holds one up
         known = connection.execute("SELECT any_value(suite), count(*) FROM capacity_history WHERE trial_id = ?",
                                    [trial_id]).fetchone()
         if not known or not known[1]:

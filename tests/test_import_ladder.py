@@ -56,6 +56,9 @@ def test_an_imported_ladder_has_one_load_point_per_step(imported):
     # Each step begins where the one before it ended (its ramp first), as a native step does.
     assert [(p["started_at"] - RUN_TS, p["ended_at"] - RUN_TS) for p in points] == \
         [(0, 21), (21, 51), (51, 76), (76, 116)]
+    # The run's own trial_summary figures agree with what its files recompute.
+    [frontier] = sql(env, "SELECT actors_per_node, frontier_mismatch FROM density_frontiers")
+    assert (frontier["actors_per_node"], frontier["frontier_mismatch"]) == (20.0, False)
     [capacity] = sql(env, "SELECT points, planned_steps, complete_points, capacity_null_because FROM slo_capacity")
     assert (capacity["points"], capacity["planned_steps"], capacity["complete_points"]) == (4, 4, 4)
     # The upstream run records no SLO: capacity is null with its reason, not judged against a made-up one.
@@ -70,6 +73,8 @@ def test_the_report_of_an_imported_ladder_draws_it(imported):
     text = page.read_text()
     assert "Each ladder step over its steady window" in text
     assert "no ladder to draw" not in text
+    # No request log, so no wake p99 per point: the chart says so rather than showing empty axes unexplained.
+    assert "no load point measured its wake p99" in text
 
 
 def upstream_copy(tmp: Path, users: list[int]) -> Path:

@@ -202,7 +202,11 @@ def load_points_chart(points: pl.DataFrame, slo_wake_p99_ms: float | None, knee_
         if row.get("wake_p99_ms") is not None:
             layers.append(alt.Chart(mark).mark_point(shape="diamond", size=260, strokeWidth=2.5, color=colour,
                                                      filled=False).encode(x=x, y=y))
-    chart = alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title).resolve_scale(color="shared")
+    # Without a request log (an upstream run) no point has a wake p99: the axes alone would look like a broken chart.
+    unmeasured = not any(row.get("wake_p99_ms") is not None for row in rows)
+    heading = alt.TitleParams(title, subtitle="no load point measured its wake p99 (the trial kept no request log)"
+                              if unmeasured else "")
+    chart = alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=heading).resolve_scale(color="shared")
     return _styled(chart)
 
 

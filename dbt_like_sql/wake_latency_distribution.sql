@@ -1,11 +1,11 @@
 -- How long a parked actor takes to answer its first request, from the exact per-request latencies
 -- (not Locust's buckets). The main figures count every wake Locust counted, failed or not, as its
--- stats.csv does (n, n_failed); the ok_ columns count the successful ones only. A wake is the row
+-- stats.csv does (n_wakes, n_failed); the ok_ columns count the successful ones only. A wake is the row
 -- the request log marks wake, its family's wake row (WakeFirstTouch, the first GluttonPing after a
 -- resume, DurDirServeAfterResume, ResumeToFirstExec); a log older than that mark: WakeFirstTouch. Rows
 -- Locust booked after its last stats write (locust_counted false) are left out; rows whose count is
 -- unknown (locust_counted null: distributed runs) are kept. Percentiles are floor-index
--- (sorted[min(floor(n * p), n - 1)]); a trial without wakes has n = 0 and null figures; a trial in
+-- (sorted[min(floor(n_wakes * p), n_wakes - 1)]); a trial without wakes has n_wakes = 0 and null figures; a trial in
 -- which no session ever started measured nothing and has no row.
 WITH wakes AS (
     SELECT
@@ -28,7 +28,7 @@ sorted AS (
 )
 SELECT
     trial_id,
-    coalesce(len(latencies), 0) AS n,
+    coalesce(len(latencies), 0) AS n_wakes,
     n_failed,
     list_min(latencies) AS min_ms,
     floor_index_of_sorted(sorted_latencies, 500) AS p50_ms,

@@ -64,14 +64,15 @@ def reference_round(value: float, digits: int) -> float:
 
 def summarize(values: Iterable[float | None],
               percentiles: Sequence[str] = ("p50", "p90", "p95", "p99")) -> dict[str, float | None]:
-    """n, min, the named floor-index percentiles, max and mean of the measured values, unrounded."""
+    """n_samples (how many values were measured), min, the named floor-index percentiles, max and mean of the
+    measured values, unrounded."""
     ordered = finite_sorted(values)
     summary: dict[str, float | None] = {"min": ordered[0] if ordered else None}
     for name in percentiles:
         summary[name] = floor_index(ordered, permille(name))
     summary["max"] = ordered[-1] if ordered else None
     summary["mean"] = sum(ordered) / len(ordered) if ordered else None
-    summary["n"] = len(ordered)
+    summary["n_samples"] = len(ordered)
     return summary
 
 

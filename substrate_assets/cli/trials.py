@@ -291,7 +291,7 @@ def _show_group(console: Console, group: str, trial_ids: tuple[str, ...]) -> Non
     from substrate_assets.warehouse.query import query
 
     figures = query(chosen_warehouse(), """
-        SELECT w.trial_id, w.n AS wake_n, w.p50_ms, w.p99_ms, d.aggregate_failure_ratio AS failure_ratio
+        SELECT w.trial_id, w.n_wakes AS wake_n, w.p50_ms, w.p99_ms, d.aggregate_failure_ratio AS failure_ratio
         FROM wake_latency_distribution AS w LEFT JOIN density_frontiers AS d USING (trial_id)
         WHERE list_contains(?::VARCHAR[], w.trial_id) ORDER BY w.trial_id""", [list(trial_ids)])
     print_rows(console, f"group {group} ({len(trial_ids)} trials)", list(figures.columns), figures.rows)

@@ -14,34 +14,15 @@ Locust ignores ``-u``, ``-r`` and ``-t`` when a shape runs: the ladder's holds a
 from __future__ import annotations
 
 import logging
-import re
 import sys
 import time
 from typing import Any
 
 from locust import LoadTestShape, events
 
-from substrate_assets.results.load_steps import END_EVENT, STEP_EVENT, ladder_log_line
+from substrate_assets.results.load_steps import END_EVENT, STEP_EVENT, ladder_log_line, parse_ladder
 
 log = logging.getLogger(__name__)
-_STEP = re.compile(r"(\d+):(\d+)([smh]?)")
-_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600}
-
-
-def parse_ladder(spec: str) -> list[tuple[int, int]]:
-    """``users:hold`` steps as (users, hold_s); a ValueError names the step that does not parse."""
-    steps = []
-    for item in (part.strip() for part in spec.split(",")):
-        match = _STEP.fullmatch(item)
-        if match is None:
-            raise ValueError(f"ladder step {item!r} is not users:hold (e.g. 4:45s); trace probabilities are not "
-                             "supported")
-        users, amount, unit = match.groups()
-        hold_s = int(amount) * _SECONDS[unit]
-        if hold_s <= 0:
-            raise ValueError(f"ladder step {item!r} holds for no time")
-        steps.append((int(users), hold_s))
-    return steps
 
 
 @events.init_command_line_parser.add_listener

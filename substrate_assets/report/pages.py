@@ -50,7 +50,7 @@ from substrate_assets.warehouse.connection import has_table
 
 TRIAL_COLUMNS = ("trial_id", "suite", "script", "backend", "tag", "sut_version", "started_at", "ended_at", "status",
                  "failure", "failed_requests", "users", "duration_s", "think_scale", "lifecycle_mode")
-DISTRIBUTION_COLUMNS = ("n", "n_failed", "min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms", "max_ms",
+DISTRIBUTION_COLUMNS = ("n_wakes", "n_failed", "min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms", "max_ms",
                         "mean_ms")
 FRONTIER_COLUMNS = ("peak_users", "actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "actors_per_pod_p50",
                     "actors_per_pod_p90", "actors_per_pod_p99", "aggregate_failure_ratio", "figures_from",
@@ -62,7 +62,7 @@ CAPACITY_COLUMNS = ("slo_wake_p99_ms", "slo_failure_ratio", "points", "planned_s
                     "knee_failure_ratio", "broken_by", "knee_null_because", "met_above_knee")
 LOAD_POINT_COLUMNS = ("step", "target_users", "users", "actors_per_node", "wake_n", "wake_p50_ms", "wake_p99_ms",
                       "wake_max_ms", "failure_ratio", "complete")
-STEP_COLUMNS = ("step", "n", "failures", "p50_ms", "p95_ms", "p99_ms")
+STEP_COLUMNS = ("step", "n_ok_steps", "failures", "p50_ms", "p95_ms", "p99_ms")
 HISTORY_COLUMNS = ("suite", "configuration", "trial_id", "started_at", "trial_number", "sut_version", "metric",
                    "value", "unit", "better")
 NOISE_FLOOR_COLUMNS = ("configuration", "metric", "unit", "scale", "trials_used", "since_trial_number",

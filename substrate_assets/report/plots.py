@@ -202,13 +202,19 @@ def load_points_chart(points: pl.DataFrame, slo_wake_p99_ms: float | None, knee_
         if row.get("wake_p99_ms") is not None:
             layers.append(alt.Chart(mark).mark_point(shape="diamond", size=260, strokeWidth=2.5, color=colour,
                                                      filled=False).encode(x=x, y=y))
-    chart = alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=title).resolve_scale(color="shared")
+    # Without a request log (an upstream run) no point has a wake p99: the axes alone would look like a broken chart.
+    unmeasured = not any(row.get("wake_p99_ms") is not None for row in rows)
+    heading = alt.TitleParams(title, subtitle="no load point measured its wake p99 (the trial kept no request log)"
+                              if unmeasured else "")
+    chart = alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=heading).resolve_scale(color="shared")
     return _styled(chart)
 
 
-def _mean_segments(changes: list[dict[str, Any]], first: dict[str, float], last: dict[str, float]) -> list[dict]:
+def _mean_segments(changes: list[dict[str, Any]], first: dict[str, float], last: dict[str, float],
+                   started: Mapping[tuple[str, int], Any]) -> list[dict]:
     """Per change point, the mean before it (from the previous change point of its configuration, or its first
-    trial) and after it (to the next, or its last trial), as horizontal segments."""
+    trial) and after it (to the next, or its last trial), as horizontal segments between those trials' start times
+    (``started``: by configuration and trial number); a segment whose end has no start time is not drawn."""
     segments: list[dict[str, Any]] = []
     ordered = sorted(changes, key=lambda change: (change["configuration"], change["trial_number"]))
     for index, change in enumerate(ordered):
@@ -219,9 +225,10 @@ def _mean_segments(changes: list[dict[str, Any]], first: dict[str, float], last:
             and ordered[index + 1]["configuration"] == same else last.get(same, change["trial_number"])
         for side, start, end, mean in (("before", before, change["trial_number"], change["mean_before"]),
                                        ("after", change["trial_number"], after, change["mean_after"])):
-            if mean is not None:
-                segments.append({"configuration": same, "side": side, "start": start, "end": end, "mean": mean,
-                                 "trial_id": change["trial_id"]})
+            start_at, end_at = started.get((same, start)), started.get((same, end))
+            if mean is not None and start_at is not None and end_at is not None:
+                segments.append({"configuration": same, "side": side, "start": start_at, "end": end_at,
+                                 "mean": mean, "trial_id": change["trial_id"]})
     return segments
 
 
@@ -236,19 +243,25 @@ def _value_scale(values: Sequence[float | None]) -> alt.Scale:
     return alt.Scale(zero=False)
 
 
-def noise_bands(noise_floor: list[dict[str, Any]], last: dict[str, float]) -> list[dict[str, Any]]:
+def noise_bands(noise_floor: list[dict[str, Any]], last: dict[str, float],
+                started: Mapping[tuple[str, int], Any]) -> list[dict[str, Any]]:
     """Each configuration's noise floor (rows of noise_floor) as a band around its window's level, one spread
-    either way (a factor ``e^±noise`` on the ratio scale, ``± noise`` in the unit otherwise), from the window's first
-    trial to the configuration's last; none where the noise is unknown."""
+    either way (a factor ``e^±noise`` on the ratio scale, ``± noise`` in the unit otherwise), from the start time of
+    the window's first trial to that of the configuration's last (``started``: by configuration and trial number);
+    none where the noise or either time is unknown."""
     bands = []
     for row in noise_floor:
-        noise, level = row.get("noise"), row.get("level")
-        if noise is None or level is None or row["configuration"] not in last:
+        noise, level, configuration = row.get("noise"), row.get("level"), row["configuration"]
+        if noise is None or level is None or configuration not in last:
+            continue
+        start_at = started.get((configuration, row["since_trial_number"]))
+        end_at = started.get((configuration, last[configuration]))
+        if start_at is None or end_at is None:
             continue
         ratio = row.get("scale") == "ratio"
         low, high = (level * math.exp(-noise), level * math.exp(noise)) if ratio else (level - noise, level + noise)
-        bands.append({"configuration": row["configuration"], "start": row["since_trial_number"],
-                      "end": last[row["configuration"]], "low": low, "high": high, "level": level,
+        bands.append({"configuration": configuration, "start": start_at, "end": end_at, "low": low, "high": high,
+                      "level": level, "since_trial_number": row["since_trial_number"],
                       "trials": row["trials_used"],
                       "noise": f"±{noise * 100:.1f} %" if ratio else f"±{noise:.4g} {row.get('unit') or ''}".strip()})
     return bands
@@ -257,8 +270,10 @@ def noise_bands(noise_floor: list[dict[str, Any]], last: dict[str, float]) -> li
 def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
                   title: str = "history", noise_floor: pl.DataFrame | None = None) -> alt.VConcatChart | alt.Chart:
     """A suite's history (rows of metric_history: one per trial and metric) as one panel per metric, stacked, each
-    with its own y scale: x the trial's number in its configuration, a line and points per configuration (one
-    colour each, the same in every panel); each configuration's noise floor (rows of noise_floor) a shaded band in
+    with its own y scale: x the trial's start time (a time axis, so a month without trials is a month wide; the
+    trial's number in its configuration and its id are in the tooltip; a trial without a start time is not drawn,
+    and the panel's subtitle counts it), a line and points per configuration (one colour each, the same in every
+    panel); each configuration's noise floor (rows of noise_floor) a shaded band in
     its colour over the trials it was measured from; each change point a vertical rule coloured by direction
     (regressed red, improved green) and the means before and after it as dashed horizontal segments."""
     if history.height == 0:
@@ -276,30 +291,35 @@ def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
             pl.col("trial_number").min().alias("first"), pl.col("trial_number").max().alias("last"))
         first = dict(zip(spans["configuration"].to_list(), spans["first"].to_list(), strict=True))
         last = dict(zip(spans["configuration"].to_list(), spans["last"].to_list(), strict=True))
+        started = {(row["configuration"], row["trial_number"]): row["started_at"] for row in rows
+                   if row.get("started_at") is not None}
+        undated = sum(1 for row in rows if row.get("started_at") is None)
         value_title = f"{metric} ({unit})" if unit else metric
-        trials = alt.Scale(zero=False, nice=False, padding=12)
-        x = alt.X("trial_number:Q", title="trial number" if number == len(metrics) - 1 else None,
-                  axis=alt.Axis(format="d", tickMinStep=1), scale=trials)
+        trials = alt.Scale(type="utc", padding=12)
+        x = alt.X("started_at:T", title="trial start (UTC)" if number == len(metrics) - 1 else None, scale=trials)
         y = alt.Y("value:Q", title=unit or None, scale=_value_scale([row["value"] for row in rows]),
                   axis=alt.Axis(format=",.4~g"))
         colour = alt.Color("configuration:N", scale=alt.Scale(domain=configurations, range=colours),
                            legend=alt.Legend(title="configuration", orient="right") if number == 0 else None)
         series = alt.Chart(_values(rows)).mark_line(point=alt.OverlayMarkDef(filled=True, size=45)).encode(
             x=x, y=y, color=colour,
-            tooltip=[alt.Tooltip("trial_id:N"), alt.Tooltip("sut_version:N"), alt.Tooltip("started_at:N"),
-                     alt.Tooltip("configuration:N"), alt.Tooltip("trial_number:Q", format="d"),
+            tooltip=[alt.Tooltip("trial_number:Q", format="d", title="trial number"), alt.Tooltip("trial_id:N"),
+                     alt.Tooltip("sut_version:N"),
+                     alt.Tooltip("started_at:N", title="started"),
+                     alt.Tooltip("configuration:N"),
                      alt.Tooltip("value:Q", format=",.4~f")])
         layers: list[alt.Chart] = []
         floors = noise_floor.filter(pl.col("metric") == metric).to_dicts() \
             if noise_floor is not None and noise_floor.height else []
-        bands = noise_bands(floors, last)
+        bands = noise_bands(floors, last, started)
         if bands:
             layers.append(alt.Chart(_values(bands)).mark_rect(opacity=0.15).encode(
-                x=alt.X("start:Q", scale=trials), x2="end:Q", y=alt.Y("low:Q"), y2="high:Q",
+                x=alt.X("start:T", scale=trials), x2="end:T", y=alt.Y("low:Q"), y2="high:Q",
                 color=alt.Color("configuration:N", scale=alt.Scale(domain=configurations, range=colours),
                                 legend=None),
                 tooltip=[alt.Tooltip("configuration:N"), alt.Tooltip("noise:N", title="noise floor"),
                          alt.Tooltip("trials:Q", title="trials", format="d"),
+                         alt.Tooltip("since_trial_number:Q", title="since trial number", format="d"),
                          alt.Tooltip("level:Q", format=",.4~f")]))
         if changes:
             direction = alt.Color("direction:N", scale=alt.Scale(domain=list(DIRECTION_COLOURS),
@@ -307,17 +327,20 @@ def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
                                   legend=alt.Legend(title="change point", orient="right") if number == 0 else None)
             layers.append(alt.Chart(_values(changes)).mark_rule(strokeWidth=2, opacity=0.8).encode(
                 x=x, color=direction,
-                tooltip=[alt.Tooltip("configuration:N"), alt.Tooltip("trial_id:N"), alt.Tooltip("sut_version:N"),
-                         alt.Tooltip("direction:N"),
+                tooltip=[alt.Tooltip("configuration:N"), alt.Tooltip("trial_number:Q", format="d",
+                                                                     title="trial number"),
+                         alt.Tooltip("trial_id:N"), alt.Tooltip("sut_version:N"), alt.Tooltip("direction:N"),
                          alt.Tooltip("mean_before:Q", format=",.4~f"), alt.Tooltip("mean_after:Q", format=",.4~f"),
                          alt.Tooltip("change_pct:Q", format="+.1f"), alt.Tooltip("p_value:Q", format=".2g")]))
-            segments = _mean_segments(changes, first, last)
+            segments = _mean_segments(changes, first, last, started)
             if segments:
                 layers.append(alt.Chart(_values(segments)).mark_rule(
                     color=MEAN_COLOUR, strokeDash=[5, 3], strokeWidth=2).encode(
-                    x=alt.X("start:Q", scale=trials), x2="end:Q", y=alt.Y("mean:Q"),
+                    x=alt.X("start:T", scale=trials), x2="end:T", y=alt.Y("mean:Q"),
                     tooltip=[alt.Tooltip("side:N", title="mean"), alt.Tooltip("mean:Q", format=",.4~f")]))
-        panel_title = alt.TitleParams(value_title, subtitle=f"{better} is better" if better else "", fontSize=12)
+        notes = [f"{better} is better" if better else "",
+                 f"{undated} trial(s) without a start time not drawn" if undated else ""]
+        panel_title = alt.TitleParams(value_title, subtitle="; ".join(note for note in notes if note), fontSize=12)
         panels.append(alt.layer(*layers, series).properties(width=WIDTH, height=PANEL_HEIGHT, title=panel_title)
                       .resolve_scale(color="independent"))
     chart = alt.vconcat(*panels, spacing=18, title=title).resolve_scale(color="independent")

@@ -20,6 +20,7 @@ ladder of one step over its steady window.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,26 @@ from typing import Any
 from substrate_assets.results.atomic import write_json
 
 STEP_EVENT, END_EVENT = "step", "end"
+_STEP = re.compile(r"(\d+):(\d+)([smh]?)")
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def parse_ladder(spec: str) -> list[tuple[int, int]]:
+    """``users:hold`` steps as (users, hold_s); a ValueError names the step that does not parse."""
+    steps = []
+    for item in (part.strip() for part in spec.split(",")):
+        match = _STEP.fullmatch(item)
+        if match is None:
+            raise ValueError(f"ladder step {item!r} is not users:hold (e.g. 4:45s); trace probabilities are not "
+                             "supported")
+        users, amount, unit = match.groups()
+        hold_s = int(amount) * _SECONDS[unit]
+        if hold_s <= 0:
+            raise ValueError(f"ladder step {item!r} holds for no time")
+        steps.append((int(users), hold_s))
+    return steps
+
+
 
 
 def ladder_spec(steps: Sequence[int], hold_s: int) -> str:
@@ -46,8 +67,8 @@ class StepSpan:
     """When one step of a ladder held its users: from the shape's first tick of it to the next step (or the end)."""
 
     step: int
-    target_users: int
-    hold_s: int
+    target_users: int | None  # None: the plan is not known (an upstream run whose log does not say)
+    hold_s: int | None
     started_at: float
     ended_at: float
     complete: bool
@@ -92,8 +113,8 @@ class LoadStep:
     hold_s: int | None
     started_at: float | None
     ended_at: float | None
-    window_start: int
-    window_end: int
+    window_start: int | None  # None: the step has no steady window (whole_step_because says why)
+    window_end: int | None
     whole_step_because: str | None = None
     server_summary: dict[str, Any] | None = None
     complete: bool | None = None  # ran to its end; None: not known

@@ -11,6 +11,9 @@ is ``-u`` unless a load shape drives the run (``Shape test starting``), when it 
 Actors per user is the ``--actors-per-user`` value on any of the runner's lines. A run whose commands are logged
 without it ran one actor per user: neither the runner (``--actors-per-user or 1``) nor the boomer worker (its flag
 defaults to 1) gives a user more. A log that records no command says nothing, and neither figure is guessed.
+
+A ladder run (upstream's ladder shape) passes ``--ladder 10:60s,20:60s`` among the extra flags: the planned steps,
+as the runner logged them.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ _CONFIG_USERS = re.compile(r"^\s+users:\s+(\d+)\s*$")
 _USERS_FLAG = re.compile(r"(?:^|\s)(?:-u\s*|--users(?:=|\s+))(\d+)(?=\s|$)")
 _ACTORS_PER_USER_FLAG = re.compile(r"(?:^|\s)--actors-per-user(?:=|\s+)(\d+)(?=\s|$)")
 _RAMP = re.compile(r"(?:Ramping to|Sending spawn jobs of) (\d+) users")
+_LADDER_FLAG = re.compile(r"(?:^|\s)--ladder(?:=|\s+)(\S+)(?=\s|$)")
 _SHAPE = "Shape test starting"
 
 
@@ -33,6 +37,7 @@ class RunLog:
 
     users: int | None = None
     actors_per_user: int | None = None
+    ladder: str | None = None  # the --ladder spec on the runner's lines; None: not a ladder, or not logged
 
 
 def _first(pattern: re.Pattern[str], lines: list[str]) -> int | None:
@@ -56,4 +61,5 @@ def read_run_log(text: str) -> RunLog:
     actors_per_user = _first(_ACTORS_PER_USER_FLAG, runner)
     if actors_per_user is None and commands:
         actors_per_user = 1
-    return RunLog(users=users, actors_per_user=actors_per_user)
+    ladder = next((match.group(1) for line in runner if (match := _LADDER_FLAG.search(line))), None)
+    return RunLog(users=users, actors_per_user=actors_per_user, ladder=ladder)

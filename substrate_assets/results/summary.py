@@ -95,5 +95,5 @@ def row_figures(requests: pl.DataFrame, name: str) -> RowFigures | None:
     if counted.is_empty():
         return None
     figures = summarize(counted["latency_ms"].drop_nulls().to_list(), ("p50", "p95", "p99"))
-    return RowFigures(name, int(figures["n"] or 0), counted.filter(~pl.col("success")).height, figures["p50"],
+    return RowFigures(name, int(figures["n_samples"] or 0), counted.filter(~pl.col("success")).height, figures["p50"],
                       figures["p95"], figures["p99"])

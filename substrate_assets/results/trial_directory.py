@@ -32,7 +32,7 @@ import polars as pl
 
 from substrate_assets.analysis.statistics import measured
 from substrate_assets.families import family_of_rows
-from substrate_assets.results.load_steps import LoadStep, ladder_spec, read_load_steps
+from substrate_assets.results.load_steps import LoadStep, ladder_spec, parse_ladder, read_load_steps
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
@@ -252,9 +252,12 @@ class TrialDirectory:
             "think_scale": knobs.get("think_scale"), "lifecycle_mode": knobs.get("lifecycle_mode"),
             "resume_mode": knobs.get("resume_mode"), "actors_per_user": actors_per_user,
             "actor_memory": knobs.get("actor_memory"),
-            # users:hold of each step, as Locust's --ladder reads it; null for a flat load.
-            "ladder": ladder_spec(knobs["ladder"], knobs["hold_s"]) if knobs.get("ladder") else None,
-            "planned_steps": len(knobs["ladder"]) if knobs.get("ladder") else 1,
+            # users:hold of each step, as Locust's --ladder reads it (an upstream run: as its log says); null for
+            # a flat load.
+            "ladder": (ladder_spec(knobs["ladder"], knobs["hold_s"]) if knobs.get("ladder")
+                       else None if manifest else self.run_log.ladder),
+            "planned_steps": (len(knobs["ladder"]) if knobs.get("ladder")
+                              else 1 if manifest or self.planned_ladder() is None else len(self.planned_ladder())),
             # An upstream run's tag is the commit it measured.
             "sut_version": manifest.get("sut_version") if manifest else (key.tag if key else None),
             "slo_wake_p99_ms": measured(slo.get("wake_p99_ms")),
@@ -295,6 +298,16 @@ class TrialDirectory:
         row = self.jsonl_measurements(SERVER_SUMMARY) or {}
         flat = {key: from_document[key] if flat_key_block(key) in document else row.get(key) for key in FLAT_KEYS}
         return telemetry_figures(flat)
+
+    def planned_ladder(self) -> list[tuple[int, int]] | None:
+        """An upstream run's planned ladder, (users, hold_s) per step, as its log's ``--ladder`` says; None when it
+        does not say. A ValueError naming the log when the spec does not read."""
+        if self.run_log.ladder is None:
+            return None
+        try:
+            return parse_ladder(self.run_log.ladder)
+        except ValueError as error:
+            raise ValueError(f"{self.trial_id}: {LOGS_TXT}: --ladder {self.run_log.ladder}: {error}") from None
 
     def recorded_load_steps(self) -> list[LoadStep] | None:
         """A ladder trial's load steps (``load_steps.json``); None for a trial that recorded none (a flat one)."""

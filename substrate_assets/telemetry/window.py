@@ -9,21 +9,30 @@ changes every windowed figure, so the window says why, and it is logged.
 
 Under a step ladder the whole run's window is the top step (the reference's
 choice); each step's own steady part — its ramp cut by the same rule — is
-:func:`step_window`.
+:func:`step_window`. A native ladder knows when each step began from its ladder
+log; an upstream ladder run keeps no such log, so :func:`history_load_steps`
+reads the steps off its user counts: a step is a count held for
+``SETTLED_SAMPLES`` rows in a row, and it begins where the step before it ended
+(its ramp is part of it, as a native step's is), before :func:`step_window` cuts
+the ramp off.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from substrate_assets.results.load_steps import LoadStep
 from substrate_assets.results.readers import read_stats_history
 from substrate_assets.results.trial_directory import STATS_HISTORY_CSV, TOTAL_ROW_NAMES
 
 STEADY_FRACTION = 0.9
+# Locust writes a history row a second and a ramp moves the count at least once a second (upstream's ladder: 5
+# users/s; headless Locust: 1), so a count seen in three rows in a row is a step's level, not a ramp passing by.
+SETTLED_SAMPLES = 3
 log = logging.getLogger(__name__)
 
 
@@ -108,3 +117,81 @@ def history_samples(rows: Iterable[dict[str, object]]) -> list[tuple[int, float]
         except (TypeError, ValueError, KeyError):
             continue
     return samples
+
+
+@dataclass(frozen=True)
+class Plateau:
+    """A user count held over consecutive history rows ``first``..``last``."""
+
+    users: float
+    first: int
+    last: int
+
+
+def plateaus(samples: Iterable[tuple[int, float]]) -> list[Plateau]:
+    """The counts above 0 held for at least ``SETTLED_SAMPLES`` rows in a row, in time order; two in a row at the
+    same count (a row between them said otherwise) are one."""
+    held: list[Plateau] = []
+    run: list[tuple[int, float]] = []
+    for ts, users in sorted(samples):
+        if run and users != run[-1][1]:
+            held.extend(_settled(run))
+            run = []
+        run.append((ts, users))
+    held.extend(_settled(run))
+    merged: list[Plateau] = []
+    for plateau in held:
+        if merged and merged[-1].users == plateau.users:
+            merged[-1] = Plateau(plateau.users, merged[-1].first, plateau.last)
+        else:
+            merged.append(plateau)
+    return merged
+
+
+def _settled(run: list[tuple[int, float]]) -> list[Plateau]:
+    if len(run) < SETTLED_SAMPLES or run[0][1] <= 0:
+        return []
+    return [Plateau(run[0][1], run[0][0], run[-1][0])]
+
+
+def history_load_steps(samples: Sequence[tuple[int, float]], planned: Sequence[tuple[int, int]] | None,
+                       *, source: str, ran_to_end: bool | None) -> list[LoadStep] | None:
+    """The load steps of a ladder run from its user counts (``samples``), each with its steady window by the rule
+    of :func:`step_window`, and no server telemetry (the run measured it over the whole run only). ``planned``:
+    the ladder's (users, hold_s) steps where the run says, matched in order to the counts it settled at; a planned
+    step the count never settled at has no window (null, with the reason in ``whole_step_because``), none is made
+    up. Unplanned, a history that settles at fewer than two counts is no ladder: None. A ValueError naming
+    ``source`` when a ladder was planned and the counts never settle. ``ran_to_end``: whether the run ended as
+    planned, which is whether its last step is complete."""
+    held = plateaus(samples)
+    if planned is None:
+        if len(held) < 2:
+            return None
+        levels: list[Plateau | None] = list(held)
+        plan: list[tuple[int | None, int | None]] = [(None, None)] * len(held)
+    else:
+        if not held:
+            raise ValueError(f"{source}: the user count never settles (no count above 0 is held for "
+                             f"{SETTLED_SAMPLES} rows in a row), though the run planned a ladder of "
+                             f"{len(planned)} steps: its steps cannot be told apart")
+        levels, plan, index = [], list(planned), 0
+        for users, _ in planned:
+            found = next((i for i in range(index, len(held)) if held[i].users == users), None)
+            levels.append(None if found is None else held[found])
+            index = index if found is None else found + 1
+    last_settled = max(number for number, level in enumerate(levels, start=1) if level is not None)
+    steps, step_start = [], min(ts for ts, _ in samples)
+    for number, (level, (users, hold_s)) in enumerate(zip(levels, plan, strict=True), start=1):
+        if level is None:
+            steps.append(LoadStep(number, users, hold_s, None, None, None, None,
+                                  f"the user count never held {users} users for {SETTLED_SAMPLES} rows in a row "
+                                  f"in {source}: the step has no steady window", complete=None))
+            continue
+        # A row stamped ts covers [ts, ts + 1): the step runs to the end of its level's last row, and the next
+        # step (its ramp first) from there.
+        started, ended = step_start, level.last + 1
+        step_start = ended
+        window = step_window(samples, started, ended)
+        steps.append(LoadStep(number, users, hold_s, float(started), float(ended), window.start, window.end,
+                              window.whole_run_because, complete=True if number < last_settled else ran_to_end))
+    return steps

@@ -8,7 +8,8 @@
 | ``request_samples`` | requests.parquet |
 | ``cluster_facts`` | trial.json ``cluster_facts``, or the stats.jsonl ``trial_summary`` row; that row's figures |
 | ``server_telemetry`` | server_summary.json, or the stats.jsonl ``server_summary`` row, as the 45 flat keys |
-| ``load_steps`` | load_steps.json (a ladder's steps); else one step: the steady window and server_telemetry |
+| ``load_steps`` | load_steps.json (a ladder's steps); an upstream ladder run's steps from stats_history.csv; else |
+|  | one step: the steady window and server_telemetry |
 
 Every raw table is keyed by ``trial_id``. :data:`FILE_READERS` reads each file a table reads on its own, to say
 which one does not read. :func:`ensure_schema` creates them (and the bookkeeping of loads,
@@ -52,7 +53,12 @@ from substrate_assets.results.trial_directory import (
     TrialDirectory,
     telemetry_figures,
 )
-from substrate_assets.telemetry.window import history_samples, window_from_history, window_from_samples
+from substrate_assets.telemetry.window import (
+    history_load_steps,
+    history_samples,
+    window_from_history,
+    window_from_samples,
+)
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.changes import ensure_bookkeeping, ensure_copy
 
@@ -143,9 +149,27 @@ def _flat_step(trial: TrialDirectory, history: pl.DataFrame | None = None) -> Lo
                     complete=manifest["completed"])
 
 
+def _imported_ladder_steps(trial: TrialDirectory, history: pl.DataFrame | None) -> list[LoadStep] | None:
+    """An upstream ladder run's steps, read off its user-count history by the native ladder's steady-window rule
+    (:func:`~substrate_assets.telemetry.window.history_load_steps`); None for a run that is no ladder, a native
+    trial (its steps are recorded, or it is flat), or a run without history."""
+    if trial.manifest:
+        return None
+    history = trial.stats_history() if history is None else history
+    samples = history_samples(history.iter_rows(named=True))
+    if not samples:
+        return None
+    return history_load_steps(samples, trial.planned_ladder(), source=f"{trial.trial_id}: {STATS_HISTORY_CSV}",
+                              ran_to_end=trial.manifest_fields()["completed"])
+
+
 def load_step_rows(trial: TrialDirectory, history: pl.DataFrame | None = None) -> list[dict[str, Any]]:
     recorded = trial.recorded_load_steps()
-    if recorded is None:
+    imported = None if recorded is not None else _imported_ladder_steps(trial, history)
+    if imported is not None:
+        # Upstream measured its server telemetry over the whole run only: per step it was not measured.
+        points: list[tuple[LoadStep, dict[str, Any]]] = [(step, {}) for step in imported]
+    elif recorded is None:
         flat = _flat_step(trial, history)
         # A flat trial's one point is its steady window: the trial's own telemetry is measured over it.
         points = [] if flat is None else [(flat, trial.server_telemetry())]
@@ -155,7 +179,7 @@ def load_step_rows(trial: TrialDirectory, history: pl.DataFrame | None = None) -
     rows = [{"step": step.step, "target_users": step.target_users, "hold_s": step.hold_s,
              "started_at": step.started_at, "ended_at": step.ended_at, "window_start_ts": step.window_start,
              "window_end_ts": step.window_end, "whole_step_because": step.whole_step_because,
-             "complete": step.complete, "recorded": recorded is not None, **telemetry}
+             "complete": step.complete, "recorded": recorded is not None or imported is not None, **telemetry}
             for step, telemetry in points]
     return rows
 
@@ -194,9 +218,10 @@ RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
              lambda trial: _one_row(ONE_ROW_VALUES["server_telemetry"](trial), SERVER_TELEMETRY_SCHEMA),
              "The 45 flat server_summary keys; null where nothing was measured.", (SERVER_SUMMARY_JSON, STATS_JSONL)),
     RawTable("load_steps", LOAD_STEPS_SCHEMA, _load_steps,
-             f"Each step of a ladder trial ({LOAD_STEPS_JSON}): its span, steady window and server telemetry; a "
-             "trial that recorded none is one step over its steady window.",
-             (LOAD_STEPS_JSON, TRIAL_JSON, SERVER_SUMMARY_JSON, STATS_HISTORY_CSV, STATS_JSONL)),
+             f"Each step of a ladder trial ({LOAD_STEPS_JSON}, or an upstream ladder run's {STATS_HISTORY_CSV}): "
+             "its span, steady window and server telemetry; a trial that recorded none is one step over its "
+             "steady window.",
+             (LOAD_STEPS_JSON, TRIAL_JSON, SERVER_SUMMARY_JSON, STATS_HISTORY_CSV, STATS_JSONL, LOGS_TXT)),
 )}
 
 

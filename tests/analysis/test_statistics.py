@@ -61,8 +61,8 @@ def test_reference_percentile_vectors():
                                                "max": 200, "avg": 100.5}
     assert floor_index([], 500) is None
     figures = summarize([3.0, None, float("nan"), 1.0, 2.0, float("inf")], ("p50", "p99_9"))
-    assert figures == {"min": 1.0, "p50": 2.0, "p99_9": 3.0, "max": 3.0, "mean": 2.0, "n": 3}
-    assert summarize([])["p50"] is None and summarize([])["n"] == 0
+    assert figures == {"min": 1.0, "p50": 2.0, "p99_9": 3.0, "max": 3.0, "mean": 2.0, "n_samples": 3}
+    assert summarize([])["p50"] is None and summarize([])["n_samples"] == 0
 
 
 def test_the_reference_rounds_as_python_does():

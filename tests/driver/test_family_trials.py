@@ -100,7 +100,7 @@ def test_the_marts_read_each_familys_wake_and_family(trials):
     results, warehouse = trials
     with duckdb.connect(str(warehouse), read_only=True) as connection:
         rows = dict(connection.execute("""
-            SELECT t.family, w.n FROM trials t JOIN wake_latency_distribution w USING (trial_id)""").fetchall())
+            SELECT t.family, w.n_wakes FROM trials t JOIN wake_latency_distribution w USING (trial_id)""").fetchall())
     for name, result in results.items():
         requests = read_requests(Path(result.trial_dir) / "requests.parquet")
         expected = requests.filter(pl.col("wake") & pl.col("locust_counted").ne_missing(False)).height

@@ -2,6 +2,7 @@
 
 import base64
 import io
+import re
 from datetime import UTC, datetime
 
 import numpy as np
@@ -165,18 +166,40 @@ def test_history_chart_one_panel_per_metric_with_change_point_rules_and_means():
     rules = [(encoding, values) for mark, encoding, values in first if mark["type"] == "rule" and "x2" not in encoding]
     assert len(rules) == 1
     encoding, values = rules[0]
-    assert encoding["x"]["field"] == "trial_number" and [row["trial_id"] for row in values] == ["cfg-a-5"]
+    assert (encoding["x"]["field"], encoding["x"]["type"]) == ("started_at", "temporal")
+    assert [row["trial_id"] for row in values] == ["cfg-a-5"]
     assert encoding["color"]["field"] == "direction"
     assert dict(zip(encoding["color"]["scale"]["domain"], encoding["color"]["scale"]["range"], strict=True)) == \
         plots.DIRECTION_COLOURS
     segments = next(values for mark, encoding, values in first if mark["type"] == "rule" and "x2" in encoding)
-    assert {(row["side"], row["start"], row["end"], row["mean"]) for row in segments} == {
-        ("before", 1, 5, 180.0), ("after", 5, 8, 220.0)}
+    # From the first trial's start to the change point's, and from it to the last trial's.
+    assert {(row["side"], row["start"][:10], row["end"][:10], row["mean"]) for row in segments} == {
+        ("before", "2026-01-01", "2026-01-05", 180.0), ("after", "2026-01-05", "2026-01-08", 220.0)}
     second = marks(spec["vconcat"][1] | {"datasets": spec.get("datasets", {})})
     assert not [mark for mark, _, _ in second if mark["type"] == "rule"]
     series = next(encoding for mark, encoding, _ in second if mark["type"] == "line")
-    assert series["x"]["field"] == "trial_number" and series["color"]["scale"]["domain"] == ["cfg-a", "cfg-b"]
-    assert {tip["field"] for tip in series["tooltip"]} >= {"trial_id", "sut_version"}
+    assert (series["x"]["field"], series["x"]["type"], series["x"]["scale"]["type"]) == ("started_at", "temporal", "utc")
+    assert series["color"]["scale"]["domain"] == ["cfg-a", "cfg-b"]
+    assert {tip["field"] for tip in series["tooltip"]} >= {"trial_number", "trial_id", "sut_version", "started_at"}
+
+
+def test_a_month_without_trials_is_a_month_wide():
+    """Trials 1-3 in January, 4 in March: on a time axis trial 4 stands about two months right of trial 3, four
+    times as far as 1 from 3; on a trial-number axis it would stand one step away."""
+    rows = [{"suite": "s", "configuration": "c", "trial_id": f"t{n}", "started_at": day, "trial_number": n,
+             "sut_version": "v", "metric": "wake_p99_ms", "value": 100.0 + n, "unit": "ms", "better": "lower"}
+            for n, day in enumerate((datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 8, tzinfo=UTC),
+                                     datetime(2026, 1, 15, tzinfo=UTC), datetime(2026, 3, 15, tzinfo=UTC)), start=1)]
+    rows.append({**rows[-1], "trial_id": "t5", "trial_number": 5, "started_at": None, "value": 110.0})
+    chart = plots.history_chart(pl.DataFrame(rows), pl.DataFrame())
+    spec = chart.to_dict()
+    assert spec["vconcat"][0]["title"]["subtitle"] == "lower is better; 1 trial(s) without a start time not drawn"
+    svg = plots.svg(chart)
+    points = [float(x) for x in re.findall(r'<path aria-label="[^"]*trial number: \d[^"]*" [^>]*aria-roledescription="point" '
+                                           r'transform="translate\(([\d.]+),', svg)]
+    assert len(points) == 4, svg[:2000]
+    assert points == sorted(points)
+    assert points[3] - points[2] > 3 * (points[2] - points[0])
 
 
 def test_history_chart_without_change_points():

@@ -32,7 +32,7 @@ MODEL_DDL = {
         status VARCHAR, failure VARCHAR, failed_requests BIGINT, sessions_started BIGINT, locust_exit_code BIGINT,
         stats_generated BOOLEAN, users BIGINT, duration_s BIGINT, think_scale DOUBLE, lifecycle_mode VARCHAR,
         resume_mode VARCHAR)""",
-    "wake_latency_distribution": """CREATE TABLE wake_latency_distribution (trial_id VARCHAR, n BIGINT,
+    "wake_latency_distribution": """CREATE TABLE wake_latency_distribution (trial_id VARCHAR, n_wakes BIGINT,
         n_failed BIGINT, min_ms DOUBLE, p50_ms DOUBLE, p90_ms DOUBLE, p95_ms DOUBLE, p99_ms DOUBLE, p99_9_ms DOUBLE,
         max_ms DOUBLE, mean_ms DOUBLE, ok_n BIGINT, ok_min_ms DOUBLE, ok_p50_ms DOUBLE, ok_p90_ms DOUBLE,
         ok_p95_ms DOUBLE, ok_p99_ms DOUBLE, ok_p99_9_ms DOUBLE, ok_max_ms DOUBLE, ok_mean_ms DOUBLE)""",
@@ -42,7 +42,7 @@ MODEL_DDL = {
         recomputed_actors_per_node DOUBLE, recomputed_actors_per_vcpu DOUBLE, recomputed_actors_per_gb_ram DOUBLE,
         recomputed_actors_per_pod_p50 DOUBLE, recomputed_actors_per_pod_p90 DOUBLE,
         recomputed_actors_per_pod_p99 DOUBLE, recomputed_aggregate_failure_ratio DOUBLE, frontier_mismatch BOOLEAN)""",
-    "step_latency": """CREATE TABLE step_latency (trial_id VARCHAR, step VARCHAR, n BIGINT, failures BIGINT,
+    "step_latency": """CREATE TABLE step_latency (trial_id VARCHAR, step VARCHAR, n_ok_steps BIGINT, failures BIGINT,
         p50_ms DOUBLE, p95_ms DOUBLE, p99_ms DOUBLE)""",
     "load_points": """CREATE TABLE load_points (trial_id VARCHAR, step INTEGER, points BIGINT, target_users BIGINT,
         hold_s BIGINT, complete BOOLEAN, recorded BOOLEAN, users DOUBLE, actors DOUBLE, actors_per_node DOUBLE,
@@ -133,7 +133,7 @@ class Trial:
                                                    (("50", 500), ("90", 900), ("95", 950), ("99", 990),
                                                     ("99_9", 999))},
                    "max_ms": float(ordered[-1]), "mean_ms": float(ordered.mean())}
-        return {"trial_id": self.trial_id, "n": len(ordered), "n_failed": 0, **figures, "ok_n": len(ordered),
+        return {"trial_id": self.trial_id, "n_wakes": len(ordered), "n_failed": 0, **figures, "ok_n": len(ordered),
                 **{f"ok_{key}": value for key, value in figures.items()}}
 
     def frontier(self) -> dict:
@@ -148,7 +148,7 @@ class Trial:
         rows = []
         for step, values in self.steps.items():
             ordered = np.sort(values)
-            rows.append({"trial_id": self.trial_id, "step": step, "n": len(ordered), "failures": 0,
+            rows.append({"trial_id": self.trial_id, "step": step, "n_ok_steps": len(ordered), "failures": 0,
                          "p50_ms": _percentile(ordered, 500), "p95_ms": _percentile(ordered, 950),
                          "p99_ms": _percentile(ordered, 990)})
         return rows

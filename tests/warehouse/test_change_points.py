@@ -84,8 +84,8 @@ def native_trial(connection, trial_id: str, number: int, script: str, wake_p99_m
         "actors_per_gb_ram": per_node / 16, "aggregate_failure_ratio": noisy(0.002, rng),
         "figures_from": "recomputed"}])
     p50 = noisy(50.0, rng)
-    figures = {"n": 0, "n_failed": 0, "ok_n": 0} if wake_p99_ms is None else {
-        "n": 400, "n_failed": 0, "ok_n": 400, "min_ms": 5.0, "p50_ms": p50, "p90_ms": p50 * 2, "p95_ms": p50 * 2,
+    figures = {"n_wakes": 0, "n_failed": 0, "ok_n": 0} if wake_p99_ms is None else {
+        "n_wakes": 400, "n_failed": 0, "ok_n": 400, "min_ms": 5.0, "p50_ms": p50, "p90_ms": p50 * 2, "p95_ms": p50 * 2,
         "p99_ms": wake_p99_ms, "p99_9_ms": wake_p99_ms, "max_ms": wake_p99_ms}
     insert_model_rows(connection, "wake_latency_distribution", [{"trial_id": trial_id, **figures}])
 
@@ -113,7 +113,7 @@ def imported_trial(connection, trial_id: str, number: int, actors_per_node: floa
         "trial_id": trial_id, "actors_per_node": actors_per_node, "actors_per_vcpu": round(actors_per_node / 3.92, 2),
         "actors_per_gb_ram": round(actors_per_node / 12.96, 2), "aggregate_failure_ratio": 0.0017,
         "figures_from": "trial_summary", "frontier_mismatch": False}])
-    insert_model_rows(connection, "wake_latency_distribution", [{"trial_id": trial_id, "n": 0, "n_failed": 0,
+    insert_model_rows(connection, "wake_latency_distribution", [{"trial_id": trial_id, "n_wakes": 0, "n_failed": 0,
                                                                  "ok_n": 0}])
 
 

@@ -127,10 +127,10 @@ def test_wake_latency_distribution_reference_vector(warehouse):
     assert (t["ok_n"], t["ok_min_ms"], t["ok_p50_ms"], t["ok_p90_ms"], t["ok_p95_ms"], t["ok_p99_ms"],
             t["ok_max_ms"], t["ok_mean_ms"]) == (200, 1.0, 101.0, 181.0, 191.0, 199.0, 200.0, 100.5)
     assert t["ok_p99_9_ms"] == 200.0
-    assert (t["n"], t["n_failed"], t["min_ms"], t["p50_ms"], t["p99_ms"], t["p99_9_ms"], t["max_ms"]) == \
+    assert (t["n_wakes"], t["n_failed"], t["min_ms"], t["p50_ms"], t["p99_ms"], t["p99_9_ms"], t["max_ms"]) == \
         (201, 1, 1.0, 101.0, 199.0, 99999.0, 99999.0)
     quiet = rows["quiet"]
-    assert quiet["n"] == 0 and quiet["n_failed"] == 0 and quiet["p50_ms"] is None and quiet["mean_ms"] is None
+    assert quiet["n_wakes"] == 0 and quiet["n_failed"] == 0 and quiet["p50_ms"] is None and quiet["mean_ms"] is None
     assert quiet["ok_n"] == 0 and quiet["ok_p50_ms"] is None
 
 
@@ -138,7 +138,7 @@ def test_wake_latency_distribution_keeps_rows_whose_count_is_unknown(warehouse):
     insert(warehouse, "trial_manifests", [manifest("t")])
     insert(warehouse, "request_samples", samples("t", "WakeFirstTouch", [10.0, 20.0], counted=None))
     build(warehouse)
-    assert fetch(warehouse, "SELECT n FROM wake_latency_distribution") == [{"n": 2}]
+    assert fetch(warehouse, "SELECT n_wakes FROM wake_latency_distribution") == [{"n_wakes": 2}]
 
 
 def test_wake_latency_windows_cut_a_trial_into_five_minute_windows(warehouse):
@@ -198,7 +198,7 @@ def test_step_latency_and_trial_summary(warehouse):
     insert(warehouse, "locust_stats", [*stats, aggregated("t", 22, 3)])
     build(warehouse)
     step = fetch(warehouse, "SELECT * FROM step_latency")[0]
-    assert (step["step"], step["n"], step["failures"], step["p50_ms"], step["p99_ms"]) == ("01_a", 3, 1, 20.0, 30.0)
+    assert (step["step"], step["n_ok_steps"], step["failures"], step["p50_ms"], step["p99_ms"]) == ("01_a", 3, 1, 20.0, 30.0)
     summary = fetch(warehouse, "SELECT * FROM trial_summary")[0]
     ratios = dict(summary["operation_failure_ratios"])
     assert ratios == {"resume_actor_first_resume_failure_ratio": 0.1, "glutton_read_ram_failure_ratio": 0.0,

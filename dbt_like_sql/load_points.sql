@@ -7,7 +7,8 @@
 -- Locust counted (failed or not, as wake_latency_distribution's main figures) that started inside the window —
 -- window_start_ts <= ts < window_end_ts + 1, since the history row stamped window_end_ts was written during that
 -- second, still at the step's load; failure_ratio is failed over all requests that started in it (null without
--- requests). complete says whether the step ran to its end (a stopped trial cuts its last step short; a flat
+-- requests). A trial without a request log (an imported upstream run) has no wake figures (null: not measured) and
+-- counts its window's requests and failures from the stats history's running totals. complete says whether the step ran to its end (a stopped trial cuts its last step short; a flat
 -- point is complete when its trial is); recorded, whether it is a ladder step (load_steps.json) rather than a
 -- trial's one point. The 45 server-telemetry keys are those measured over the window (null: not measured). A
 -- trial in which no session ever started has no load points.
@@ -27,6 +28,27 @@ observed AS (
         AND h.timestamp BETWEEN p.window_start_ts AND p.window_end_ts
     GROUP BY p.trial_id, p.step
 ),
+-- Trials that kept a request log: an upstream run imported has none, so its wake figures were not measured (null,
+-- never 0) and its requests come from its stats history's cumulative totals instead.
+logged AS (
+    SELECT DISTINCT trial_id FROM request_samples
+),
+history_totals AS (
+    -- The Aggregated row's running totals: what was counted by the window's end less what was counted by its start
+    -- (null when no row precedes the window: the start's count is unknown).
+    SELECT
+        p.trial_id,
+        p.step,
+        max(h.total_request_count) FILTER (WHERE h.timestamp <= p.window_end_ts)
+            - max(h.total_request_count) FILTER (WHERE h.timestamp <= p.window_start_ts) AS requests,
+        max(h.total_failure_count) FILTER (WHERE h.timestamp <= p.window_end_ts)
+            - max(h.total_failure_count) FILTER (WHERE h.timestamp <= p.window_start_ts) AS failed_requests
+    FROM points AS p
+    JOIN stats_history AS h
+        ON h.trial_id = p.trial_id AND h.name IN ('', 'Aggregated', 'Total')
+    WHERE p.trial_id NOT IN (SELECT trial_id FROM logged)
+    GROUP BY p.trial_id, p.step
+),
 requests AS (
     SELECT
         p.trial_id,
@@ -40,7 +62,10 @@ requests AS (
         ON r.trial_id = p.trial_id
         AND r.locust_counted IS NOT FALSE
         AND r.ts >= p.window_start_ts AND r.ts < p.window_end_ts + 1
+    WHERE p.trial_id IN (SELECT trial_id FROM logged)
     GROUP BY p.trial_id, p.step
+    UNION ALL
+    SELECT trial_id, step, NULL, NULL, requests, failed_requests FROM history_totals
 )
 SELECT
     p.trial_id,
@@ -63,7 +88,7 @@ SELECT
     p.window_end_ts,
     p.window_end_ts - p.window_start_ts AS window_s,
     p.whole_step_because,
-    coalesce(len(r.wakes), 0) AS wake_n,
+    CASE WHEN p.trial_id IN (SELECT trial_id FROM logged) THEN coalesce(len(r.wakes), 0) END AS wake_n,
     r.wake_failed,
     floor_index_of_sorted(r.wakes, 500) AS wake_p50_ms,
     floor_index_of_sorted(r.wakes, 900) AS wake_p90_ms,

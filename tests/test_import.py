@@ -192,8 +192,18 @@ def test_an_imported_run_is_one_load_point_over_its_steady_window(loaded):
         (1, 1, 1795132805, 1795132810)
     assert {key: newest[key] for key in ("cluster_packing_p50", "checkpoints_in_window")} == \
         {key: telemetry[NEWEST][key] for key in ("cluster_packing_p50", "checkpoints_in_window")}
-    # No request log: no wake was measured, and nothing is made up.
-    assert (newest["wake_n"], newest["wake_p99_ms"], newest["requests"], newest["failure_ratio"]) == (0, None, 0, None)
+    # No request log: no wake was measured (null, not 0), and the window's requests are the history's running total
+    # at its end less at its start.
+    [(at_start, failed_at_start)] = connection.execute(
+        "SELECT max(total_request_count), max(total_failure_count) FROM stats_history WHERE trial_id = ? AND "
+        "name = 'Aggregated' AND timestamp <= 1795132805", [NEWEST]).fetchall()
+    [(at_end, failed_at_end)] = connection.execute(
+        "SELECT max(total_request_count), max(total_failure_count) FROM stats_history WHERE trial_id = ? AND "
+        "name = 'Aggregated' AND timestamp <= 1795132810", [NEWEST]).fetchall()
+    assert at_end - at_start > 0
+    assert (newest["wake_n"], newest["wake_p99_ms"], newest["requests"], newest["failed_requests"]) == \
+        (None, None, at_end - at_start, failed_at_end - failed_at_start)
+    assert newest["failure_ratio"] == (failed_at_end - failed_at_start) / (at_end - at_start)
     capacity = {row["trial_id"]: row for row in fetch(connection, "SELECT * FROM slo_capacity")}
     assert capacity[NEWEST]["capacity_null_because"] == "the suite sets no SLO"
     [history] = fetch(connection, "SELECT sut_version FROM capacity_history WHERE trial_id = ?", [NEWEST])

@@ -36,7 +36,7 @@ def imported(tmp_path_factory):
     env = project_env(make_project(project / "project", "suites: []\n"))
     upstream = project / "upstream"
     shutil.copytree(LADDER_RUNS / "runs", upstream / "runs")
-    done = run(env, "import", str(upstream))
+    done = run(env, "import", str(upstream), "--slo-failure-ratio", "0.01")
     assert done.returncode == 0, done.stderr[-3000:]
     assert LADDER in done.stdout
     return env, project
@@ -59,10 +59,74 @@ def test_an_imported_ladder_has_one_load_point_per_step(imported):
     # The run's own trial_summary figures agree with what its files recompute.
     [frontier] = sql(env, "SELECT actors_per_node, frontier_mismatch FROM density_frontiers")
     assert (frontier["actors_per_node"], frontier["frontier_mismatch"]) == (20.0, False)
-    [capacity] = sql(env, "SELECT points, planned_steps, complete_points, capacity_null_because FROM slo_capacity")
+    [capacity] = sql(env, "SELECT points, planned_steps, complete_points, capacity_step, capacity_users, "
+                          "capacity_null_because, knee_step, knee_null_because FROM slo_capacity")
     assert (capacity["points"], capacity["planned_steps"], capacity["complete_points"]) == (4, 4, 4)
-    # The upstream run records no SLO: capacity is null with its reason, not judged against a made-up one.
-    assert capacity["capacity_null_because"] == "the suite sets no SLO"
+    # Judged by the SLO it was imported with: no step failed, so every step meets it and the top one is the capacity.
+    assert (capacity["capacity_step"], capacity["capacity_users"], capacity["capacity_null_because"]) == \
+        (4, 20.0, None)
+    assert (capacity["knee_step"], capacity["knee_null_because"]) == (None, "the SLO is not broken within the ladder")
+
+
+def test_an_imported_ladder_counts_each_steps_requests_from_its_history(imported):
+    """No request log: each window's requests are the Aggregated row's running total at its end less at its start
+    (the totals the history shows at seconds 3 and 20, 22 and 50, 52 and 75, 77 and 115), and the wake figures are
+    null, not a measured 0."""
+    env, _ = imported
+    points = sql(env, "SELECT step, requests, failed_requests, failure_ratio, wake_n, wake_failed, wake_p99_ms "
+                      "FROM load_points ORDER BY step")
+    assert [(p["requests"], p["failed_requests"], p["failure_ratio"]) for p in points] == \
+        [(288 - 33, 0, 0.0), (1176 - 336, 0, 0.0), (2289 - 1254, 0, 0.0), (4677 - 2397, 0, 0.0)]
+    assert all(p["wake_n"] is None and p["wake_failed"] is None and p["wake_p99_ms"] is None for p in points)
+    [slo] = sql(env, "SELECT slo_wake_p99_ms, slo_failure_ratio FROM trial_manifests")
+    assert slo == {"slo_wake_p99_ms": None, "slo_failure_ratio": 0.01}
+
+
+def with_failures(tmp: Path, from_second: int, per_second: int) -> Path:
+    """The held-out run whose history's running failure total grows by ``per_second`` from ``from_second`` on."""
+    upstream = tmp / "upstream"
+    shutil.copytree(LADDER_RUNS / "runs", upstream / "runs")
+    [history] = upstream.rglob("stats_history.csv")
+    header, *rows = history.read_text().splitlines()
+    failing = []
+    for row in rows:
+        fields = row.split(",")
+        second = int(fields[0]) - RUN_TS
+        fields[18] = str(max(0, min(second, 115) - from_second + 1) * per_second if second >= from_second else 0)
+        failing.append(",".join(fields))
+    history.write_text("\n".join([header, *failing]) + "\n")
+    return upstream
+
+
+def test_an_imported_ladder_failing_at_its_top_step_has_its_capacity_below(tmp_path):
+    env = project_env(make_project(tmp_path / "project", "suites: []\n"))
+    # 6 of the top step's 60 requests a second fail (10 %) from its first steady second on.
+    done = run(env, "import", str(with_failures(tmp_path, 78, 6)), "--slo-failure-ratio", "0.01")
+    assert done.returncode == 0, done.stderr[-2000:]
+    ratios = [p["failure_ratio"] for p in sql(env, "SELECT failure_ratio FROM load_points ORDER BY step")]
+    assert ratios[:3] == [0.0, 0.0, 0.0] and ratios[3] == pytest.approx(0.1, abs=0.005)
+    [capacity] = sql(env, "SELECT capacity_step, capacity_users, knee_step, knee_users, broken_by FROM slo_capacity")
+    assert capacity == {"capacity_step": 3, "capacity_users": 15.0, "knee_step": 4, "knee_users": 20.0,
+                        "broken_by": "failure_ratio"}
+
+
+def test_an_import_without_an_slo_has_no_capacity_and_says_why(tmp_path):
+    env = project_env(make_project(tmp_path / "project", "suites: []\n"))
+    upstream = tmp_path / "upstream"
+    shutil.copytree(LADDER_RUNS / "runs", upstream / "runs")
+    done = run(env, "import", str(upstream))
+    assert done.returncode == 0, done.stderr[-2000:]
+    [capacity] = sql(env, "SELECT capacity_users, capacity_null_because FROM slo_capacity")
+    # Not judged against a made-up SLO.
+    assert capacity == {"capacity_users": None, "capacity_null_because": "the suite sets no SLO"}
+    assert not list((tmp_path / "project").rglob("import.json"))
+
+
+def test_a_bad_slo_is_refused_before_anything_is_stored(tmp_path):
+    env = project_env(make_project(tmp_path / "project", "suites: []\n"))
+    done = run(env, "import", str(tmp_path), "--slo-failure-ratio", "1.5")
+    assert done.returncode == 2 and "--slo-failure-ratio" in done.stderr
+    assert not list((tmp_path / "project").rglob("stats_history.csv"))
 
 
 def test_the_report_of_an_imported_ladder_draws_it(imported):

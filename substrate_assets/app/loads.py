@@ -7,7 +7,7 @@ on another thread (see :func:`import_upstream`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,14 +40,15 @@ class ImportOutcome:
 
 
 def import_upstream(root: str, store: RunStore, warehouse: Warehouse, instance: Callable[[], dg.DagsterInstance],
-                    on_wait: Callable[[str], None] | None = None) -> ImportOutcome:
+                    on_wait: Callable[[str], None] | None = None,
+                    slo: Mapping[str, float] | None = None) -> ImportOutcome:
     """Copy every upstream run under ``root`` into the store — each read whole first, exactly as the warehouse
     loads it, and refused (nothing copied) when any file does not read — then load them all in one pass (raw
     tables, models, column tests; one transaction, :func:`load_and_refresh`) and record each load, so the imported
     trials show in the UI beside native ones. A refused run does not stop the others. ``instance`` is asked for
     once the warehouse is written: a caller may open it meanwhile (importing Dagster and opening an instance take
     longer than loading one run)."""
-    batch = import_all(root, store, check=check_staged_trial)
+    batch = import_all(root, store, check=check_staged_trial, slo=slo)
     refused = list(batch.refused)
     # Read before the warehouse is opened, so the lock is held only to write. Runs copied now are read a second time
     # here (their staging read names the staging directory as trial_dir); runs already in the store, a first.

@@ -41,11 +41,21 @@ def _exit_on_failed_tests(outcomes: list[Any], exit_now: bool = True) -> None:
 
 @click.command("import")
 @click.argument("root")
-def import_command(root: str) -> None:
+@click.option("--slo-wake-p99-ms", type=click.FloatRange(min=0, min_open=True),
+              help="The SLO the imported runs' load points are judged by: the highest p99 wake latency, ms.")
+@click.option("--slo-failure-ratio", type=click.FloatRange(0, 1),
+              help="The SLO the imported runs' load points are judged by: the highest share of failed requests.")
+def import_command(root: str, slo_wake_p99_ms: float | None, slo_failure_ratio: float | None) -> None:
     """Import every upstream run under ROOT (runs/<name>/run_date=…/run_ts=…/run_tag=…/; a directory or a
     gs://, s3:// or other fsspec URL) as trials: each read whole first, then copied unchanged into the run store and
     loaded. A run whose files do not read is refused (one line naming the file; nothing of it is stored) and the
-    others still load; the exit code is then 1."""
+    others still load; the exit code is then 1.
+
+    Upstream runs record no SLO: --slo-* give the one a ladder run's capacity is found under (kept beside the run in
+    the store, import.json). A run already in the store keeps what it was first imported with. Without a request log
+    an imported run measured no exact wake latencies, so only its failure ratio can be judged per step."""
+    slo = {name: value for name, value in (("wake_p99_ms", slo_wake_p99_ms), ("failure_ratio", slo_failure_ratio))
+           if value is not None}
     # Dagster's import and the instance (about 2 s) are opened on a thread while the runs are copied and loaded:
     # both mostly wait on DuckDB, polars and the disk, which let go of the interpreter.
     with ThreadPoolExecutor(1, thread_name_prefix="instance") as opening:
@@ -56,7 +66,7 @@ def import_command(root: str) -> None:
 
         try:
             outcome = import_upstream(root, RunStore(store_directory()), chosen_warehouse(), instance.result,
-                                      on_wait=_say_waiting)
+                                      on_wait=_say_waiting, slo=slo or None)
         except WarehouseUnavailable as error:
             raise click.ClickException(str(error)) from None
     for refusal in outcome.refused:

@@ -16,14 +16,15 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import fsspec
 
+from substrate_assets.results.atomic import write_json
 from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
-from substrate_assets.results.trial_directory import TRIAL_JSON, UPLOADING, WORK
+from substrate_assets.results.trial_directory import IMPORT_JSON, TRIAL_JSON, UPLOADING, WORK
 
 log = logging.getLogger(__name__)
 
@@ -77,9 +78,11 @@ def find_runs(root: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
 
 
 def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunStore,
-               check: RunCheck | None = None) -> ImportedRun:
-    """Copy one run directory into the store (staged, checked, then renamed); a run already there is left alone.
-    RunRefused, with nothing left in the store, when ``check`` refuses it or the store holds its id otherwise."""
+               check: RunCheck | None = None, slo: Mapping[str, float] | None = None) -> ImportedRun:
+    """Copy one run directory into the store (staged, checked, then renamed); a run already there is left alone
+    (its files, and the SLO it was imported with, are never rewritten). ``slo`` (``wake_p99_ms``,
+    ``failure_ratio``), when given, is kept beside the run's own files (``import.json``). RunRefused, with nothing
+    left in the store, when ``check`` refuses it or the store holds its id otherwise."""
     key = TrialKey.parse(source)
     target = store.trial_dir(key)
     if target.exists():
@@ -96,8 +99,10 @@ def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunSto
             raise UploadInProgress(f"{source} is still being uploaded (it holds {UPLOADING}); if no upload is "
                                    f"running, it was cut short: delete it or its {UPLOADING} object")
         for path in listing:
-            if filesystem.isfile(path) and Path(path).name != WORK:
+            if filesystem.isfile(path) and Path(path).name not in (WORK, IMPORT_JSON):
                 filesystem.get_file(path, str(staging / Path(path).name))
+        if slo:
+            write_json(staging / IMPORT_JSON, {"slo": dict(slo)})
         if check is not None:
             try:
                 check(staging, key)
@@ -112,7 +117,8 @@ def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunSto
     return ImportedRun(key, source, target, copied=True)
 
 
-def import_all(root: str, store: RunStore, check: RunCheck | None = None) -> ImportBatch:
+def import_all(root: str, store: RunStore, check: RunCheck | None = None,
+               slo: Mapping[str, float] | None = None) -> ImportBatch:
     """Every whole run under ``root`` (runs still being uploaded are left for next time), each refused on its own:
     the others still enter the store."""
     filesystem, runs = find_runs(root)
@@ -121,7 +127,7 @@ def import_all(root: str, store: RunStore, check: RunCheck | None = None) -> Imp
     batch = ImportBatch()
     for source in runs:
         try:
-            batch.imported.append(import_run(filesystem, source, store, check))
+            batch.imported.append(import_run(filesystem, source, store, check, slo))
         except UploadInProgress as error:
             log.warning("skipped: %s", error)
         except RunRefused as refusal:

@@ -60,6 +60,9 @@ RUNTIME_EVENTS_PARQUET = "runtime_events.parquet"
 RUNTIME_SAMPLES_PARQUET = "runtime_samples.parquet"
 LOGS_TXT = "logs.txt"
 LOAD_STEPS_JSON = "load_steps.json"
+# Beside an imported upstream run's own files, what the import was told about it: the SLO its load points are judged
+# by (upstream's runs record none; its slo_knee takes the thresholds when it analyses).
+IMPORT_JSON = "import.json"
 
 # Locust writes ``<prefix>_<kind>.csv``; the trial keeps each under its own name.
 LOCUST_CSVS = {"stats": STATS_CSV, "stats_history": STATS_HISTORY_CSV, "failures": FAILURES_CSV,
@@ -227,7 +230,8 @@ class TrialDirectory:
         manifest, key = self.manifest, self.key
         # A trial of a family other than agent sessions ran no script: trial.json's script is null.
         knobs, script = manifest.get("knobs", {}), manifest.get("script") or {}
-        slo = (manifest.get("suite_config") or {}).get("slo") or {}
+        slo = ((manifest.get("suite_config") or {}).get("slo") if manifest
+               else (self._json(IMPORT_JSON) or {}).get("slo")) or {}
         window = {} if manifest else (self.jsonl_measurements(TRIAL_SUMMARY) or {})
         driver_load = manifest.get("driver_load") or {}
         # A native agent session (one Locust user) drives one actor, so trial.json need not say.

@@ -15,6 +15,7 @@ version — into one shape, so that no reader above it ever sees an upstream for
 | ``runtime_events.parquet``, ``runtime_samples.parquet`` | the embedded runtime's events and per-second samples |
 | ``logs.txt`` | the runner's notes and Locust's output (upstream's: also how the run was started) |
 | ``load_steps.json`` | a ladder trial's steps: when each ran, its steady window, server telemetry over it (ours) |
+| ``import.json`` | beside an imported upstream run: the SLO it was imported with (``--slo-*``; absent without one) |
 
 Upstream's runner, run locally, prefixes its files with the test name (``<test>_stats.csv``); readers accept
 both forms.

@@ -24,7 +24,8 @@ import dagster as dg
 import psutil
 import pytest
 
-from substrate_assets.app.pool_slots import OWNER_PID_TAG, free_dead_runs, owner_tags, pool_holders, wait_for_pools
+from substrate_assets.app.pool_slots import pool_holders, wait_for_pools
+from substrate_assets.defs.runs.owners import OWNER_PID_TAG, free_dead_runs, owner_tags
 from substrate_assets.processes.owner import Owner
 from substrate_assets.project import INSTANCE_CONFIG
 from tests.support.projects import project_env
@@ -314,9 +315,9 @@ def test_who_counts_as_gone_and_what_is_freed(tmp_path):
             == [reused_pid]
         assert pool_holders(instance, "trials") == []  # one of its two slots is free
         assert [holder.describe() for holder in pool_holders(instance, "duckdb")] == \
-            [f"run {from_the_ui} (STARTED, launched by the Dagster UI or daemon)"]
+            [f"run {from_the_ui} (STARTED, its process not yet recorded)"]
         storage.set_concurrency_slots("trials", 1)
         assert [holder.describe() for holder in pool_holders(instance, "trials")] == \
-            [f"run {elsewhere} (substrate-bench pid 4242 on elsewhere.example, STARTED)"]
+            [f"run {elsewhere} (run worker pid 4242 on elsewhere.example, STARTED)"]
         assert instance.get_run_by_id(alive).status == dg.DagsterRunStatus.STARTED
         assert free_dead_runs(instance) == []

@@ -33,8 +33,8 @@ INSTANCE_CONFIG = """\
 concurrency:
   pools:
     default_limit: 1
-# With the UI's daemon running, a run that has ended gives back any pool slot it still holds. Runs of a killed
-# substrate-bench command are failed, and their slots freed, by the next command (app/pool_slots.py).
+# With the UI's daemon running, a run that has ended gives back any pool slot it still holds. A run whose process
+# was killed is failed, and its slots freed, by the next run or the sensor dead_runs (defs/runs/).
 run_monitoring:
   enabled: true
   free_slots_after_run_end_seconds: 60

@@ -148,7 +148,7 @@ def test_the_next_runs_worker_fails_a_killed_workers_run_and_takes_its_slot(inst
 def test_the_daemons_sensor_fails_a_killed_workers_run_without_a_new_run(instance, workers, scratch):
     dead, pid = killed_holder(instance, workers, scratch)
 
-    result = dead_runs_sensor(dg.build_sensor_context(instance=instance))
+    result = dead_runs_sensor()(dg.build_sensor_context(instance=instance))
 
     assert isinstance(result, dg.SkipReason)
     assert result.skip_message.startswith(f"run {dead.run_id} (pid {pid}, gone) was still marked STARTED and held "
@@ -157,7 +157,7 @@ def test_the_daemons_sensor_fails_a_killed_workers_run_without_a_new_run(instanc
     assert "found by the daemon's sensor dead_runs" in failure_message(instance, dead.run_id)
     assert slot_holders(instance) == []
     assert list(scratch.glob(f"{PIPES_PREFIX}*")) == []
-    assert dead_runs_sensor(dg.build_sensor_context(instance=instance)).skip_message == \
+    assert dead_runs_sensor()(dg.build_sensor_context(instance=instance)).skip_message == \
         "no dead run holds anything"
 
 
@@ -184,3 +184,39 @@ def test_a_reexecution_is_not_owned_by_its_parents_process(tmp_path):
         assert owner_of_run(child, instance) is None
         assert free_dead_runs(instance) == []
         assert instance.get_run_by_id(child.run_id).status == dg.DagsterRunStatus.STARTED
+
+
+def test_the_trials_of_ended_runs_are_recorded_or_forgotten(tmp_path):
+    """A run_trial run that ended without recording its trial leaves a partition that would hold the warehouse's
+    automation back forever: a trial that landed anyway is recorded, one that never landed is forgotten, one still
+    being assembled is left alone, and a recorded one is not touched."""
+    from substrate_assets.defs.partitions import trial_partitions
+    from substrate_assets.defs.trials.jobs import TRIAL_TAG, run_trial_job
+    from substrate_assets.defs.trials.unlanded import settle_unlanded_trials
+    from substrate_assets.results.layout import RunStore, TrialKey
+
+    (tmp_path / "dagster.yaml").write_text(INSTANCE_CONFIG)
+    store = RunStore(tmp_path / "store")
+    keys = {name: TrialKey("smoke", 1_700_000_000 + index * 100, "t") for index, name in
+            enumerate(("landed", "never", "assembling", "recorded"))}
+    for name in ("landed", "recorded"):
+        store.trial_dir(keys[name]).mkdir(parents=True)
+        (store.trial_dir(keys[name]) / "trial.json").write_text("{}")
+    (store.root / ".staging" / keys["assembling"].trial_id).mkdir(parents=True)
+    with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
+        ids = {name: key.trial_id for name, key in keys.items()}
+        instance.add_dynamic_partitions(trial_partitions.name, list(ids.values()))
+        instance.report_runless_asset_event(dg.AssetMaterialization("trial_run", partition=ids["recorded"]))
+        runs = {name: instance.create_run_for_job(job_def=run_trial_job, status=dg.DagsterRunStatus.FAILURE,
+                                                  tags={TRIAL_TAG: trial_id}, run_config={}).run_id
+                for name, trial_id in ids.items()}
+
+        lines = settle_unlanded_trials(instance, store)
+
+        assert sorted(lines) == sorted([
+            f"trial {ids['landed']} landed but its run {runs['landed']} ended before recording it: recorded",
+            f"trial {ids['never']} of run {runs['never']} never landed: its trial_run partition removed"])
+        assert set(instance.get_dynamic_partitions(trial_partitions.name)) == {ids["landed"], ids["assembling"],
+                                                                               ids["recorded"]}
+        assert instance.get_materialized_partitions(dg.AssetKey("trial_run")) == {ids["landed"], ids["recorded"]}
+        assert settle_unlanded_trials(instance, store) == []

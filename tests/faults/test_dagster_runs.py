@@ -223,7 +223,9 @@ def test_a_run_killed_by_sigkill_is_failed_and_its_slot_freed_by_the_next_run(in
             "marked failed, slot freed")
     wait_until(lambda: line in successor.out().splitlines(), "the next run to say it freed the dead run's slot")
     assert instance.get_run_by_id(dead_run).status == dg.DagsterRunStatus.FAILURE
-    assert any(f"(pid {killed.pid} on " in message and "is gone" in message
+    assert any(message.startswith(f"the process executing this run, pid {killed.pid} on {socket.gethostname()} "
+                                  "(substrate-bench run long) started ") and "is gone" in message
+               and f"found by substrate-bench (pid {successor.pid} on" in message
                for message in failure_messages(instance, dead_run))
     wait_until(lambda: trial_running(instance, successor), "the next run's trial holding the trials slot")
     assert "waiting for pool" not in successor.out()

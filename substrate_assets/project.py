@@ -38,6 +38,13 @@ concurrency:
 run_monitoring:
   enabled: true
   free_slots_after_run_end_seconds: 60
+# A run whose worker died (killed, failed by the sweep of dead runs) is launched again by the daemon when it asks for
+# it (warehouse_refresh's loads do: a load lost that way would leave its trial missing and hold every mart back); a
+# run that failed in a step of its own is not.
+run_retries:
+  enabled: true
+  max_retries: 0
+  retry_on_asset_or_op_failure: false
 telemetry:
   enabled: false
 # The UI's runs start within a second of being queued (Dagster's default looks every 5 s): a trial launched from the

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from substrate_assets.app.ui_scratch import UI_PREFIX, discard_unless_in_use, new_scratch, own, sweep_ui_leftovers
 from substrate_assets.processes.leftovers import mark
 from substrate_assets.processes.owner import Owner
+from substrate_assets.processes.ui_scratch import UI_PREFIX, discard_unless_in_use, new_scratch, own, sweep_ui_leftovers
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(600)"]
 

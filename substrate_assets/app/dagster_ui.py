@@ -19,7 +19,7 @@ import psutil
 
 from substrate_assets.app.code_location import ui_workspace
 from substrate_assets.app.stopped import Stopped, stopping_on_signals
-from substrate_assets.app.ui_scratch import discard_unless_in_use, new_scratch, own, sweep_ui_leftovers
+from substrate_assets.processes.ui_scratch import discard_unless_in_use, new_scratch, own, sweep_ui_leftovers
 
 # dagster dev stops its webserver, daemon and code server in a few seconds; a machine busy with other work gets more.
 SHUTDOWN_GRACE_S = 30.0

@@ -19,6 +19,7 @@ from dagster._core.execution.step_dependency_config import StepDependencyConfig
 from substrate_assets.defs.runs.owners import free_dead_runs, record_owner, this_process_as_detector
 from substrate_assets.defs.runs.scratch import sweep_pipes_leftovers
 from substrate_assets.processes.owner import Owner
+from substrate_assets.processes.ui_scratch import sweep_ui_leftovers
 
 if TYPE_CHECKING:
     from dagster._core.execution.context.system import PlanOrchestrationContext
@@ -47,7 +48,8 @@ class OwnedExecutor(dg.Executor):
             plan_context.log.info(f"run owned by pid {owner.pid} on {owner.host}; if that process dies, the next run "
                                   "or the daemon's sensor dead_runs marks this run failed and frees its pool slots")
         detector = this_process_as_detector(f"run {run.run_id}'s worker as it started")
-        for line in [*(freed.line() for freed in free_dead_runs(instance, detector)), *sweep_pipes_leftovers()]:
+        for line in [*(freed.line() for freed in free_dead_runs(instance, detector)), *sweep_pipes_leftovers(),
+                     *sweep_ui_leftovers()]:
             plan_context.log.warning(line)
         yield from self._inner.execute(plan_context, execution_plan)
 

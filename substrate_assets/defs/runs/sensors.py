@@ -8,6 +8,7 @@ import dagster as dg
 
 from substrate_assets.defs.runs.owners import free_dead_runs, this_process_as_detector
 from substrate_assets.defs.runs.scratch import sweep_pipes_leftovers
+from substrate_assets.processes.ui_scratch import sweep_ui_leftovers
 
 DEAD_RUNS_SENSOR = "dead_runs"
 # A killed worker's trials slot is back within a minute without a new run; a new run frees it at once anyway.
@@ -20,7 +21,8 @@ def sweep(instance: dg.DagsterInstance, followers: Sequence[Follower] = ()) -> l
     """One sweep, as the sensor makes it: dead runs failed and their slots freed, dead workers' Pipes scratch
     directories removed, then what each follower settles."""
     detector = this_process_as_detector(f"the daemon's sensor {DEAD_RUNS_SENSOR}")
-    lines = [*(freed.line() for freed in free_dead_runs(instance, detector)), *sweep_pipes_leftovers()]
+    lines = [*(freed.line() for freed in free_dead_runs(instance, detector)), *sweep_pipes_leftovers(),
+             *sweep_ui_leftovers()]
     for follow in followers:
         lines += follow(instance)
     return lines

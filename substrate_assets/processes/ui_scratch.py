@@ -37,9 +37,16 @@ def _in_use(directory: Path) -> bool:
     return False
 
 
+def sweep_root() -> Path:
+    """Where ``dagster dev`` scratch directories are: this process's temporary directory, or the one it is in when
+    this process runs under a ``dagster dev`` (a run worker, a sensor)."""
+    here = Path(tempfile.gettempdir())
+    return here.parent if here.name.startswith(UI_PREFIX) else here
+
+
 def sweep_ui_leftovers() -> list[str]:
     """Remove the scratch directories of ``dagster dev`` processes that are gone; one line each."""
-    found = dead_owned(Path(tempfile.gettempdir()).glob(f"{UI_PREFIX}*"))
+    found = dead_owned(sweep_root().glob(f"{UI_PREFIX}*"))
     return remove([leftover for leftover in found if not _in_use(leftover.path)], "Dagster UI")
 
 

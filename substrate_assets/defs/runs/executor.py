@@ -4,12 +4,14 @@ itself as the run's owner and sweeps what dead runs left.
 The executor is the first code of ours that runs in the run worker, whoever launched the run (the command line, the
 UI, a sensor, a schedule), before any step claims a pool slot. So the worker tags the run with its own host, pid and
 start (``owners``), then fails the runs whose owner on this host is gone, frees their slots and removes the Pipes
-scratch directories of dead workers: a trial launched after a crash finds the ``trials`` slot free.
+scratch directories of dead workers and the temporary directories of killed ``dagster dev`` processes: a trial
+launched after a crash finds the ``trials`` slot free.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -43,7 +45,8 @@ class OwnedExecutor(dg.Executor):
     def execute(self, plan_context: PlanOrchestrationContext,
                 execution_plan: ExecutionPlan) -> Iterator[dg.DagsterEvent]:
         instance, run = plan_context.instance, plan_context.dagster_run
-        owner = Owner.this_process()
+        # A worker's command line says little (a code server's, copied into its multiprocessing child): say what it is.
+        owner = replace(Owner.this_process(), command=f"{run.job_name} run worker")
         if record_owner(instance, run, owner):
             plan_context.log.info(f"run owned by pid {owner.pid} on {owner.host}; if that process dies, the next run "
                                   "or the daemon's sensor dead_runs marks this run failed and frees its pool slots")

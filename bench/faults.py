@@ -14,7 +14,15 @@ Prints one row per scenario (a Markdown table, to paste into a note).
     .venv/bin/python bench/faults.py [--only kill-run,sigterm-trial,...]
 
 The full-disk scenarios mount a tmpfs and need root; elsewhere they print why they did not run.
-Run it on an otherwise idle machine: processes are attributed to a scenario by appearing during it.
+Processes are attributed to a scenario by appearing during it with its project in their environment.
+
+Three scenarios kill Dagster's own processes: ``kill-ui`` (``dagster dev``'s whole process group killed during a
+trial launched from the UI, then the UI started again and a new trial launched from it), ``kill-load-worker`` (the
+run worker loading a UI-launched trial into the warehouse, killed) and ``kill-all`` (every process of the scenario
+frozen, then killed at once, as a reboot would, then ``substrate-bench run quick-smoke``). Each ends with a leftover
+scan scoped to the scenario: processes with its project in their environment, entries of its own TMPDIR,
+``/dev/shm`` entries owned by one of its processes, runs not finished, and the warehouse's tables (readable, row
+counts unchanged or grown).
 """
 
 from __future__ import annotations
@@ -37,13 +45,20 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
+import numpy as np
 import polars as pl
+import psutil
+
+if TYPE_CHECKING:
+    import dagster as dg
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ui_trial import LAUNCH, answers, graphql  # noqa: E402
 from warehouse_rebuild import write_trial  # noqa: E402
 
 from substrate_assets.protos import ateapi_pb2 as pb  # noqa: E402
@@ -74,6 +89,12 @@ suites:
     think_scale: 0.2
     workers: 2
     repeat: 1
+  - name: quick-smoke
+    script: quick-session
+    users: 4
+    spawn_rate: 2
+    duration: 60s
+    think_scale: 0.2
 """
 HOSTILE_SUITE = """\
 suites:
@@ -647,6 +668,307 @@ def router_bodies(project: Project) -> list[Row]:
     return rows
 
 
+# The statuses of a run that has not ended, queued included.
+OPEN_RUNS = ("QUEUED", "NOT_STARTED", "STARTING", "STARTED", "CANCELING")
+WAREHOUSE_TABLES = (*RAW_TABLES, "trials", "wake_latency_distribution", "density_frontiers")
+LOCATION = {"repositoryLocationName": "substrate_assets", "repositoryName": "__repository__", "jobName": "run_trial"}
+
+
+class Tracker:
+    """Every process of the scenario seen while it runs (sampled), so that what its processes own is told apart from
+    what other work on the machine owns."""
+
+    def __init__(self, project: Project) -> None:
+        self.project, self.before = project, all_pids()
+        self.seen: set[int] = set()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._done.is_set():
+            self.seen |= set(ours(self.before, self.project.root))
+            self._done.wait(0.3)
+
+    def alive(self) -> dict[int, str]:
+        return ours(self.before, self.project.root)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
+def owner_pid(directory: Path) -> int | None:
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        return int(json.loads((directory / "owner.json").read_text())["pid"])
+    return None
+
+
+def shm_entries() -> set[Path]:
+    return set(Path("/dev/shm").glob("substrate-*"))
+
+
+@dataclass
+class Baseline:
+    """What the scenario's project held before its fault."""
+
+    tmp: set[Path]
+    shm: set[Path]
+    counts: dict[str, int]
+
+
+def table_counts(project: Project) -> dict[str, int] | None:
+    """Every warehouse table's row count, in one read-only query; None when the warehouse does not answer it."""
+    query = "SELECT " + ", ".join(f"(SELECT count(*) FROM {table}) AS {table}" for table in WAREHOUSE_TABLES)
+    done = project.cli("sql", query, "--format", "json")
+    return json.loads(done.stdout)[0] if done.returncode == 0 else None
+
+
+def seeded_warehouse(project: Project) -> Baseline:
+    """A warehouse holding two synthetic trials (rebuilt from the store), and what the project holds now."""
+    store = RunStore(project.store)
+    rng = np.random.default_rng(7)
+    for index in range(2):
+        write_trial(store, index, 2_000, rng)
+    project.cli("rebuild")
+    return Baseline(set(Path(project.env["TMPDIR"]).iterdir()), shm_entries(), table_counts(project) or {})
+
+
+def instance_of(project: Project) -> dg.DagsterInstance:
+    import dagster as dg  # only the scenarios that look at runs pay for importing Dagster
+
+    return dg.DagsterInstance.from_config(str(project.root / ".dagster_home"))
+
+
+def open_runs(project: Project) -> list[str]:
+    with instance_of(project) as instance:
+        return [f"{run.run_id[:8]} {run.status.value}" for run in instance.get_runs()
+                if run.status.value in OPEN_RUNS]
+
+
+def run_status(project: Project, run_id: str) -> str:
+    with instance_of(project) as instance:
+        run = instance.get_run_by_id(run_id)
+        return run.status.value if run else "missing"
+
+
+def failure_of(project: Project, run_id: str) -> str:
+    """Who failed the run and why, from its failure message (ours names who found its process gone)."""
+    with instance_of(project) as instance:
+        for entry in instance.all_logs(run_id):
+            event = entry.dagster_event
+            if event and event.is_run_failure:
+                message = event.message or ""
+                if "found by " in message:
+                    return "failed, found dead by " + message.split("found by ", 1)[1].split(", which")[0]
+                return f"failed: {message[:90]}"
+    return run_status(project, run_id)
+
+
+def trials_loaded(project: Project, baseline: Baseline, timeout_s: float) -> bool:
+    """The warehouse holds more trials than before the scenario (warehouse_refresh loaded the new one)."""
+    return wait_for(lambda: (table_counts(project) or {}).get("trials", 0) > baseline.counts.get("trials", 0),
+                    timeout_s, 3.0)
+
+
+def leftover_scan(project: Project, tracker: Tracker, baseline: Baseline) -> str:
+    """What the scenario left: its processes, its TMPDIR's new entries, /dev/shm entries its processes own, its
+    project's staging dirs, runs not finished, and the warehouse's tables against the baseline."""
+    wait_for(lambda: not tracker.alive(), 60, 0.2)
+    tracker.stop()
+    parts = []
+    alive = tracker.alive()
+    if alive:
+        parts.append(f"{len(alive)} processes ({'; '.join(sorted(set(alive.values())))[:100]})")
+    tmp = sorted(path.name for path in set(Path(project.env["TMPDIR"]).iterdir()) - baseline.tmp)
+    if tmp:
+        parts.append(f"TMPDIR: {', '.join(tmp)[:100]}")
+    shm = [path.name for path in shm_entries() - baseline.shm if owner_pid(path) in tracker.seen]
+    if shm:
+        parts.append(f"/dev/shm: {', '.join(shm)}")
+    if project.staging():
+        parts.append(f"{len(project.staging())} staging dirs")
+    stuck = open_runs(project)
+    if stuck:
+        parts.append(f"runs not finished: {', '.join(stuck)}")
+    counts = table_counts(project)
+    if counts is None:
+        parts.append("warehouse unreadable")
+    else:
+        shrunk = [table for table, count in baseline.counts.items() if counts.get(table, 0) < count]
+        if shrunk:
+            parts.append(f"tables shrunk: {', '.join(shrunk)}")
+        parts.append(f"warehouse: {len(counts)} tables readable, trials {baseline.counts.get('trials')}→"
+                     f"{counts['trials']}")
+    return "; ".join(parts) if len(parts) > 1 or not parts[0].startswith("warehouse") else f"nothing; {parts[0]}"
+
+
+@dataclass
+class UI:
+    """``substrate-bench ui`` of the scenario, on a port of its own."""
+
+    job: Job
+    port: int
+
+    @classmethod
+    def start(cls, project: Project) -> UI:
+        port = free_port()
+        job = project.start("ui", "--port", str(port))
+        if not wait_for(lambda: answers(port) or job.poll() is not None, 300, 0.5) or job.poll() is not None:
+            raise RuntimeError(f"the UI never answered: {job.communicate()[1][-500:]}")
+        return cls(job, port)
+
+    def dagster_dev(self) -> psutil.Process:
+        return psutil.Process(self.job.pid).children()[0]
+
+    def launch(self, suite: str) -> str:
+        answer = graphql(self.port, LAUNCH, {"params": {"selector": LOCATION, "runConfigData": {
+            "ops": {"trial": {"config": {"suite": suite}}}}}})["data"]["launchRun"]
+        if answer["__typename"] != "LaunchRunSuccess":
+            raise RuntimeError(f"launch refused: {answer}")
+        return answer["run"]["runId"]
+
+    def stop(self) -> None:
+        if self.job.poll() is None:
+            self.job.send_signal(signal.SIGTERM)
+        self.job.communicate(timeout=120)
+
+
+def ended(project: Project, run_id: str, timeout_s: float) -> str:
+    wait_for(lambda: run_status(project, run_id) not in OPEN_RUNS, timeout_s, 1.0)
+    return run_status(project, run_id)
+
+
+def settled(project: Project, timeout_s: float = 300) -> bool:
+    """Every run has ended (the trial's load, models and judgement, queued by warehouse_refresh, included)."""
+    return wait_for(lambda: not open_runs(project), timeout_s, 2.0)
+
+
+def next_ui_trial(project: Project, ui: UI, baseline: Baseline) -> str:
+    """A trial launched from the UI, to its end and its load into the warehouse."""
+    started = time.monotonic()
+    run_id = ui.launch("next")
+    status = ended(project, run_id, 300)
+    loaded = status == "SUCCESS" and trials_loaded(project, baseline, 300)
+    settled(project)
+    return (f"{'yes' if status == 'SUCCESS' else 'no'} ({status}{', loaded' if loaded else ', not loaded'}), "
+            f"{time.monotonic() - started:.0f}s")
+
+
+def new_trials(project: Project, before: set[Path]) -> str:
+    landed = [path for path in project.landed() if path not in before]
+    if not landed:
+        return "trial not landed"
+    interrupted = json.loads((landed[-1] / "trial.json").read_text()).get("interrupted")
+    return "trial landed" + (", interrupted" if interrupted else "")
+
+
+def trial_measuring_from_the_ui(project: Project, ui: UI, suite: str = "fault") -> str | None:
+    run_id = ui.launch(suite)
+    return run_id if wait_for(project.running_trial, 300, 0.5) else None
+
+
+def kill_ui(project: Project) -> Row:
+    row = Row("kill -9 `dagster dev` (its process group) during a UI trial; `ui` again, a new UI trial")
+    baseline = seeded_warehouse(project)
+    landed = set(project.landed())
+    tracker = Tracker(project)
+    ui = UI.start(project)
+    run_id = trial_measuring_from_the_ui(project, ui)
+    if run_id is None:
+        ui.stop()
+        row.message = "the UI's trial never started"
+        return row
+    os.killpg(ui.dagster_dev().pid, signal.SIGKILL)
+    ui.job.communicate(timeout=60)
+    row.exit = "-9"
+    stuck = run_status(project, run_id)
+    wait_for(lambda: not tracker.alive(), 60, 0.2)
+    row.lost = f"{new_trials(project, landed)}; its run left {stuck}"
+    ui = UI.start(project)
+    row.next_ok = next_ui_trial(project, ui, baseline)
+    row.message = f"old run {failure_of(project, run_id)}"
+    ui.stop()
+    row.leaked = leftover_scan(project, tracker, baseline)
+    return row
+
+
+def load_worker(project: Project, after_s: float) -> tuple[str, int] | None:
+    """The run loading a trial into the warehouse, once its worker has recorded itself and begun a step: its id and
+    its worker's pid."""
+    import dagster as dg
+
+    found: list[tuple[str, int]] = []
+
+    def loading() -> bool:
+        with instance_of(project) as instance:
+            for run in instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
+                selection = {key.to_user_string() for key in run.asset_selection or []}
+                pid = run.tags.get("substrate-bench/pid")
+                if "request_samples" in selection and pid and any(
+                        entry.dagster_event and entry.dagster_event.event_type_value == "STEP_START"
+                        for entry in instance.all_logs(run.run_id)):
+                    found.append((run.run_id, int(pid)))
+                    return True
+        return False
+
+    return found[0] if wait_for(loading, after_s, 0.2) else None
+
+
+def kill_load_worker(project: Project) -> Row:
+    row = Row("kill -9 the run worker loading a UI trial into the warehouse; a new UI trial")
+    baseline = seeded_warehouse(project)
+    landed = set(project.landed())
+    tracker = Tracker(project)
+    ui = UI.start(project)
+    ui.launch("next")
+    loading = load_worker(project, 400)
+    if loading is None:
+        ui.stop()
+        row.message = "no load run was seen"
+        return row
+    run_id, pid = loading
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    row.exit = "-9"
+    status = ended(project, run_id, 180)
+    row.message = f"load run {failure_of(project, run_id)} {time.monotonic() - killed_at:.0f}s after the kill"
+    row.lost = f"its load ({status}); {new_trials(project, landed)} in the store"
+    row.next_ok = next_ui_trial(project, ui, baseline)
+    ui.stop()
+    row.leaked = leftover_scan(project, tracker, baseline)
+    return row
+
+
+def kill_all(project: Project) -> Row:
+    row = Row("SIGKILL to every process of the scenario at once (as a reboot) during a UI trial; `run quick-smoke`")
+    baseline = seeded_warehouse(project)
+    landed = set(project.landed())
+    tracker = Tracker(project)
+    ui = UI.start(project)
+    run_id = trial_measuring_from_the_ui(project, ui)
+    if run_id is None:
+        ui.stop()
+        row.message = "the UI's trial never started"
+        return row
+    # Frozen first, so that no process sees another die (a parent-death signal, a stopped child) before its own end.
+    victims = [psutil.Process(pid) for pid in tracker.alive()]
+    for signum in (signal.SIGSTOP, signal.SIGKILL):
+        for victim in victims:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                victim.send_signal(signum)
+    ui.job.communicate(timeout=60)
+    row.exit = f"-9 ({len(victims)} processes)"
+    row.lost = f"{new_trials(project, landed)}; its run left {run_status(project, run_id)}"
+    started = time.monotonic()
+    done = project.cli("run", "quick-smoke", "--repeat", "1", timeout=900)
+    row.next_ok = f"{'yes' if done.returncode == 0 else f'no (exit {done.returncode})'}, " \
+        f"{time.monotonic() - started:.0f}s"
+    row.message = f"old run {failure_of(project, run_id)}"
+    row.leaked = leftover_scan(project, tracker, baseline)
+    return row
+
+
 SCENARIOS: dict[str, Callable[[Project, Path], list[Row]]] = {
     "kill-run": lambda project, parent: [kill_run(project)],
     "sigterm-trial": lambda project, parent: [sigterm_trial(project)],
@@ -659,6 +981,9 @@ SCENARIOS: dict[str, Callable[[Project, Path], list[Row]]] = {
     "router": lambda project, parent: router_bodies(project),
     "sql": lambda project, parent: [sql_escapes(project, parent)],
     "hostile-suites": lambda project, parent: hostile_suites(project),
+    "kill-ui": lambda project, parent: [kill_ui(project)],
+    "kill-load-worker": lambda project, parent: [kill_load_worker(project)],
+    "kill-all": lambda project, parent: [kill_all(project)],
 }
 
 

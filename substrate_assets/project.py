@@ -33,11 +33,18 @@ INSTANCE_CONFIG = """\
 concurrency:
   pools:
     default_limit: 1
-# With the UI's daemon running, a run that has ended gives back any pool slot it still holds. Runs of a killed
-# substrate-bench command are failed, and their slots freed, by the next command (app/pool_slots.py).
+# With the UI's daemon running, a run that has ended gives back any pool slot it still holds. A run whose process
+# was killed is failed, and its slots freed, by the next run or the sensor dead_runs (defs/runs/).
 run_monitoring:
   enabled: true
   free_slots_after_run_end_seconds: 60
+# A run whose worker died (killed, failed by the sweep of dead runs) is launched again by the daemon when it asks for
+# it (warehouse_refresh's loads do: a load lost that way would leave its trial missing and hold every mart back); a
+# run that failed in a step of its own is not.
+run_retries:
+  enabled: true
+  max_retries: 0
+  retry_on_asset_or_op_failure: false
 telemetry:
   enabled: false
 # The UI's runs start within a second of being queued (Dagster's default looks every 5 s): a trial launched from the

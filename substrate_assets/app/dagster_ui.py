@@ -19,6 +19,7 @@ import psutil
 
 from substrate_assets.app.code_location import ui_workspace
 from substrate_assets.app.stopped import Stopped, stopping_on_signals
+from substrate_assets.processes.ui_scratch import discard_unless_in_use, new_scratch, own, sweep_ui_leftovers
 
 # dagster dev stops its webserver, daemon and code server in a few seconds; a machine busy with other work gets more.
 SHUTDOWN_GRACE_S = 30.0
@@ -30,12 +31,17 @@ def ui_command(dagster: str, port: int) -> list[str]:
 
 def run_ui(command: list[str], cwd: str, env: dict[str, str], say: Callable[[str], None]) -> int:
     """Run ``command`` until it ends (its exit code) or this process is asked to stop (128 + the signal's number,
-    after the whole tree has gone)."""
+    after the whole tree has gone). It gets a temporary directory of its own (``ui_scratch``), removed when it ends,
+    and what killed ones left is removed first."""
+    for line in sweep_ui_leftovers():
+        say(line)
+    scratch = new_scratch()
     hang_up = signal.signal(signal.SIGHUP, _stop_on_hang_up)
     try:
         with stopping_on_signals():
             # Signals this process handles are reset to their defaults in the child at exec: ignored ones would not.
-            process = subprocess.Popen(command, cwd=cwd, env=env, start_new_session=True)
+            process = subprocess.Popen(command, cwd=cwd, env={**env, "TMPDIR": str(scratch)}, start_new_session=True)
+            own(scratch, process.pid)
             try:
                 return process.wait()
             except Stopped as stopped:
@@ -48,6 +54,9 @@ def run_ui(command: list[str], cwd: str, env: dict[str, str], say: Callable[[str
                 return stopped.exit_code
     finally:
         signal.signal(signal.SIGHUP, hang_up)
+        # A run left by a ``dagster dev`` killed alone may still be finishing its trial in there: then the
+        # directory goes to the next start's sweep.
+        discard_unless_in_use(scratch)
 
 
 def _stop_on_hang_up(signum: int, _frame: object) -> None:

@@ -22,9 +22,10 @@ from substrate_assets.processes.owner import Owner, ticks_per_second
 OWNER_FILE = "owner.json"
 
 
-def mark(directory: Path) -> None:
-    """Record this process as ``directory``'s owner (written whole: a reader never sees half a record)."""
-    owner = Owner.this_process()
+def mark(directory: Path, owner: Owner | None = None) -> None:
+    """Record ``owner`` (default: this process) as ``directory``'s owner (written whole: a reader never sees half a
+    record)."""
+    owner = owner or Owner.this_process()
     partial = directory / f".{OWNER_FILE}.{os.getpid()}"
     partial.write_text(json.dumps({"host": owner.host, "pid": owner.pid, "started": owner.start_ticks,
                                    "command": owner.command}))

@@ -89,6 +89,15 @@ class Owner:
         return cls(socket.gethostname(), os.getpid(), _started(os.getpid()), _command())
 
     @classmethod
+    def of_process(cls, pid: int) -> Owner:
+        """The live process ``pid`` of this host (a child this process started); its start None if it is gone."""
+        try:
+            started = _started(pid)
+        except _Unknown:
+            started = None
+        return cls(socket.gethostname(), pid, started)
+
+    @classmethod
     def started_at(cls, host: str, pid: int, epoch_s: float) -> Owner:
         """The owner whose start was recorded by the wall clock, in seconds since the epoch."""
         return cls(host, pid, epoch_s - _boot_time())

@@ -24,7 +24,8 @@ import dagster as dg
 import psutil
 import pytest
 
-from substrate_assets.app.pool_slots import OWNER_PID_TAG, free_dead_runs, owner_tags, pool_holders, wait_for_pools
+from substrate_assets.app.pool_slots import pool_holders, wait_for_pools
+from substrate_assets.defs.runs.owners import OWNER_PID_TAG, free_dead_runs, owner_tags
 from substrate_assets.processes.owner import Owner
 from substrate_assets.project import INSTANCE_CONFIG
 from tests.support.projects import project_env
@@ -222,7 +223,9 @@ def test_a_run_killed_by_sigkill_is_failed_and_its_slot_freed_by_the_next_run(in
             "marked failed, slot freed")
     wait_until(lambda: line in successor.out().splitlines(), "the next run to say it freed the dead run's slot")
     assert instance.get_run_by_id(dead_run).status == dg.DagsterRunStatus.FAILURE
-    assert any(f"(pid {killed.pid} on " in message and "is gone" in message
+    assert any(message.startswith(f"the process executing this run, pid {killed.pid} on {socket.gethostname()} "
+                                  "(substrate-bench run long) started ") and "is gone" in message
+               and f"found by substrate-bench (pid {successor.pid} on" in message
                for message in failure_messages(instance, dead_run))
     wait_until(lambda: trial_running(instance, successor), "the next run's trial holding the trials slot")
     assert "waiting for pool" not in successor.out()
@@ -314,9 +317,9 @@ def test_who_counts_as_gone_and_what_is_freed(tmp_path):
             == [reused_pid]
         assert pool_holders(instance, "trials") == []  # one of its two slots is free
         assert [holder.describe() for holder in pool_holders(instance, "duckdb")] == \
-            [f"run {from_the_ui} (STARTED, launched by the Dagster UI or daemon)"]
+            [f"run {from_the_ui} (STARTED, its process not yet recorded)"]
         storage.set_concurrency_slots("trials", 1)
         assert [holder.describe() for holder in pool_holders(instance, "trials")] == \
-            [f"run {elsewhere} (substrate-bench pid 4242 on elsewhere.example, STARTED)"]
+            [f"run {elsewhere} (run worker pid 4242 on elsewhere.example, STARTED)"]
         assert instance.get_run_by_id(alive).status == dg.DagsterRunStatus.STARTED
         assert free_dead_runs(instance) == []

@@ -14,6 +14,7 @@ from substrate_assets.defs.resources import (
     ScriptLibraryResource,
     SuitesResource,
 )
+from substrate_assets.defs.runs.scratch import owned_pipes_client
 from substrate_assets.defs.scripts.assets import workload_script
 from substrate_assets.defs.trials.checks import TRIAL_COMPLETED, TRIAL_RUN
 from substrate_assets.defs.trials.kubernetes_client import KubernetesPipesClient
@@ -59,13 +60,15 @@ def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
         return run_on_kubernetes(context, pipes_k8s_client.client(), suite, key,
                                  script.text if script is not None else None, extras,
                                  mirror_into=store if here.holds_warehouse else None)
-    return pipes_subprocess_client.run(
-        context=context,
-        command=[sys.executable, "-m", PIPES_CHILD],
-        extras=extras,
-        env={PARENT_PID_ENV: str(os.getpid())},
-        cwd=str(project_root()),
-    )
+    # The context and messages go to a scratch directory this worker owns: removed after a kill -9 by the next sweep.
+    with owned_pipes_client(pipes_subprocess_client) as client:
+        return client.run(
+            context=context,
+            command=[sys.executable, "-m", PIPES_CHILD],
+            extras=extras,
+            env={PARENT_PID_ENV: str(os.getpid())},
+            cwd=str(project_root()),
+        )
 
 
 @dg.asset(

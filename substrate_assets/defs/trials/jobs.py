@@ -12,6 +12,7 @@ from substrate_assets.defs.resources import (
     ScriptLibraryResource,
     SuitesResource,
 )
+from substrate_assets.defs.runs.executor import owned_in_process_executor
 from substrate_assets.defs.trials.assets import launch_trial, trial_run
 from substrate_assets.defs.trials.kubernetes_client import KubernetesPipesClient
 from substrate_assets.families import KNOBS
@@ -103,7 +104,7 @@ LAUNCHPAD_DEFAULT = "quick-smoke"
 
 @dg.job(
     name="run_trial",
-    executor_def=dg.in_process_executor,
+    executor_def=owned_in_process_executor,
     config={"ops": {"trial": {"config": {"suite": LAUNCHPAD_DEFAULT}}}},
     tags={"substrate/kind": "trial"},
     description="Run one trial. Launchpad config: `ops: {trial: {config: {suite: quick-smoke}}}`, optionally "

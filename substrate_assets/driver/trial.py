@@ -98,7 +98,9 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
     config = runtime_config(suite, runtime_overrides)
     report = progress_reporter(on_progress, suite.duration_s)
     facts = local_cluster_facts(config.workers, config.actors_per_worker)
-    sampler = Sampler(spill_dir=work / "runtime-samples")
+    # The first Parquet write costs the process ~13 MB once (polars' writer); spilling every four minutes makes it
+    # part of a trial's first minutes, not a step in the middle of a soak.
+    sampler = Sampler(spill_dir=work / "runtime-samples", spill_every=240)
     clock = time.monotonic()
     report("starting", clock)
     with EmbeddedRuntime(config) as runtime, Landing(staging) as landing:

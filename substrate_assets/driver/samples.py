@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 import psutil
 
+from substrate_assets.results.atomic import write_parquet
 from substrate_assets.results.runtime_samples import SAMPLES_SCHEMA, psi_total_column
 from substrate_assets.results.server_summary import PSI_RESOURCES
 
@@ -89,10 +90,8 @@ class Sampler:
 
     def _spill(self, directory: Path) -> None:
         directory.mkdir(parents=True, exist_ok=True)
-        part = directory / f"samples-{len(self.parts):06d}.parquet"
-        written = part.with_suffix(".parquet.tmp")
-        pl.DataFrame(self.rows, schema=SAMPLES_SCHEMA, orient="row").write_parquet(written)
-        written.rename(part)
+        part = write_parquet(directory / f"samples-{len(self.parts):06d}.parquet",
+                             pl.DataFrame(self.rows, schema=SAMPLES_SCHEMA, orient="row"))
         self.parts.append(part)
         self.rows = []
 

@@ -79,6 +79,7 @@ class EventLog:
 
     def _spill(self, directory: Path) -> None:
         part = directory / f"events-{len(self._parts):06d}.parquet"
+        # results.atomic sits above the runtime's layer: the same write-then-rename, here.
         written = part.with_suffix(".parquet.tmp")
         pl.DataFrame([asdict(e) for e in self._events], schema=EVENT_SCHEMA).write_parquet(written)
         written.rename(part)

@@ -62,7 +62,9 @@ def test_other_processes_read_it_with_the_readers_role(shared):
     listed = cli(project, reader, "sql", "select trial_id from trials order by trial_id", "--format", "csv")
     first, second = listed.stdout.split()[1:]
     compared = cli(project, reader, "compare", first, second)
-    assert compared.returncode in (0, 4), compared.stderr  # no regression, or the data cannot tell
+    # A verdict, whichever the two real trials earned (0 no regression, 3 regressed: a trial that failed requests on a
+    # loaded machine moves the failure ratio past its threshold, 4 the data cannot tell); never an error (1, 2).
+    assert compared.returncode in (0, 3, 4), compared.stderr
     assert "WakeFirstTouch" in compared.stdout
     page = project / "report.html"
     reported = cli(project, reader, "report", "--trial", second, "-o", str(page))

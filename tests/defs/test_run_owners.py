@@ -28,7 +28,7 @@ from substrate_assets.defs.runs.scratch import PIPES_PREFIX, sweep_pipes_leftove
 from substrate_assets.defs.runs.sensors import dead_runs_sensor
 from substrate_assets.processes.owner import Owner
 from substrate_assets.project import DAGSTER_HOME_ENV, INSTANCE_CONFIG
-from tests.support.run_worker_jobs import READY_ENV
+from tests.support.run_worker_jobs import READY_ENV, nothing_job
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,24 +161,14 @@ def test_the_daemons_sensor_fails_a_killed_workers_run_without_a_new_run(instanc
         "no dead run holds anything"
 
 
-@dg.op
-def _nothing() -> None:
-    pass
-
-
-@dg.job
-def _job() -> None:
-    _nothing()
-
-
 def test_a_reexecution_is_not_owned_by_its_parents_process(tmp_path):
     """Re-executing a run copies its tags: until its own worker records itself, the copy names the parent's (dead)
     process and must not get the new run failed."""
     (tmp_path / "dagster.yaml").write_text(INSTANCE_CONFIG)
     with dg.DagsterInstance.from_config(str(tmp_path)) as instance:
         gone = owner_tags(Owner(socket.gethostname(), os.getpid(), Owner.this_process().started - 100))
-        parent = instance.create_run_for_job(job_def=_job, status=dg.DagsterRunStatus.FAILURE, tags=gone)
-        child = instance.create_run_for_job(job_def=_job, status=dg.DagsterRunStatus.STARTED,
+        parent = instance.create_run_for_job(job_def=nothing_job, status=dg.DagsterRunStatus.FAILURE, tags=gone)
+        child = instance.create_run_for_job(job_def=nothing_job, status=dg.DagsterRunStatus.STARTED,
                                             tags={**gone, PARENT_RUN_TAG: parent.run_id})
 
         assert owner_of_run(child, instance) is None

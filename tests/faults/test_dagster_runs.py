@@ -29,6 +29,7 @@ from substrate_assets.defs.runs.owners import OWNER_PID_TAG, free_dead_runs, own
 from substrate_assets.processes.owner import Owner
 from substrate_assets.project import INSTANCE_CONFIG
 from tests.support.projects import project_env
+from tests.support.run_worker_jobs import nothing_job
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -277,16 +278,6 @@ def test_a_run_waiting_for_a_live_run_says_so_and_stops_on_a_signal(instance, pr
     assert trials_slot_holders(instance) == []
 
 
-@dg.op
-def _nothing() -> None:
-    pass
-
-
-@dg.job
-def _job() -> None:
-    _nothing()
-
-
 def test_who_counts_as_gone_and_what_is_freed(tmp_path):
     """In-process, runs written straight into an instance: a pid reused by another process is not the owner, a run
     that has ended gives its slot back, and live, foreign and daemon-launched runs are left alone."""
@@ -298,7 +289,7 @@ def test_who_counts_as_gone_and_what_is_freed(tmp_path):
         here = Owner.this_process()
 
         def started(tags: dict[str, str], status: dg.DagsterRunStatus = dg.DagsterRunStatus.STARTED) -> str:
-            return instance.create_run_for_job(job_def=_job, status=status, tags=tags).run_id
+            return instance.create_run_for_job(job_def=nothing_job, status=status, tags=tags).run_id
 
         reused_pid = started(owner_tags(Owner(socket.gethostname(), os.getpid(), here.started - 100)))
         ended = started(owner_tags(here), dg.DagsterRunStatus.SUCCESS)

@@ -1,6 +1,6 @@
 """Jobs a test runs in a run worker of its own (``dagster job execute``, no owner tags given at launch, as a run the UI,
 a sensor or a schedule launches): one holds the ``trials`` pool and its Pipes scratch directory until killed, the
-other takes the pool and ends."""
+other takes the pool and ends; ``nothing_job`` does nothing, for runs a test writes straight into an instance."""
 
 from __future__ import annotations
 
@@ -39,3 +39,13 @@ def next_trial() -> None:
 
 
 defs = dg.Definitions(jobs=[holding_trial, next_trial])
+
+
+@dg.op
+def _nothing() -> None:
+    pass
+
+
+@dg.job
+def nothing_job() -> None:
+    _nothing()

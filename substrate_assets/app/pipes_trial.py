@@ -16,6 +16,7 @@ measured, marked interrupted. A local child also receives SIGHUP when the proces
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from dagster_pipes import open_dagster_pipes
 
@@ -81,6 +82,7 @@ def main() -> None:
                    for name, value in (("wake_p50_ms", summary.wake_p50_ms), ("wake_p95_ms", summary.wake_p95_ms),
                                        ("wake_p99_ms", summary.wake_p99_ms))},
                 "failure_ratio": {"raw_value": summary.failure_ratio, "type": "float"},
+                **machine_load_metadata(result.machine_load),
             },
             data_version=trial_id,
         )
@@ -89,6 +91,20 @@ def main() -> None:
             metadata={"locust_exit_code": result.locust_exit_code, "failures": summary.failures,
                       **({"failure": result.failure} if result.failure else {})},
         )
+
+
+def machine_load_metadata(load: dict[str, Any] | None) -> dict[str, Any]:
+    """Whether the machine was busy with other work: ``disturbed`` and why, and each measured figure (rounded)."""
+    if not load:
+        return {}
+    found: dict[str, Any] = {name: {"raw_value": round(load[name], 4), "type": "float"}
+                             for name in ("foreign_cpu_share", "steal_share", "cpu_pressure")
+                             if load.get(name) is not None}
+    if load.get("disturbed") is not None:
+        found["disturbed"] = bool(load["disturbed"])
+    if load.get("disturbed_because"):
+        found["disturbed_because"] = "; ".join(load["disturbed_because"])
+    return found
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from substrate_assets.analysis.disturbance import disturbed_because, is_disturbed
 from substrate_assets.driver.users.session import SESSION_START_FAILED
 from substrate_assets.families import ATESPACE, HEADLINE_ROWS
 from substrate_assets.project import code_version
@@ -50,6 +51,7 @@ from substrate_assets.results.trial_summary import trial_summary_row
 from substrate_assets.suites import Suite
 from substrate_assets.telemetry.driver_load import DriverLoad
 from substrate_assets.telemetry.local import local_server_summary
+from substrate_assets.telemetry.machine_load import MachineLoad
 from substrate_assets.telemetry.prometheus import harvest_server_summary
 from substrate_assets.telemetry.window import read_history, step_window, window_from_history
 from substrate_assets.workload import ScriptFile
@@ -121,6 +123,12 @@ class TrialResult:
     summary: RequestSummary
     warnings: tuple[str, ...] = ()
     failure: str | None = None
+    # trial.json's machine_load: how busy the machine was with other work, and whether that disturbed the trial.
+    machine_load: dict[str, Any] | None = None
+
+    @property
+    def disturbed(self) -> bool:
+        return bool(self.machine_load and self.machine_load.get("disturbed"))
 
     @property
     def trial_id(self) -> str:
@@ -148,8 +156,32 @@ class TrialRecord:
     # The steady window measure_server_summary found, and the driver's CPU over it (local trials; else not measured).
     steady: tuple[int, int] | None = None
     driver_load: DriverLoad | None = None
+    # How busy the machine was with other work over the steady window, and whether that disturbed the trial.
+    machine_load: MachineLoad | None = None
+    disturbed: bool | None = None
+    disturbed_because: list[str] = field(default_factory=list)
     # The group of repeated trials this one belongs to (``substrate-bench run --repeat``, ``ab``); None alone.
     group: str | None = None
+
+    def judge_machine_load(self, load: MachineLoad | None) -> None:
+        """Keep ``load`` and judge it by the suite's disturbance limits: a disturbed trial says so in a warning."""
+        self.machine_load = load
+        if load is None:
+            return
+        self.disturbed_because = disturbed_because(load.measured(), self.suite.disturbance)
+        self.disturbed = is_disturbed(load.measured(), self.suite.disturbance)
+        if self.disturbed:
+            self.warnings.append(f"disturbed: the machine was busy with other work ({'; '.join(self.disturbed_because)}"
+                                 "): this trial is left out of noise estimates and verdicts")
+
+    def machine_load_json(self) -> dict[str, Any] | None:
+        """trial.json's ``machine_load``."""
+        if self.machine_load is None:
+            return None
+        load = self.machine_load
+        return {"window_start_ts": load.window_start_ts, "window_end_ts": load.window_end_ts, **load.measured(),
+                "limits": self.suite.disturbance.model_dump(), "disturbed": self.disturbed,
+                "disturbed_because": self.disturbed_because}
 
 
 @dataclass(frozen=True)
@@ -230,6 +262,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "metadata": suite.metadata,
         "runtime": record.runtime,
         "driver_load": None if record.driver_load is None else record.driver_load.as_json(),
+        "machine_load": record.machine_load_json(),
         "locust_command": record.command,
         "versions": versions(),
         "sut_version": sut_version(suite, record.backend, key.tag),

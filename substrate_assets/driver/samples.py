@@ -48,13 +48,14 @@ def process_tree_cpu_s(process: psutil.Process) -> float | None:
     return total
 
 
-def machine_cpu_s() -> tuple[float, float]:
-    """CPU seconds every core of the machine has spent busy, and in all, since boot (/proc/stat)."""
+def machine_cpu_s() -> tuple[float, float, float | None]:
+    """CPU seconds every core of the machine has spent busy, in all, and stolen by the hypervisor, since boot
+    (/proc/stat; steal is None where the kernel does not count it)."""
     times = psutil.cpu_times()
     # guest time is already in user time; idle and iowait are a core with nothing to run.
     total = sum(getattr(times, name, 0.0) for name in
                 ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"))
-    return total - times.idle - getattr(times, "iowait", 0.0), total
+    return total - times.idle - getattr(times, "iowait", 0.0), total, getattr(times, "steal", None)
 
 
 class Sampler:
@@ -65,6 +66,9 @@ class Sampler:
     def __init__(self, spill_dir: Path | None = None, spill_every: int = 600) -> None:
         self.rows: list[dict[str, object]] = []
         self.driver: psutil.Process | None = None
+        # The process the trial runs in: its tree is the trial's CPU (runtime, actor hosts, Locust); the rest of
+        # the machine's busy CPU is other work's.
+        self.trial = psutil.Process()
         self.spill_dir = spill_dir
         self.spill_every = spill_every
         self.parts: list[Path] = []
@@ -96,9 +100,10 @@ class Sampler:
         self.rows = []
 
     def _cpu(self) -> dict[str, float | None]:
-        busy, total = machine_cpu_s()
+        busy, total, steal = machine_cpu_s()
         driver = None if self.driver is None else process_tree_cpu_s(self.driver)
-        return {"driver_cpu_s": driver, "machine_busy_cpu_s": busy, "machine_cpu_s": total}
+        return {"driver_cpu_s": driver, "machine_busy_cpu_s": busy, "machine_cpu_s": total,
+                "trial_cpu_s": process_tree_cpu_s(self.trial), "machine_steal_cpu_s": steal}
 
     def frame(self) -> pl.DataFrame:
         held = pl.DataFrame(self.rows, schema=SAMPLES_SCHEMA, orient="row")

@@ -41,6 +41,7 @@ from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.runtime.scratch_dirs import sweep_runtime_leftovers
 from substrate_assets.suites import Suite
 from substrate_assets.telemetry.driver_load import driver_load
+from substrate_assets.telemetry.machine_load import machine_load
 from substrate_assets.workload import ScriptFile, ScriptLibrary
 
 log = logging.getLogger(__name__)
@@ -148,12 +149,14 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
         # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
         telemetry = measure_trial(staging, work, record, runtime_frames=(events, samples))
         _measure_driver_load(record, samples)
+        if record.steady is not None:
+            record.judge_machine_load(machine_load(samples, record.steady))
     with landing:
         outcome = write_trial_files(staging, work, record, telemetry)
         trial_dir = _finalize(store, staging, work, key)
     assert outcome.requests is not None, "collect_locust_outputs always writes the request log"
     return TrialResult(key, trial_dir, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),
-                       outcome.failure)
+                       outcome.failure, record.machine_load_json())
 
 
 def runtime_config(suite: Suite, overrides: dict[str, Any] | None = None) -> RuntimeConfig:

@@ -1,5 +1,6 @@
 """The runtime's event log: every checkpoint, restore, pause, unpause and crash, with exact timings, and every
-warm host that failed to start (a wake that finds no warm host waits for a cold start)."""
+warm host that failed to start (a wake that finds no warm host waits for a cold start). A restore says whether its
+host came warm from the pool or was started for it (``host_start``): the two are a wake's fast and slow paths."""
 
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ EVENT_SCHEMA = {
     "files_bytes": pl.Int64,
     "worker": pl.Int64,
     "detail": pl.Utf8,
+    "host_start": pl.Utf8,
 }
+# How a restore got its host: idle and started from the warm pool, or started while the wake waited.
+HOST_STARTS = ("warm", "cold")
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,7 @@ class RuntimeEvent:
     files_bytes: int | None = None
     worker: int | None = None
     detail: str | None = None
+    host_start: str | None = None
 
 
 class EventLog:

@@ -199,15 +199,16 @@ class WarmPool:
     def start(self) -> None:
         self._refill()
 
-    async def take(self) -> HostProcess:
+    async def take(self) -> tuple[HostProcess, str]:
+        """A started host, and whether it was waiting idle (``warm``) or was started for this caller (``cold``)."""
         while self._idle:
             host = self._idle.pop()
             if host.alive:
                 self._refill()
-                return host
+                return host, "warm"
         host = await self._spawn()
         self._refill()
-        return host
+        return host, "cold"
 
     @property
     def idle(self) -> list[HostProcess]:

@@ -137,7 +137,7 @@ class Lifecycle:
         record.set_state(State.ACTOR_STATE_RESUMING)
         host: HostProcess | None = None
         try:
-            host = await self.pool.take()
+            host, host_start = await self.pool.take()
             reply = await host.command({
                 "op": "start",
                 "data_dir": str(self.live_root / record.atespace / record.name),
@@ -175,7 +175,7 @@ class Lifecycle:
         self.metrics.observe_restore(duration)
         self.events.append(RuntimeEvent(
             "restore", record.atespace, record.name, started, duration, reply["pages"] + reply["files"],
-            reply["pages"], reply["files"], worker, None if record.snapshot else "boot"))
+            reply["pages"], reply["files"], worker, None if record.snapshot else "boot", host_start))
 
     # -- suspend and pause ------------------------------------------------
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from substrate_assets.analysis.disturbance import DisturbanceLimits
 from substrate_assets.analysis.thresholds import Thresholds
 from substrate_assets.families import (
     FAMILY_MODES,
@@ -39,7 +40,7 @@ SLUG = re.compile(r"[a-z0-9][a-z0-9_-]*")
 # The error type of a kubernetes suite without its kubernetes: section, which a command line can supply.
 KUBERNETES_SECTION_MISSING = "kubernetes_section_missing"
 # Trials a run of a suite repeats as one group, by default (bench/verdicts.py: docs/verdicts.md), and at most.
-DEFAULT_REPEAT = 3
+DEFAULT_REPEAT = 4
 MAX_REPEAT = 100
 
 
@@ -63,6 +64,9 @@ class Suite(BaseModel):
                                  "Refused with a ladder, which runs for its steps × hold.")
     ladder: Ladder | None = Field(None, description="A step-ladder load instead of a flat one of users.")
     slo: Slo | None = Field(None, description="Thresholds each load point must meet.")
+    disturbance: DisturbanceLimits = Field(default_factory=DisturbanceLimits, description="When a trial ran on a "
+                                           "machine too busy with other work to be a sample of this configuration: "
+                                           "it is marked disturbed and left out of noise estimates and verdicts.")
     compare: Thresholds = Field(default_factory=Thresholds, description="When `substrate-bench compare` and the "
                                 "trial check call a figure changed.")
     think_scale: float = Field(1.0, ge=0, description="Multiplies every think time; 0 reads as 1, as upstream.")

@@ -94,6 +94,7 @@ def test_a_process_tree_counts_its_live_children():
 
 
 def test_the_machine_counters_are_cumulative():
-    busy, total = machine_cpu_s()
-    later_busy, later_total = machine_cpu_s()
+    busy, total, steal = machine_cpu_s()
+    later_busy, later_total, later_steal = machine_cpu_s()
     assert 0 <= busy <= total and later_busy >= busy and later_total >= total
+    assert steal is not None and 0 <= steal <= busy and later_steal >= steal

@@ -50,6 +50,7 @@ from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
 from substrate_assets.results.request_log import take_uploaded_parts
 from substrate_assets.results.trial_directory import WORK
 from substrate_assets.suites import Suite
+from substrate_assets.telemetry.machine_load import cluster_machine_load
 from substrate_assets.workload import load_script_file
 
 # How long the driver waits for its workers' last request-log parts after Locust exits: their teardown
@@ -146,6 +147,8 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path | None, *,
                               "control_endpoint": settings.control_endpoint, "router_url": settings.router_url},
                              notes, group=group)
         telemetry = measure_trial(staging, work, record, *remote)
+        record.judge_machine_load(cluster_machine_load(telemetry.get("node_psi", {}).get("cpu_stall_pct", {})
+                                                       .get("avg")))
         outcome = write_trial_files(staging, work, record, telemetry)
         shutil.rmtree(work)
         location = upload_trial(staging, settings.store, key)
@@ -153,4 +156,4 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path | None, *,
         shutil.rmtree(root, ignore_errors=True)
     assert outcome.requests is not None, "collect_locust_outputs always writes the request log"
     return TrialResult(key, location, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),
-                       outcome.failure)
+                       outcome.failure, record.machine_load_json())

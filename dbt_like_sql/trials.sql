@@ -5,6 +5,9 @@
 -- what failed, apart from how the trial ended: the failures of Locust's Aggregated stats.csv row (null without
 -- one), so a completed trial can have failed requests. sut_version is the version of the system under test: what
 -- the suite named, else this checkout's commit for the embedded runtime, else the run tag (an upstream run's commit).
+-- disturbed: the machine was busy with other work while the trial measured (foreign CPU, steal or CPU pressure over
+-- the suite's limits, disturbed_because says which): it is no sample of its configuration, and noise estimates and
+-- verdicts leave it out; null where nothing limited was measured (an upstream run).
 WITH aggregated AS (
     SELECT trial_id, failure_count AS failed_requests
     FROM locust_stats
@@ -36,6 +39,11 @@ SELECT
     m.duration_s,
     m.think_scale,
     m.lifecycle_mode,
-    m.resume_mode
+    m.resume_mode,
+    m.disturbed,
+    m.disturbed_because,
+    m.foreign_cpu_share,
+    m.steal_share,
+    m.cpu_pressure
 FROM trial_manifests AS m
 LEFT JOIN aggregated AS a USING (trial_id)

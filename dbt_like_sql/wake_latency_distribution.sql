@@ -4,18 +4,21 @@
 -- the request log marks wake, its family's wake row (WakeFirstTouch, the first GluttonPing after a
 -- resume, DurDirServeAfterResume, ResumeToFirstExec); a log older than that mark: WakeFirstTouch. Rows
 -- Locust booked after its last stats write (locust_counted false) are left out; rows whose count is
--- unknown (locust_counted null: distributed runs) are kept. Percentiles are floor-index
--- (sorted[min(floor(n_wakes * p), n_wakes - 1)]); a trial without wakes has n_wakes = 0 and null figures; a trial in
--- which no session ever started measured nothing and has no row.
+-- unknown (locust_counted null: distributed runs) are kept (wake_samples holds them, with their paths). Percentiles
+-- are floor-index (sorted[min(floor(n_wakes * p), n_wakes - 1)]); gmean_ms is the geometric mean (the exponential of
+-- the mean log latency), which does not jump between the wakes' fast and slow groups as the p50 does; slow_share is
+-- the share of wakes with a known path that waited for a cold host. A trial without wakes has n_wakes = 0 and null
+-- figures; a trial in which no session ever started measured nothing and has no row.
 WITH wakes AS (
     SELECT
         m.trial_id,
-        list(r.latency_ms) FILTER (WHERE r.latency_ms IS NOT NULL) AS latencies,
-        count(r.name) FILTER (WHERE NOT r.success) AS n_failed,
-        list(r.latency_ms) FILTER (WHERE r.latency_ms IS NOT NULL AND r.success) AS ok_latencies
+        list(w.latency_ms) FILTER (WHERE w.latency_ms IS NOT NULL) AS latencies,
+        count(w.name) FILTER (WHERE NOT w.success) AS n_failed,
+        list(w.latency_ms) FILTER (WHERE w.latency_ms IS NOT NULL AND w.success) AS ok_latencies,
+        count(w.wake_path) AS n_with_path,
+        count(*) FILTER (WHERE w.wake_path = 'restore_cold') AS n_slow_path
     FROM trial_manifests AS m
-    LEFT JOIN request_samples AS r
-        ON r.trial_id = m.trial_id AND is_wake(r.wake, r.name) AND r.locust_counted IS NOT FALSE
+    LEFT JOIN wake_samples AS w ON w.trial_id = m.trial_id
     WHERE m.sessions_started IS DISTINCT FROM 0
     GROUP BY m.trial_id
 ),
@@ -38,6 +41,10 @@ SELECT
     floor_index_of_sorted(sorted_latencies, 999) AS p99_9_ms,
     list_max(latencies) AS max_ms,
     list_avg(sorted_latencies) AS mean_ms,
+    CASE WHEN list_min(latencies) > 0 THEN exp(list_avg(list_transform(sorted_latencies, x -> ln(x)))) END
+        AS gmean_ms,
+    n_with_path,
+    CASE WHEN n_with_path > 0 THEN n_slow_path / n_with_path END AS slow_share,
     coalesce(len(ok_latencies), 0) AS ok_n,
     list_min(ok_latencies) AS ok_min_ms,
     floor_index_of_sorted(sorted_ok_latencies, 500) AS ok_p50_ms,

@@ -95,8 +95,8 @@ def running_ui(tmp_path_factory) -> Iterator[RunningUI]:
             ui.wait(timeout=30)
 
 
-RAW = sorted(["cluster_facts", "load_steps", "locust_stats", "request_samples", "server_telemetry", "stats_history",
-              "trial_manifests"])
+RAW = sorted(["cluster_facts", "load_steps", "locust_stats", "request_samples", "runtime_events", "server_telemetry",
+              "stats_history", "trial_manifests"])
 
 
 def test_a_trial_launched_with_run_config_is_followed_by_its_raw_tables_the_marts_and_its_comparison(running_ui):

@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from substrate_assets.results.keys import measurement_key
+from substrate_assets.runtime.events import EVENT_SCHEMA
 
 PERCENTILE_KEYS = ("p50", "p66", "p75", "p80", "p90", "p95", "p98", "p99", "p99_9", "p99_99", "p100")
 
@@ -48,6 +49,8 @@ FAILURES_SCHEMA: dict[str, pl.DataType] = {
 EXCEPTIONS_SCHEMA: dict[str, pl.DataType] = {
     "count": pl.Int64(), "message": pl.Utf8(), "traceback": pl.Utf8(), "nodes": pl.Utf8(),
 }
+# The embedded runtime's event log, as it writes it.
+RUNTIME_EVENTS_SCHEMA: dict[str, pl.DataType] = {name: dtype() for name, dtype in EVENT_SCHEMA.items()}
 REQUESTS_SCHEMA: dict[str, pl.DataType] = {
     "ts": pl.Float64(), "request_type": pl.Utf8(), "name": pl.Utf8(), "latency_ms": pl.Float64(),
     "response_time_ms": pl.Int64(), "response_length": pl.Int64(), "success": pl.Boolean(), "error": pl.Utf8(),
@@ -146,6 +149,15 @@ def read_failures(path: Path) -> pl.DataFrame:
 
 def read_exceptions(path: Path) -> pl.DataFrame:
     return _read_csv(path, EXCEPTIONS_SCHEMA)
+
+
+def read_runtime_events(path: Path) -> pl.DataFrame:
+    """runtime_events.parquet, with every column of today's event log (an older log lacks ``host_start``: null)."""
+    frame = pl.read_parquet(path)
+    return frame.select([
+        (pl.col(name).cast(dtype) if name in frame.columns else pl.lit(None, dtype=dtype)).alias(name)
+        for name, dtype in RUNTIME_EVENTS_SCHEMA.items()
+    ])
 
 
 def read_requests(path: Path, n_rows: int | None = None) -> pl.DataFrame:

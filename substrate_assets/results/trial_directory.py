@@ -36,9 +36,11 @@ from substrate_assets.families import family_of_rows
 from substrate_assets.results.load_steps import LoadStep, ladder_spec, parse_ladder, read_load_steps
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
+    RUNTIME_EVENTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
     STATS_SCHEMA,
     read_requests,
+    read_runtime_events,
     read_stats,
     read_stats_history,
     read_stats_jsonl,
@@ -235,6 +237,7 @@ class TrialDirectory:
                else (self._json(IMPORT_JSON) or {}).get("slo")) or {}
         window = {} if manifest else (self.jsonl_measurements(TRIAL_SUMMARY) or {})
         driver_load = manifest.get("driver_load") or {}
+        machine_load = manifest.get("machine_load") or {}
         # A native agent session (one Locust user) drives one actor, so trial.json need not say.
         users = knobs.get("users") if manifest else self.run_log.users
         actors_per_user = knobs.get("actors_per_user", 1) if manifest else self.run_log.actors_per_user
@@ -271,6 +274,9 @@ class TrialDirectory:
             "metadata": json.dumps(manifest.get("metadata", {}) if manifest else self._summary_metadata(),
                                    sort_keys=True),
             **{key: driver_load.get(key) for key in ("driver_cpu_s", "driver_core_share", "machine_cpu_saturation")},
+            **{key: measured(machine_load.get(key)) for key in ("foreign_cpu_share", "steal_share", "cpu_pressure")},
+            "disturbed": machine_load.get("disturbed") if isinstance(machine_load.get("disturbed"), bool) else None,
+            "disturbed_because": "; ".join(str(line) for line in machine_load.get("disturbed_because") or []) or None,
             "group_id": manifest.get("group"), "inject_wake_delay_ms": knobs.get("inject_wake_delay_ms"),
         }
 
@@ -342,3 +348,9 @@ class TrialDirectory:
     def requests(self) -> pl.DataFrame:
         """The request log (empty for upstream runs, which keep none)."""
         return self._frame(REQUESTS_PARQUET, read_requests, REQUESTS_SCHEMA)
+
+    def runtime_events(self) -> pl.DataFrame:
+        """The embedded runtime's event log (empty for a trial that kept none: a cluster's, an upstream run); an
+        event log older than ``host_start`` has it null."""
+        return self._frame(RUNTIME_EVENTS_PARQUET, read_runtime_events, RUNTIME_EVENTS_SCHEMA)
+

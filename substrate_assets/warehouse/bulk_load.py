@@ -1,5 +1,5 @@
 """A rebuild's bulk load: many trials' raw tables read table by table (:func:`bulk_read_trials`), and their
-request_samples inserted by DuckDB straight from the parquet files (:func:`bulk_request_samples`).
+request_samples and runtime_events inserted by DuckDB straight from the parquet files (:func:`bulk_parquet_table`).
 
 Both give what reading and writing trial by trial (:mod:`~substrate_assets.warehouse.trial_rows`,
 :mod:`~substrate_assets.warehouse.trial_writes`) gives, at a fraction of the cost per trial; a trial they do not
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +24,16 @@ from substrate_assets.results.readers import (
     STATS_SCHEMA,
     csv_damage,
     read_requests,
+    read_runtime_events,
     typed_locust_csv,
 )
-from substrate_assets.results.trial_directory import REQUESTS_PARQUET, STATS_CSV, STATS_HISTORY_CSV, TrialDirectory
+from substrate_assets.results.trial_directory import (
+    REQUESTS_PARQUET,
+    RUNTIME_EVENTS_PARQUET,
+    STATS_CSV,
+    STATS_HISTORY_CSV,
+    TrialDirectory,
+)
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.changes import loaded_before, record_load
 from substrate_assets.warehouse.connection import table_columns
@@ -201,15 +208,24 @@ def bulk_read_trials(trials: list[TrialDirectory], tables: Collection[str] = BUL
             [outcome for outcome in outcomes if isinstance(outcome, UnreadableTrial)])
 
 
-def bulk_request_samples(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames],
-                         preview_rows: int = 0) -> LoadedTable | None:
-    """The request_samples of the ``read`` trials (loaded just now, as one load: the latest seq, without copies)
-    inserted by DuckDB straight from their requests.parquet files, in the caller's transaction: one parallel scan
-    of every file instead of polars reading each into memory and DuckDB copying it in again. None, having written
-    nothing, when a file's columns are not of the table's types (polars' casts, in read_requests, are the rule
-    then); a file that does not read raises duckdb.Error."""
-    table = RAW_TABLES["request_samples"]
-    present = [(part.trial_id, path) for part in read if (path := part.trial.file(REQUESTS_PARQUET)) is not None]
+# The raw tables of a trial's Parquet files, each inserted by DuckDB from them, with the reader a single load uses.
+PARQUET_TABLES: dict[str, tuple[str, Callable[..., pl.DataFrame]]] = {
+    "request_samples": (REQUESTS_PARQUET, read_requests),
+    "runtime_events": (RUNTIME_EVENTS_PARQUET, read_runtime_events),
+}
+
+
+def bulk_parquet_table(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames], name: str,
+                       preview_rows: int = 0) -> LoadedTable | None:
+    """The ``name`` table (:data:`PARQUET_TABLES`) of the ``read`` trials (loaded just now, as one load: the latest
+    seq, without copies) inserted by DuckDB straight from their Parquet files, in the caller's transaction: one
+    parallel scan of every file instead of polars reading each into memory and DuckDB copying it in again; a column
+    an older file lacks is null. None, having written nothing, when a file's columns are not of the table's types
+    (polars' casts, in the single load's reader, are the rule then); a file that does not read raises
+    duckdb.Error."""
+    table = RAW_TABLES[name]
+    file_name, reader = PARQUET_TABLES[name]
+    present = [(part.trial_id, path) for part in read if (path := part.trial.file(file_name)) is not None]
     rows = dict.fromkeys((part.trial_id for part in read), 0)
     previews: dict[str, list[dict[str, Any]]] = {part.trial_id: [] for part in read} if preview_rows else {}
     files = [str(path) for _, path in present]
@@ -237,7 +253,7 @@ def bulk_request_samples(connection: duckdb.DuckDBPyConnection, read: list[Trial
                                           [files]).fetchall())
         rows.update({trial_id: counted[str(path)] for trial_id, path in present})
         if preview_rows:
-            previews.update({trial_id: read_requests(path, preview_rows).rows(named=True)
+            previews.update({trial_id: reader(path).head(preview_rows).rows(named=True)
                              for trial_id, path in present})
     record_load(connection, changes.latest_seq(connection), table.name, list(rows))
     return LoadedTable(table.name, table_columns(connection, table.name), rows, previews)

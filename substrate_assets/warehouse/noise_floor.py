@@ -64,7 +64,7 @@ windows AS (
 ),
 windowed AS (
     SELECT h.*, w.since_trial_number,
-           h.metric <> 'failure_ratio' AND min(h.value) OVER series > 0 AS on_ratio
+           h.unit NOT IN ('ratio', 'share') AND min(h.value) OVER series > 0 AS on_ratio
     FROM {METRIC_HISTORY} AS h
     JOIN windows AS w ON w.suite IS NOT DISTINCT FROM h.suite AND w.configuration = h.configuration
     WHERE h.trial_number >= w.since_trial_number

@@ -29,10 +29,12 @@ import polars as pl
 from substrate_assets.results.load_steps import LoadStep, read_load_steps
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
+    RUNTIME_EVENTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
     STATS_SCHEMA,
     read_json,
     read_requests,
+    read_runtime_events,
     read_stats,
     read_stats_history,
     read_stats_jsonl,
@@ -44,6 +46,7 @@ from substrate_assets.results.trial_directory import (
     LOAD_STEPS_JSON,
     LOGS_TXT,
     REQUESTS_PARQUET,
+    RUNTIME_EVENTS_PARQUET,
     SERVER_SUMMARY_JSON,
     STATS_CSV,
     STATS_HISTORY_CSV,
@@ -75,6 +78,10 @@ MANIFEST_SCHEMA: dict[str, pl.DataType] = {
     "metadata": pl.Utf8(), "family": pl.Utf8(),
     # What the local trial's own driver cost over the steady window (trial.json's driver_load); null elsewhere.
     "driver_cpu_s": pl.Float64(), "driver_core_share": pl.Float64(), "machine_cpu_saturation": pl.Float64(),
+    # How busy the machine was with other work over the steady window (trial.json's machine_load), and whether the
+    # suite's limits call the trial disturbed; null where not measured.
+    "foreign_cpu_share": pl.Float64(), "steal_share": pl.Float64(), "cpu_pressure": pl.Float64(),
+    "disturbed": pl.Boolean(), "disturbed_because": pl.Utf8(),
     # The group of repeated trials it is one of, and the wake delay injected into the embedded runtime.
     "group_id": pl.Utf8(), "inject_wake_delay_ms": pl.Int64(),
 }
@@ -210,6 +217,10 @@ RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
              (STATS_CSV,)),
     RawTable("request_samples", REQUESTS_SCHEMA, TrialDirectory.requests,
              f"Every request with its exact latency ({REQUESTS_PARQUET}).", (REQUESTS_PARQUET,)),
+    RawTable("runtime_events", RUNTIME_EVENTS_SCHEMA, TrialDirectory.runtime_events,
+             f"The embedded runtime's events ({RUNTIME_EVENTS_PARQUET}): every restore (on a warm or a cold host), "
+             "unpause, checkpoint, pause and crash, with exact timings; none for other backends.",
+             (RUNTIME_EVENTS_PARQUET,)),
     RawTable("cluster_facts", CLUSTER_FACTS_SCHEMA,
              lambda trial: _one_row(ONE_ROW_VALUES["cluster_facts"](trial), CLUSTER_FACTS_SCHEMA),
              "What the trial ran on, under the reference's fact keys, and the density figures its own "
@@ -241,7 +252,7 @@ FILE_READERS: dict[str, Callable[[Path], Any]] = {
     TRIAL_JSON: read_json, STATUS_JSON: read_json, SERVER_SUMMARY_JSON: read_json, STATS_JSONL: _stats_jsonl_rows,
     STATS_CSV: read_stats, STATS_HISTORY_CSV: read_stats_history, REQUESTS_PARQUET: read_requests,
     LOGS_TXT: lambda path: read_run_log(path.read_text(errors="replace")),
-    LOAD_STEPS_JSON: read_load_steps,
+    LOAD_STEPS_JSON: read_load_steps, RUNTIME_EVENTS_PARQUET: read_runtime_events,
 }
 
 

@@ -30,7 +30,7 @@ import duckdb
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse import changes
-from substrate_assets.warehouse.bulk_load import bulk_read_trials, bulk_request_samples
+from substrate_assets.warehouse.bulk_load import PARQUET_TABLES, bulk_parquet_table, bulk_read_trials
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect, table_names, transaction
 from substrate_assets.warehouse.lake import WarehouseUnreachable
@@ -104,7 +104,7 @@ BATCH_TRIALS = 500
 # From this many trials on, their small files are read in worker processes, a chunk of each batch per process:
 # read table by table they cost ~2 ms of CPU a trial, less than starting the processes (~1 s each) below this.
 PROCESS_READ_TRIALS = 2000
-SMALL_TABLES = [name for name in RAW_TABLES if name != "request_samples"]
+SMALL_TABLES = [name for name in RAW_TABLES if name not in PARQUET_TABLES]
 
 
 class _NotBulk(Exception):
@@ -116,22 +116,25 @@ def _load_batch(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirecto
                 ) -> tuple[list[TrialDirectory], list[UnreadableTrial], dict[str, LoadedTable]]:
     """One batch of trials loaded in one transaction: the small tables read table by table for the whole batch
     (:func:`bulk_read_trials`: a trial whose files that reading does not take or that do not read is read on its
-    own, which names the file), the request logs scanned by DuckDB from their files (:func:`bulk_request_samples`);
-    when that cannot be, or a request log does not read, every table read by polars trial by trial, which names the
-    trial whose file does not read. The trials loaded, those skipped, and what each table received."""
+    own, which names the file), the request and runtime event logs scanned by DuckDB from their files
+    (:func:`bulk_parquet_table`); when that cannot be, or such a file does not read, every table read by polars trial
+    by trial, which names the trial whose file does not read. The trials loaded, those skipped, and what each table
+    received."""
     read, unreadable = bulk_read_trials(trials, SMALL_TABLES, processes)
     try:
         with transaction(connection):
             written = write_trials(connection, read, SMALL_TABLES, preview_rows, copy=False)
-            samples = bulk_request_samples(connection, read, preview_rows)
-            if samples is None:
-                raise _NotBulk
+            for name in PARQUET_TABLES:
+                loaded = bulk_parquet_table(connection, read, name, preview_rows)
+                if loaded is None:
+                    raise _NotBulk
+                written[name] = loaded
     except (_NotBulk, duckdb.Error) as error:
         log.info("loading request logs trial by trial: %s", error or "a file's columns are not the table's types")
         read, unreadable = read_trials(trials, processes=processes)
         return [part.trial for part in read], unreadable, write_trials(connection, read, preview_rows=preview_rows,
                                                                          copy=False)
-    return [part.trial for part in read], unreadable, {**written, samples.name: samples}
+    return [part.trial for part in read], unreadable, written
 
 
 def rebuild(store: RunStore, warehouse: Warehouse, models_directory: Path, *, wait_s: float = WRITER_WAIT_S,

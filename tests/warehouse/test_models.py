@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import polars as pl
 import pytest
 
@@ -328,3 +329,42 @@ def test_the_tables_each_model_reads_are_kept_between_processes(tmp_path):
     cache.write_text("{not json")
     assert run() == [first, True]
     assert run() == [first, False]
+
+
+def wake(trial_id: str, actor: str, start: float, latency_ms: float, **extra) -> dict:
+    return {"trial_id": trial_id, "ts": start, "request_type": "http", "name": "WakeFirstTouch",
+            "latency_ms": latency_ms, "success": True, "locust_counted": True, "wake": True, "session_id": actor,
+            **extra}
+
+
+def resume(trial_id: str, actor: str, start: float, kind: str = "restore", host_start: str | None = "warm") -> dict:
+    return {"trial_id": trial_id, "kind": kind, "atespace": "benchmark", "actor": actor, "start_ts": start,
+            "duration_s": 0.01, "host_start": host_start if kind == "restore" else None}
+
+
+def test_each_wake_takes_the_path_of_its_actors_resume(warehouse):
+    """An implicit wake's resume starts inside its request, an explicit one's just before; the resume must follow the
+    actor's previous wake, or the wake found its actor running (no path); an event log older than host_start says
+    restore; a trial that kept no events has no paths. The distribution counts the slow share of the known paths,
+    and the geometric mean of every wake."""
+    insert(warehouse, "trial_manifests", [manifest("t"), manifest("cluster")])
+    insert(warehouse, "request_samples", [
+        wake("t", "a", 10.0, 50.0), wake("t", "a", 20.0, 300.0), wake("t", "a", 30.0, 40.0),
+        wake("t", "b", 10.0, 20.0), wake("t", "b", 15.0, 30.0), wake("t", "c", 12.0, 80.0),
+        wake("t", "c", 14.0, 5.0, locust_counted=False), wake("cluster", "x", 1.0, 70.0)])
+    insert(warehouse, "runtime_events", [
+        resume("t", "a", 10.001), resume("t", "a", 20.1, host_start="cold"),  # implicit: inside the request
+        resume("t", "a", 29.99, kind="unpause"),  # explicit: ResumeActor just before the wake
+        resume("t", "b", 10.002, host_start="cold"),  # b's second wake finds nothing after its first
+        resume("t", "c", 12.001, host_start=None),  # an event log from before host_start
+        {"trial_id": "t", "kind": "checkpoint", "actor": "a", "start_ts": 25.0, "duration_s": 0.1}])
+    build(warehouse)
+    paths = {(row["session_id"], row["ts"]): row["wake_path"] for row in fetch(warehouse, "SELECT * FROM wake_samples")}
+    assert paths == {("a", 10.0): "restore_warm", ("a", 20.0): "restore_cold", ("a", 30.0): "unpause",
+                     ("b", 10.0): "restore_cold", ("b", 15.0): None, ("c", 12.0): "restore", ("x", 1.0): None}
+    rows = {row["trial_id"]: row for row in fetch(warehouse, "SELECT * FROM wake_latency_distribution")}
+    t = rows["t"]
+    assert t["n_wakes"] == 6 and t["n_with_path"] == 5 and t["slow_share"] == pytest.approx(2 / 5)
+    assert t["gmean_ms"] == pytest.approx(float(np.exp(np.mean(np.log([50, 300, 40, 20, 30, 80])))))
+    assert rows["cluster"]["n_with_path"] == 0 and rows["cluster"]["slow_share"] is None
+    assert rows["cluster"]["gmean_ms"] == pytest.approx(70.0)

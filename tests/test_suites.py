@@ -13,7 +13,7 @@ def test_the_project_suites_load():
     suites = load_suites(ROOT / "suites.yaml")
     assert {"quick-smoke", "coding-session-baseline"} <= set(suites)
     smoke = suites["quick-smoke"]
-    assert (smoke.script, smoke.users, smoke.duration_s, smoke.think_scale) == ("quick-session", 4, 60, 0.2)
+    assert (smoke.script, smoke.users, smoke.duration_s, smoke.think_scale) == ("quick-session", 4, 30, 0.2)
     assert smoke.backend == "local" and smoke.actor_memory_bytes == 1 << 30
 
 

@@ -16,12 +16,10 @@ ordinary pooled standard deviation, with ``Σ(k − 1)`` degrees of freedom, so 
 normal trial values (tested by coverage on synthetic data). Unknown with no degree of freedom: one trial a side
 and no history. History counts only from :data:`MIN_HISTORY` trials (one or two earlier trials are no floor).
 
-The **minimal detectable change** at two-sided level ``α`` and power ``1 − β`` with ``k_A`` and ``k_B`` trials is
-``(t_{1−α/2, df} + t_{1−β, df}) · s · √(1/k_A + 1/k_B)`` (Kalibera and Jones; ``statistics.md`` §3).
+What a comparison can see through this noise, by the rule it applies, is :mod:`rule`'s.
 
-The **robust spread** of a history — ``1.4826 · MAD / median`` (a robust CV), or ``1.4826 · MAD`` on the difference
-scale — is shown beside the noise: far below it, one outlying trial inflates the noise. The **successive-difference
-spread** ``1.048 · median |y_t − y_{t−1}|`` estimates the noise of a series that may hold steps (change points).
+The **successive-difference spread** ``1.048 · median |y_t − y_{t−1}|`` estimates the noise of a series that may
+hold steps or drift (change points): far below the standard deviation, the series moved between levels.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ Scale = Literal["ratio", "difference"]
 MIN_HISTORY = 3
 # The most recent trials of a configuration a noise floor is measured over.
 HISTORY_WINDOW = 20
-POWER = 0.8
 MAD_TO_SD = 1.4826
 SUCCESSIVE_TO_SD = 1.048
 
@@ -94,57 +91,9 @@ def pooled_noise(sides: Sequence[np.ndarray], history: np.ndarray) -> Noise | No
     return Noise(math.sqrt(total / df), df, repeats, used)
 
 
-def t_quantile(probability: float, df: int) -> float:
-    from scipy.stats import t  # scipy costs a third of a second to import: only where a comparison is judged
-
-    return float(t.ppf(probability, df))
-
-
-def t_p_value(statistic: float, df: int) -> float:
-    """Two-sided p-value of a t statistic (1.0 for 0/0, where nothing moved and nothing varies)."""
-    from scipy.stats import t
-
-    if math.isnan(statistic):
-        return 1.0
-    return float(min(1.0, 2 * t.sf(abs(statistic), df)))
-
-
-def detectable_shift(noise: Noise, k_baseline: int, k_candidate: int, alpha: float, power: float = POWER) -> float:
-    """The smallest true shift (on the figure's scale) a two-sided test at ``alpha`` finds with ``power``."""
-    factor = t_quantile(1 - alpha / 2, noise.df) + t_quantile(power, noise.df)
-    return factor * noise.spread * math.sqrt(1 / k_baseline + 1 / k_candidate)
-
-
 def as_change(shift: float, scale: Scale) -> float:
     """A shift on the figure's scale as the change people read: percent on the ratio scale, else the unit's."""
     return math.expm1(shift) * 100 if scale == "ratio" else shift
-
-
-def trials_needed(noise: Noise, threshold_shift: float, alpha: float, history: int, most: int = 100) -> int | None:
-    """The fewest trials a side (equal sides) whose minimal detectable shift is at most ``threshold_shift``, with
-    the same history; None when even ``most`` are not enough (or the noise is 0: one trial does)."""
-    if noise.spread == 0:
-        return 1
-    for k in range(1, most + 1):
-        df = 2 * (k - 1) + (history - 1 if history >= MIN_HISTORY else 0)
-        if df == 0:
-            continue
-        if detectable_shift(Noise(noise.spread, df, 2 * k, history), k, k, alpha) <= threshold_shift:
-            return k
-    return None
-
-
-def robust_spread(values: Sequence[float], scale: Scale) -> float | None:
-    """``1.4826 · MAD / median`` (ratio scale, a robust CV) or ``1.4826 · MAD`` (difference scale); None with fewer
-    than :data:`MIN_HISTORY` values or, on the ratio scale, a median of 0."""
-    if len(values) < MIN_HISTORY:
-        return None
-    array = np.asarray(values, dtype=float)
-    median = float(np.median(array))
-    mad = MAD_TO_SD * float(np.median(np.abs(array - median)))
-    if scale == "difference":
-        return mad
-    return None if median <= 0 else mad / median
 
 
 def successive_spread(values: Sequence[float], scale: Scale) -> float | None:
@@ -153,3 +102,25 @@ def successive_spread(values: Sequence[float], scale: Scale) -> float | None:
     if len(values) < MIN_HISTORY or (scale == "ratio" and not fits_ratio_scale(values)):
         return None
     return SUCCESSIVE_TO_SD * float(np.median(np.abs(np.diff(on_scale(values, scale)))))
+
+
+# The fewest trials a series is tested for drift over: fewer say nothing either way.
+MIN_DRIFT_SERIES = 8
+
+
+def drift_p_value(values: Sequence[float], ratio: bool) -> float | None:
+    """How likely a series in trial order this smooth would be with no drift: the von Neumann ratio of its mean
+    squared successive difference to its variance (about 2 for independent trials; drift makes neighbours alike and
+    lowers it), one-sided, by its normal approximation (variance ``4(n − 2)/(n² − 1)``). On the log scale for a
+    ratio figure; None for fewer than :data:`MIN_DRIFT_SERIES` values or a series that does not vary."""
+    if len(values) < MIN_DRIFT_SERIES or (ratio and not fits_ratio_scale(values)):
+        return None
+    series = on_scale(values, "ratio" if ratio else "difference")
+    variance = float(np.var(series, ddof=1))
+    if variance == 0:
+        return None
+    n = len(series)
+    ratio_value = float(np.mean(np.diff(series) ** 2)) / variance
+    from scipy.stats import norm
+
+    return float(norm.cdf((ratio_value - 2) / math.sqrt(4 * (n - 2) / (n * n - 1))))

@@ -10,13 +10,21 @@ import json
 from dataclasses import asdict
 from typing import Any, Literal
 
-from substrate_assets.analysis.verdicts import Comparison, FigureComparison, inconclusive, lost, regressed
+from substrate_assets.analysis.verdicts import (
+    Comparison,
+    FigureComparison,
+    improved,
+    inconclusive,
+    lost,
+    regressed,
+    unjudged,
+)
 
-FIELDS = ("figure", "unit", "better", "scale", "baseline", "candidate", "change_pct", "difference",
-          "interval_low", "interval_high", "noise", "noise_df", "detectable", "noise_interval_low",
-          "noise_interval_high", "p_value", "rank_p_value",
-          "baseline_trials", "candidate_trials", "history_trials", "trials_needed", "verdict", "why")
-DIGITS_BY_UNIT = {"ms": 1, "ratio": 4, "users": 2}
+FIELDS = ("figure", "unit", "better", "scale", "primary", "baseline", "candidate", "change_pct", "difference",
+          "interval_low", "interval_high", "equivalence_interval_low", "equivalence_interval_high", "noise",
+          "noise_df", "correlation", "detectable", "p_value", "level", "baseline_trials",
+          "candidate_trials", "history_trials", "trials_needed", "verdict", "why", "note")
+DIGITS_BY_UNIT = {"ms": 1, "ratio": 4, "users": 2, "share": 3}
 Outcome = Literal["regressed", "inconclusive", "no regression"]
 # What `substrate-bench compare` exits with for each outcome: a CI gate can tell them apart.
 EXIT_CODES: dict[Outcome, int] = {"no regression": 0, "regressed": 3, "inconclusive": 4}
@@ -44,7 +52,7 @@ def p_value_text(value: float | None) -> str:
 
 def change_text(row: FigureComparison) -> str:
     """The change as the figure's scale reads it: a percentage, or (difference scale) the unit's signed amount."""
-    if row.scale == "difference" and row.unit == "ratio":
+    if row.scale == "difference" and row.unit in ("ratio", "share"):
         return figure_text(row.difference, row.unit, signed=True)
     return percent_text(row.change_pct)
 
@@ -68,6 +76,8 @@ def spread_text(spread: float | None, scale: str, unit: str) -> str:
 def noise_text(row: FigureComparison) -> str:
     if row.noise is None:
         return "unknown"
+    if row.unit == "ratio":  # counts: the dispersion over binomial, from the trials' scatter
+        return f"dispersion {row.noise:.2f} (df {row.noise_df})"
     return f"{spread_text(row.noise, row.scale, row.unit)} (df {row.noise_df})"
 
 
@@ -83,23 +93,34 @@ def trials_text(row: FigureComparison) -> str:
     return f"{row.baseline_trials} / {row.candidate_trials} / {row.history_trials}"
 
 
+def level_text(row: FigureComparison) -> str:
+    return "null" if row.level is None else f"{row.level:.2g}"
+
+
+def figure_name(row: FigureComparison) -> str:
+    """The figure's name, starred when it is primary."""
+    return f"{row.figure} *" if row.primary else row.figure
+
+
 def shown_row(row: FigureComparison) -> list[str]:
-    return [row.figure, figure_text(row.baseline, row.unit), figure_text(row.candidate, row.unit), change_text(row),
-            interval_text(row), noise_text(row), detectable_text(row), p_value_text(row.p_value), trials_text(row),
-            row.verdict or row.why or "not measured"]
+    return [figure_name(row), figure_text(row.baseline, row.unit), figure_text(row.candidate, row.unit),
+            change_text(row), interval_text(row), noise_text(row), detectable_text(row), p_value_text(row.p_value),
+            level_text(row), trials_text(row), row.verdict or row.why or "not measured"]
 
 
-SHOWN_COLUMNS = ["figure", "baseline", "candidate", "change", "95 % CI", "noise", "could detect", "p", "trials",
-                 "verdict"]
+SHOWN_COLUMNS = ["figure", "baseline", "candidate", "change", "95 % CI", "noise", "could detect", "p", "level",
+                 "trials", "verdict"]
 # What the short column names stand for, printed under every table of a comparison.
-COLUMN_LEGEND = ("95 % CI: hierarchical bootstrap of the change (trials, then requests); noise: trial-to-trial "
-                 "spread (a CV) and its degrees of freedom; could detect: the smallest change found with 80 % power; "
-                 "p: the t test of the trials' values; trials: baseline / candidate / history.")
+COLUMN_LEGEND = ("*: a primary figure, most of the false-alarm budget; 95 % CI: the change's t interval from the "
+                 "trials' noise; noise: trial-to-trial spread (a CV, or the failure ratio's dispersion) and its "
+                 "degrees of freedom; could detect: the change the rule finds with 80 % power; p: the test of the "
+                 "trials' values, a verdict when below its level and the change reaches the threshold; no change: "
+                 "the 90 % interval inside ±threshold; trials: baseline / candidate / history.")
 
 
 def plain_row(row: FigureComparison) -> dict[str, Any]:
     values = asdict(row)
-    for name in ("interval", "noise_interval"):
+    for name in ("interval", "equivalence_interval"):
         interval = values.pop(name)
         values[f"{name}_low"] = interval["low"] if interval else None
         values[f"{name}_high"] = interval["high"] if interval else None
@@ -108,10 +129,12 @@ def plain_row(row: FigureComparison) -> dict[str, Any]:
 
 def outcome(comparison: Comparison) -> Outcome:
     """What a CI gate stops on: ``regressed`` when a figure regressed, or the baseline measured one the candidate
-    lost; else ``inconclusive`` when a figure could not be judged for want of trials; else ``no regression``."""
+    lost; else ``inconclusive`` when a figure both sides measured got no verdict of change or no change — the data
+    cannot tell, or cannot be judged (a p99 of too few samples) — so exit 0 means every figure was judged; else
+    ``no regression``."""
     if regressed(comparison.figures) or lost(comparison.figures):
         return "regressed"
-    return "inconclusive" if inconclusive(comparison.figures) else "no regression"
+    return "inconclusive" if inconclusive(comparison.figures) or unjudged(comparison.figures) else "no regression"
 
 
 def as_json(comparison: Comparison) -> str:
@@ -120,12 +143,16 @@ def as_json(comparison: Comparison) -> str:
         "candidate": {"label": comparison.candidate.label, "trial_ids": list(comparison.candidate.trial_ids)},
         "history": comparison.history,
         "thresholds": comparison.thresholds.model_dump(),
-        "level": comparison.level,
         "configuration_differences": comparison.differences,
+        "paired": comparison.paired,
+        "warnings": comparison.warnings,
         "outcome": outcome(comparison),
         "figures": [plain_row(row) for row in comparison.figures],
+        "primary": [row.figure for row in comparison.figures if row.primary],
         "regressed": [row.figure for row in regressed(comparison.figures)],
+        "improved": [row.figure for row in improved(comparison.figures)],
         "inconclusive": [row.figure for row in inconclusive(comparison.figures)],
+        "unjudged": [row.figure for row in unjudged(comparison.figures)],
         "lost": [row.figure for row in lost(comparison.figures)],
     }, indent=2, allow_nan=False)
 
@@ -155,25 +182,33 @@ def as_markdown(comparison: Comparison, source: str) -> str:
         lines.append(f"| {' | '.join(_markdown_cell(cell) for cell in cells)} |")
     lines += ["", f"_{COLUMN_LEGEND}_", "", summary(comparison, source)]
     lines += [f"- configuration differs: {_markdown_cell(difference)}" for difference in comparison.differences]
+    lines += [f"- note: {_markdown_cell(warning)}" for warning in comparison.warnings]
     return "\n".join(lines) + "\n"
 
 
 def rules(comparison: Comparison, source: str) -> str:
     thresholds = comparison.thresholds
-    level = f"; each figure's test at p < {comparison.level:.2g}" if comparison.level is not None else ""
     return (f"{source}: latency ±{thresholds.latency_change_pct:g} %, densities and capacity "
-            f"±{thresholds.density_change_pct:g} %, failure ratio ±{thresholds.failure_ratio_change:g}, beyond the "
-            f"trials' noise at a false-alarm rate of {thresholds.false_alarm_rate:g}{level}")
+            f"±{thresholds.density_change_pct:g} %, failure ratio ±{thresholds.failure_ratio_change:g}, shares "
+            f"±{thresholds.share_change:g}; a false-alarm rate of {thresholds.false_alarm_rate:g}, "
+            f"{thresholds.primary_share:.0%} of it on the primary figures")
 
 
 def summary(comparison: Comparison, source: str) -> str:
-    """One line: what regressed, what was lost, what the data cannot tell, and the rules it was judged by."""
-    worse, gone, unsure = regressed(comparison.figures), lost(comparison.figures), inconclusive(comparison.figures)
+    """One line: what regressed or improved, what was lost, what the data cannot tell or could not judge, and the
+    rules it was judged by."""
+    rows = comparison.figures
+    worse, better, gone = regressed(rows), improved(rows), lost(rows)
+    unsure, unseen = inconclusive(rows), unjudged(rows)
     lines = [f"Regressed: {', '.join(row.figure for row in worse)}" if worse else "No figure regressed"]
+    if better:
+        lines.append(f"improved: {', '.join(row.figure for row in better)}")
     if gone:
         lines.append(f"not measured by the candidate: {', '.join(row.figure for row in gone)}")
     if unsure:
         lines.append(f"inconclusive: {', '.join(row.figure for row in unsure)}")
+    if unseen:
+        lines.append(f"not judged: {', '.join(row.figure for row in unseen)}")
     return f"{'; '.join(lines)} ({rules(comparison, source)})."
 
 
@@ -184,8 +219,11 @@ def settling_advice(comparison: Comparison) -> str | None:
         return None
     if all(row.noise is None for row in unsure):
         return "no noise estimate: repeat each side (at least 2 trials a side), or build a history of 3 trials"
-    needed = [row.trials_needed for row in unsure if row.noise is not None]
+    primary = [row for row in unsure if row.primary and row.noise is not None]
+    chosen = primary or [row for row in unsure if row.noise is not None]
+    needed = [row.trials_needed for row in chosen]
     most = max((n for n in needed if n is not None), default=None)
+    which = "the primary figures" if primary else "the inconclusive figures"
     if most is None or None in needed:
-        return "more than 100 trials a side would be needed to judge some figures at their thresholds"
-    return f"about {most} trials a side would judge every inconclusive figure at its threshold"
+        return f"more than 100 trials a side would be needed to settle {which} at their thresholds"
+    return f"about {most} trials a side would settle {which}: with them, a comparison that changed nothing says so"

@@ -27,6 +27,7 @@ from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.processes.owner import Owner
 from substrate_assets.results.layout import RunStore
+from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.results.trial_key import group_id
 from substrate_assets.suites import Suite
 
@@ -39,6 +40,16 @@ class MainJobError(RuntimeError):
     """A step of the main job failed; the message says which and why."""
 
 
+class MachineTooBusy(MainJobError):
+    """More trials were disturbed than a job may replace: the machine is too busy with other work to judge."""
+
+
+def replacements_allowed(planned: int) -> int:
+    """How many disturbed trials a job of ``planned`` trials runs again before it gives up: half as many, at least
+    two."""
+    return max(2, (planned + 1) // 2)
+
+
 @dataclass(frozen=True)
 class JobOutcome:
     # The (last) trial the job ran or reloaded.
@@ -49,6 +60,8 @@ class JobOutcome:
     # Every trial the job ran, in order, and the group they form when there are several.
     trial_ids: tuple[str, ...] = ()
     group: str | None = None
+    # The trials the machine's other work disturbed, each run again (left out of the group's verdict).
+    disturbed: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,19 +197,43 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
     for chosen in (suite, also_validate):
         if chosen is not None and chosen.script is not None and chosen.script not in validated:
             validated[chosen.script] = materialize_script(chosen, instance, say)
-    runs, trial_ids = list(validated.values()), []
+    runs, trial_ids, disturbed = list(validated.values()), [], []
     insight = None
+    allowed = replacements_allowed(len(rounds))
     for number, trial in enumerate(rounds, start=1):
-        if len(rounds) > 1:
-            say(f"trial {number} of {len(rounds)}: suite {trial.suite}"
-                + (f", group {trial.group}" if trial.group else ""))
-        trial_id, trial_run_id = _run_trial_job(trial.config(), instance, say)
-        loaded = reload_trial(trial_id, store, instance, say)
-        marts = [key for asset in mart_assets for key in asset.keys]
-        insight = measure(instance, store.find(trial_id), trial_run_id, loaded.runs[0], marts)
-        runs += [trial_run_id, *loaded.runs]
-        trial_ids.append(trial_id)
-    return JobOutcome(trial_ids[-1], runs, insight, tuple(trial_ids), group)
+        again = False
+        while True:
+            if len(rounds) > 1 or again:
+                say(f"trial {number} of {len(rounds)}{' again' if again else ''}: suite {trial.suite}"
+                    + (f", group {trial.group}" if trial.group else ""))
+            trial_id, trial_run_id = _run_trial_job(trial.config(), instance, say)
+            loaded = reload_trial(trial_id, store, instance, say)
+            marts = [key for asset in mart_assets for key in asset.keys]
+            insight = measure(instance, store.find(trial_id), trial_run_id, loaded.runs[0], marts)
+            runs += [trial_run_id, *loaded.runs]
+            trial_ids.append(trial_id)
+            because = disturbed_because(store, trial_id)
+            if because is None:
+                break
+            disturbed.append(trial_id)
+            again = True
+            if len(disturbed) > allowed:
+                raise MachineTooBusy(
+                    f"the machine is too busy with other work to judge: {len(disturbed)} of {len(trial_ids)} trials "
+                    f"were disturbed (the last, {trial_id}: {because}), more than the {allowed} this job runs again. "
+                    "Stop the other work (top shows it), or raise the suite's disturbance limits; the trials are "
+                    "kept, marked disturbed")
+            say(f"trial {trial_id} was disturbed ({because}): it is left out of the verdict, and trial {number} "
+                "runs again")
+    return JobOutcome(trial_ids[-1], runs, insight, tuple(trial_ids), group, tuple(disturbed))
+
+
+def disturbed_because(store: RunStore, trial_id: str) -> str | None:
+    """Why the trial counts as disturbed, as its trial.json says; None when it does not."""
+    load = TrialDirectory(store.find(trial_id)).manifest.get("machine_load") or {}
+    if not load.get("disturbed"):
+        return None
+    return "; ".join(load.get("disturbed_because") or []) or "the machine was busy with other work"
 
 
 def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:

@@ -15,7 +15,7 @@ from substrate_assets.cli.warehouse_choice import chosen_warehouse, warehouse_sa
 from substrate_assets.project import store_directory
 from substrate_assets.suites import MAX_REPEAT, SuiteError, get_suite
 
-DEFAULT_ROUNDS = 3
+DEFAULT_ROUNDS = 4
 
 
 @click.command("ab", epilog=EXIT_CODES_HELP)
@@ -28,15 +28,19 @@ DEFAULT_ROUNDS = 3
 def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None, output_format: str) -> None:
     """Run ROUNDS trials of SUITE_A and of SUITE_B alternately (A B, B A, A B, …, so a slow spell of the machine falls
     on both sides alike), each through the asset graph as `run` does, then compare B's group (the candidate) with A's
-    (the baseline) as `compare` does. Each side's trials form a group (`<suite>-<time>-a<N>`, `-b<N>`), which
+    (the baseline) as `compare` does, round by round: the two trials of a round ran back to back and share the
+    machine's moment, so the comparison judges their differences (and says how correlated they were). A disturbed
+    trial (the machine busy with other work) runs again in its round; too many, and the command says the machine is
+    too busy to judge (exit 4). Each side's trials form a group (`<suite>-<time>-a<N>`, `-b<N>`), which
     `compare` takes later. SUITE_A and SUITE_B may be the same suite: with --inject-wake-delay-ms, which is added to
     B's trials only, that is a check that the comparison finds a slowdown of known size."""
     from substrate_assets.app.instance import project_instance
-    from substrate_assets.app.main_job import MainJobError, ab_rounds, run_ab
+    from substrate_assets.app.main_job import MachineTooBusy, MainJobError, ab_rounds, run_ab
     from substrate_assets.app.stopped import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
-    from substrate_assets.warehouse.compare_trials import compare, select_side
+    from substrate_assets.warehouse.compare_trials import compare
     from substrate_assets.warehouse.connection import connect
+    from substrate_assets.warehouse.sides import select_side
 
     try:
         suites = get_suite(suite_a), get_suite(suite_b).with_overrides(inject_wake_delay_ms=inject_wake_delay_ms)
@@ -53,6 +57,9 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
                           f"{plan[1].group}){delay}; order {order}", highlight=False)
             try:
                 run_ab(*suites, plan, RunStore(store_directory()), instance, say=click.echo)
+            except MachineTooBusy as error:
+                click.echo(str(error), err=True)
+                sys.exit(4)
             except MainJobError as error:
                 click.echo(str(error), err=True)
                 sys.exit(1)

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
     from substrate_assets.analysis.verdicts import Comparison, Side
 
 VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no change": "dim", "inconclusive": "yellow"}
-EXIT_CODES_HELP = ("Exit code 0: no figure regressed, and every figure was judged; 3: a figure regressed, or the "
-                   "baseline measured one the candidate did not; 4: nothing regressed, but a figure is inconclusive "
-                   "(too few trials for the noise, or no noise estimate at all).")
+EXIT_CODES_HELP = ("Exit code 0: no figure regressed, and every figure both sides measured was judged (no change or "
+                   "improved); 3: a figure regressed, or the baseline measured one the candidate did not; 4: nothing "
+                   "regressed, but a figure is inconclusive (the data cannot tell) or could not be judged (a "
+                   "percentile of too few samples), each named; or the machine was too busy to judge.")
 
 
 def print_table(comparison: Comparison, source: str) -> None:
@@ -42,6 +43,8 @@ def print_table(comparison: Comparison, source: str) -> None:
         console.print(f"[bold]history[/bold]   {comparison.history}", highlight=False)
     for difference in comparison.differences:
         console.print(f"[yellow]configuration differs[/yellow] {difference}", highlight=False)
+    for warning in comparison.warnings:
+        console.print(f"[yellow]note[/yellow] {warning}", highlight=False)
     table = Table()
     for column in SHOWN_COLUMNS:
         table.add_column(column, justify="left" if column in ("figure", "verdict") else "right")
@@ -90,6 +93,9 @@ def show_comparison(comparison: Comparison, source: str, output_format: str) -> 
     return EXIT_CODES[outcome(comparison)]
 
 
+INCLUDE_DISTURBED = click.option(
+    "--include-disturbed", is_flag=True, help="Keep disturbed trials (run while the machine was busy with other "
+    "work), which are left out by default; each is named in the output.")
 FORMAT = click.option("--format", "output_format", type=click.Choice(["table", "markdown", "csv", "json"]),
                       default="table", show_default=True, help="markdown is ready to paste into a pull request; csv "
                       "and json keep every figure unrounded.")
@@ -101,25 +107,33 @@ FORMAT = click.option("--format", "output_format", type=click.Choice(["table", "
 @click.option("--suite", help="Compare a suite's trials by run tag or system-under-test version (a commit prefix of "
               "7+ characters): BASELINE and CANDIDATE are those, instead of trial or group ids.")
 @click.option("--last", type=click.IntRange(min=1), help="Only each group's N most recent trials.")
+@INCLUDE_DISTURBED
 @WAREHOUSE_OPTION
 @FORMAT
-def compare_command(baseline: str, candidate: str, suite: str | None, last: int | None, warehouse_setting: str | None,
-                    output_format: str) -> None:
+def compare_command(baseline: str, candidate: str, suite: str | None, last: int | None, include_disturbed: bool,
+                    warehouse_setting: str | None, output_format: str) -> None:
     """Compare CANDIDATE with BASELINE: trial ids, group ids (`run --repeat`, `ab`), or with --suite a suite's
-    trials by tag or version. Each trial contributes its own figures — the wake and step latency p50 and p99 from its
-    exact samples, densities, capacity under the SLO, the failure ratio — and each figure is judged against the
-    trial-to-trial noise of both sides' repeats and of the baseline configuration's recent history: its change, a
-    95 % hierarchical bootstrap interval (trials, then requests), the noise, the smallest change the comparison could
-    detect, and a verdict (regressed, improved, no change, or inconclusive when the data cannot tell)."""
-    from substrate_assets.warehouse.compare_trials import SideNotFound, select_side
+    trials by tag or version; disturbed trials (run while the machine was busy with other work) are left out. Each
+    trial contributes its own figures — the wake's geometric mean (at a common mix of wake paths, where the runtime
+    knows them: the primary figure), each path's p50, the slow share, upstream's p50 and p99, the steps' p50 and p99,
+    densities, capacity under the SLO, the failure ratio (as counts) — and each figure is judged against the
+    trial-to-trial noise of both sides' repeats and of the baseline configuration's recent history: its change, its
+    interval, the noise, the change the rule could detect, and a verdict: regressed or improved (the change reaches
+    the suite's threshold and its test is below the figure's level), no change (an equivalence test puts it inside
+    ±threshold), or inconclusive when the data cannot tell. The two groups of one `ab` run are judged round by
+    round."""
     from substrate_assets.warehouse.connection import connect
     from substrate_assets.warehouse.lake import WarehouseUnavailable
+    from substrate_assets.warehouse.sides import AllDisturbed, SideNotFound, select_side
 
     warehouse = existing_warehouse(warehouse_setting)
     try:
         with connect(warehouse, read_only=True) as connection:
-            sides = [select_side(connection, spec, suite, last) for spec in (baseline, candidate)]
+            sides = [select_side(connection, spec, suite, last, include_disturbed) for spec in (baseline, candidate)]
             comparison, source = judged(connection, *sides)
+    except AllDisturbed as error:
+        click.echo(f"Error: {error}", err=True)
+        sys.exit(4)
     except (SideNotFound, WarehouseUnavailable) as error:
         raise click.ClickException(str(error)) from None
     sys.exit(show_comparison(comparison, source, output_format))

@@ -34,7 +34,7 @@ def _history_page(connection: duckdb.DuckDBPyConnection, suite: str, warehouse: 
 def _comparison_page(connection: duckdb.DuckDBPyConnection, trial_ids: tuple[str, str], warehouse: str) -> str:
     from substrate_assets.cli.compare import judged
     from substrate_assets.report.pages import compared_page
-    from substrate_assets.warehouse.compare_trials import select_side
+    from substrate_assets.warehouse.sides import select_side
 
     comparison, source = judged(connection, *(select_side(connection, trial_id) for trial_id in trial_ids))
     return compared_page(connection, comparison, source, warehouse=warehouse)
@@ -79,9 +79,9 @@ def report(output: Path | None, warehouse_setting: str | None, **asked: Any) -> 
     another process writes it."""
     from substrate_assets.report.pages import NotInWarehouse
     from substrate_assets.results.atomic import WriteFailed, write_text
-    from substrate_assets.warehouse.compare_trials import SideNotFound
     from substrate_assets.warehouse.connection import connect
     from substrate_assets.warehouse.lake import WarehouseUnavailable
+    from substrate_assets.warehouse.sides import SideNotFound
 
     chosen = [(option, value) for option, value in asked.items() if value is not None]
     if len(chosen) != 1:

@@ -228,11 +228,16 @@ def _show_verdict(console: Console, candidate: str) -> None:
     trial: the verdict line, the figures that regressed or that the data cannot judge, and what would settle them."""
     from substrate_assets.analysis.verdict_text import SHOWN_COLUMNS, settling_advice, shown_row, summary
     from substrate_assets.cli.compare import thresholds_of
-    from substrate_assets.warehouse.compare_trials import judge_against_history, select_side, suite_of
+    from substrate_assets.warehouse.compare_trials import judge_against_history, suite_of
     from substrate_assets.warehouse.connection import connect
+    from substrate_assets.warehouse.sides import SideNotFound, select_side
 
     with connect(chosen_warehouse(), read_only=True) as connection:
-        side = select_side(connection, candidate)
+        try:
+            side = select_side(connection, candidate)
+        except SideNotFound as error:
+            console.print(f"verdict: none, {error}", style="yellow", highlight=False)
+            return
         thresholds, source = thresholds_of(suite_of(connection, side))
         comparison = judge_against_history(connection, side, thresholds)
     if comparison is None:
@@ -244,6 +249,8 @@ def _show_verdict(console: Console, candidate: str) -> None:
         print_rows(console, f"{candidate} against {comparison.baseline.label}", SHOWN_COLUMNS,
                    [tuple(shown_row(row)) for row in shown])
     console.print(f"verdict against {comparison.baseline.label}: {summary(comparison, source)}", highlight=False)
+    for warning in comparison.warnings:
+        console.print(f"note: {warning}", style="yellow", highlight=False)
     advice = settling_advice(comparison)
     if advice:
         console.print(f"to settle: {advice}", highlight=False)
@@ -291,8 +298,10 @@ def _show_group(console: Console, group: str, trial_ids: tuple[str, ...]) -> Non
     from substrate_assets.warehouse.query import query
 
     figures = query(chosen_warehouse(), """
-        SELECT w.trial_id, w.n_wakes AS wake_n, w.p50_ms, w.p99_ms, d.aggregate_failure_ratio AS failure_ratio
+        SELECT w.trial_id, w.n_wakes AS wake_n, w.gmean_ms, w.p50_ms, w.p99_ms, w.slow_share,
+               d.aggregate_failure_ratio AS failure_ratio, m.foreign_cpu_share, m.disturbed
         FROM wake_latency_distribution AS w LEFT JOIN density_frontiers AS d USING (trial_id)
+        LEFT JOIN trial_manifests AS m USING (trial_id)
         WHERE list_contains(?::VARCHAR[], w.trial_id) ORDER BY w.trial_id""", [list(trial_ids)])
     print_rows(console, f"group {group} ({len(trial_ids)} trials)", list(figures.columns), figures.rows)
 
@@ -315,7 +324,7 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None) -
     at any point (exit 130 or 143); a run it had started ends failed or canceled, its slots freed.
     """
     from substrate_assets.app.instance import project_instance
-    from substrate_assets.app.main_job import MainJobError, run_suite
+    from substrate_assets.app.main_job import MachineTooBusy, MainJobError, run_suite
     from substrate_assets.app.stopped import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
 
@@ -336,6 +345,9 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None) -
             try:
                 outcome = run_suite(suite, RunStore(store_directory()), instance, say=click.echo, repeat=repeat,
                                     inject_wake_delay_ms=inject_wake_delay_ms)
+            except MachineTooBusy as error:
+                click.echo(str(error), err=True)
+                sys.exit(4)
             except MainJobError as error:
                 click.echo(str(error), err=True)
                 sys.exit(1)

@@ -22,7 +22,7 @@ def _digits_for(column: str, unit: str | None) -> str:
         return "pct"
     if name.endswith("_ms"):
         return "ms"
-    if "ratio" in name:
+    if "ratio" in name or name.endswith(("_share", "cpu_pressure")):
         return "ratio"
     if "per_" in name:
         return "density"

@@ -39,6 +39,7 @@ h2 { font-size: 17px; margin: 0 0 10px; font-weight: 600; }
 h3 { font-size: 14px; margin: 16px 0 6px; font-weight: 600; color: #3b4656; }
 p { margin: 6px 0; }
 .note { color: #5b6676; font-style: italic; }
+.warning { background: #fff4e0; border-left: 4px solid #c77700; color: #5c3b00; padding: 8px 12px; margin: 8px 0; }
 figure { margin: 8px 0; overflow-x: auto; }
 figure svg { width: 100%; max-width: 960px; height: auto; display: block; overflow: visible; }
 .columns { display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: 8px 24px;
@@ -130,6 +131,11 @@ def paragraph(words: str) -> Html:
 def note(words: str) -> Html:
     """A muted line: a figure that is not there, and why."""
     return Html(f'<p class="note">{text(words)}</p>')
+
+
+def warning(words: str) -> Html:
+    """A line a person must not miss: the figures below it do not mean what they usually mean."""
+    return Html(f'<p class="warning" role="alert">{text(words)}</p>')
 
 
 def heading(words: str) -> Html:

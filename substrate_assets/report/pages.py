@@ -30,7 +30,7 @@ from substrate_assets.analysis.verdict_text import (
     shown_row,
     summary,
 )
-from substrate_assets.analysis.verdicts import Comparison, Side
+from substrate_assets.analysis.verdicts import Comparison
 from substrate_assets.report import plots
 from substrate_assets.report.drift import drift_section
 from substrate_assets.report.html import (
@@ -44,14 +44,16 @@ from substrate_assets.report.html import (
     section,
     side_by_side,
     table,
+    warning,
 )
-from substrate_assets.warehouse.compare_trials import wake_samples as side_wake_samples
+from substrate_assets.warehouse.compare_samples import pooled_wakes
 from substrate_assets.warehouse.connection import has_table
 
 TRIAL_COLUMNS = ("trial_id", "suite", "script", "backend", "tag", "sut_version", "started_at", "ended_at", "status",
-                 "failure", "failed_requests", "users", "duration_s", "think_scale", "lifecycle_mode")
+                 "failure", "failed_requests", "users", "duration_s", "think_scale", "lifecycle_mode", "disturbed",
+                 "foreign_cpu_share", "steal_share", "cpu_pressure")
 DISTRIBUTION_COLUMNS = ("n_wakes", "n_failed", "min_ms", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p99_9_ms", "max_ms",
-                        "mean_ms")
+                        "mean_ms", "gmean_ms", "slow_share")
 FRONTIER_COLUMNS = ("peak_users", "actors_per_node", "actors_per_vcpu", "actors_per_gb_ram", "actors_per_pod_p50",
                     "actors_per_pod_p90", "actors_per_pod_p99", "aggregate_failure_ratio", "figures_from",
                     "frontier_mismatch")
@@ -108,7 +110,7 @@ def _not_built(model: str) -> Html:
 def wake_samples(connection: duckdb.DuckDBPyConnection, trial_id: str) -> np.ndarray:
     """The trial's exact wake latencies, of the requests wake_latency_distribution's main figures count: every
     WakeFirstTouch Locust counted (or whose count is unknown), failed or not."""
-    return side_wake_samples(connection, Side(trial_id, (trial_id,)))
+    return pooled_wakes(connection, (trial_id,))
 
 
 def _trial_row(connection: duckdb.DuckDBPyConnection, trial_id: str) -> dict[str, Any]:
@@ -123,7 +125,12 @@ def _headline(connection: duckdb.DuckDBPyConnection, trial: dict[str, Any]) -> H
     """The wake-latency distribution across the top; what ran, the density frontier and the SLO capacity beside
     each other below it."""
     trial_id = trial["trial_id"]
-    parts: list[Html] = [heading("Wake latency (ms)")]
+    parts: list[Html] = []
+    if trial.get("disturbed"):
+        parts.append(warning(f"Disturbed: the machine was busy with other work while this trial measured "
+                             f"({trial.get('disturbed_because') or 'over the suite’s limits'}). Its figures carry "
+                             "that work's load: it is left out of noise estimates and verdicts."))
+    parts.append(heading("Wake latency (ms)"))
     distribution = _trial_rows(connection, "wake_latency_distribution", trial_id)
     if distribution is None:
         parts.append(_not_built("wake_latency_distribution"))
@@ -348,14 +355,15 @@ def compared_page(connection: duckdb.DuckDBPyConnection, comparison: Comparison,
                                                                                strict=True)}
             for row in comparison.figures]
     sides = (comparison.baseline, comparison.candidate)
-    samples = {side.label: side_wake_samples(connection, side) for side in sides}
+    samples = {side.label: pooled_wakes(connection, side.trial_ids) for side in sides}
     advice = settling_advice(comparison)
     notes = [COLUMN_LEGEND, summary(comparison, source),
              *([f"History (the noise's other measurements): {comparison.history}"] if comparison.history else []),
              *(f"{row.figure} is inconclusive: {row.why}" for row in comparison.figures
                if row.verdict == "inconclusive" and row.why),
              *([f"To settle: {advice}"] if advice else []),
-             *(f"configuration differs: {line}" for line in comparison.differences)]
+             *(f"configuration differs: {line}" for line in comparison.differences),
+             *(f"Note: {line}" for line in comparison.warnings)]
     return comparison_report(f"{comparison.candidate.label} against {comparison.baseline.label}",
                              comparison.baseline.label, comparison.candidate.label, rows, samples,
                              warehouse=warehouse, generated_at=generated_at, notes=notes)

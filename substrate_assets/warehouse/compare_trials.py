@@ -1,20 +1,15 @@
 """Two sets of trials from the warehouse, compared figure by figure (:mod:`substrate_assets.analysis.verdicts`),
-with the history of the baseline's configuration as the measure of its noise.
+with the history of the baseline's configuration as more measurements of the noise.
 
-A side is one trial (its id), a group of repeated trials (its group id: ``run --repeat``, ``ab``), or the trials of
-a suite whose run tag or version of the system under test is the given value (a version may be given by a prefix
-of at least 7 characters, as git abbreviates commits), optionally only its ``last`` most recent. Each trial's
-latency figures come from its exact samples, as the marts count them: every wake (its family's wake row) with a
-latency, failed or not, as ``wake_latency_distribution``; the successful samples of each ``Step_`` row (as
-``step_latency``); rows Locust booked after its last stats write left out. Densities and capacity are the marts'
-per-trial figures; each trial's failure ratio is its Aggregated stats row's failures over requests.
+The sides come from :mod:`~substrate_assets.warehouse.sides` (disturbed trials left out), their figures from
+:mod:`~substrate_assets.warehouse.compare_figures`. The two groups of one ``ab`` run are analysed as rounds.
 
 **History.** The trials of a configuration (``capacity_history``'s suite and configuration) since its latest change
-point, at most the last :data:`~noise.HISTORY_WINDOW`, completed: the window its noise floor is measured over
-(``noise_floor``). A comparison of two sides takes the window of the baseline's configuration, less the sides' own
-trials, as more measurements of the noise; judging a new trial or group *against history* takes the window of its
-configuration before its first trial as the baseline itself. History trials' figures are read from the marts
-(``wake_latency_distribution``, ``step_latency``, ``density_frontiers``, ``slo_capacity``).
+point, at most the last :data:`~noise.HISTORY_WINDOW`, completed and not disturbed: the window its noise floor is
+measured over (``noise_floor``). A comparison of two sides takes the window of the baseline's configuration, less the
+sides' own trials, as more measurements of the noise; judging a new trial or group *against history* takes the
+window of its configuration before its first trial as the baseline itself. A history whose primary figure drifted
+(the von Neumann ratio of its successive differences) is said: a comparison against it reads drift as a change.
 """
 
 from __future__ import annotations
@@ -23,139 +18,24 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import duckdb
-import numpy as np
 
-from substrate_assets.analysis.noise import HISTORY_WINDOW
-from substrate_assets.analysis.verdicts import (
-    LATENCY_PERCENTILES,
-    Comparison,
-    Measured,
-    Side,
-    Thresholds,
-    judge,
-    latency_figures,
-    scalar_figure,
-)
-from substrate_assets.families import WAKE_ROWS
+from substrate_assets.analysis.measured import Measured
+from substrate_assets.analysis.noise import HISTORY_WINDOW, drift_p_value
+from substrate_assets.analysis.verdicts import Comparison, Side, Thresholds, judge
+from substrate_assets.warehouse.compare_figures import measured_figures
 from substrate_assets.warehouse.connection import has_table
+from substrate_assets.warehouse.sides import SideNotFound, rounds, trials_text
 
-# The wake rows of every family: a trial's wake samples are under its family's.
-WAKE_NAMES = frozenset(name for name in WAKE_ROWS.values() if name)
-MIN_VERSION_PREFIX = 7
-DENSITIES = (("actors_per_node", "actors"), ("actors_per_vcpu", "actors/vCPU"), ("actors_per_gb_ram", "actors/GiB"))
+# A history whose primary figure's successive differences are this unlikely under no drift is said to drift.
+DRIFT_LEVEL = 0.01
 # What a side ran, from capacity_history: a difference is printed beside the figures, as it may explain them.
 CONFIGURATION_COLUMNS = ("suite", "script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "sut_version",
                          "machine_type", "think_scale", "ladder", "node_count", "users", "actors_per_user",
                          "duration_s", "inject_wake_delay_ms")
 
 
-class SideNotFound(LookupError):
-    """A side that selects no trial; the message says what was looked for and what there is."""
-
-
 def _values(connection: duckdb.DuckDBPyConnection, sql: str, parameters: Sequence[object]) -> list[object]:
     return [row[0] for row in connection.execute(sql, list(parameters)).fetchall()]
-
-
-def _trials(count: int) -> str:
-    return f"{count} {'trial' if count == 1 else 'trials'}"
-
-
-def select_side(connection: duckdb.DuckDBPyConnection, spec: str, suite: str | None = None,
-                last: int | None = None) -> Side:
-    """The trials ``spec`` names: a trial id or a group id, or with ``suite`` the suite's trials whose tag or
-    system-under-test version is ``spec`` (most recent ``last`` of them when given)."""
-    if suite is None:
-        if _values(connection, "SELECT trial_id FROM trial_manifests WHERE trial_id = ?", [spec]):
-            return Side(spec, (spec,))
-        grouped = _values(connection, "SELECT trial_id FROM trial_manifests WHERE group_id = ? "
-                          "ORDER BY started_at NULLS LAST, trial_id", [spec])
-        if grouped:
-            chosen = tuple(map(str, grouped[-last:] if last else grouped))
-            return Side(f"group {spec} ({_trials(len(chosen))})", chosen)
-        raise SideNotFound(f"no trial or group {spec!r} in the warehouse; to compare a suite's trials by tag or "
-                           "version, give --suite too")
-    prefix = spec if len(spec) >= MIN_VERSION_PREFIX else None
-    exact = _values(connection, "SELECT count(*) FROM trial_manifests WHERE suite = ? AND (tag = ? OR sut_version = ?)",
-                    [suite, spec, spec])[0]
-    if not exact and prefix is not None:
-        versions = _values(connection, "SELECT DISTINCT sut_version FROM trial_manifests WHERE suite = ? AND "
-                           "starts_with(sut_version, ?) ORDER BY ALL", [suite, prefix])
-        if len(versions) > 1:
-            raise SideNotFound(f"{spec!r} is the start of {len(versions)} versions of suite {suite!r} "
-                               f"({', '.join(map(str, versions))}): give enough of one to tell it apart")
-    # A group is of trials that ran to their end: one stopped early measured part of a run.
-    trial_ids = _values(connection, """
-        SELECT trial_id FROM trial_manifests
-        WHERE suite = ? AND completed IS NOT FALSE
-          AND (tag = ? OR sut_version = ? OR (? AND starts_with(sut_version, ?)))
-        ORDER BY started_at DESC NULLS LAST, trial_id DESC""", [suite, spec, spec, not exact and prefix is not None,
-                                                                 prefix or ""])
-    if not trial_ids:
-        known = connection.execute("""
-            SELECT count(*), list(DISTINCT tag ORDER BY tag), list(DISTINCT sut_version ORDER BY sut_version)
-            FROM trial_manifests WHERE suite = ?""", [suite]).fetchone()
-        if not known or not known[0]:
-            raise SideNotFound(f"suite {suite!r} has no trials in the warehouse")
-        raise SideNotFound(f"no completed trial of suite {suite!r} has tag or system-under-test version {spec!r} "
-                           f"(tags: {', '.join(map(str, known[1]))}; versions: {', '.join(map(str, known[2]))})")
-    chosen = tuple(map(str, trial_ids[:last] if last else trial_ids))
-    return Side(f"{suite}@{spec} ({_trials(len(chosen))})", chosen)
-
-
-TrialSamples = dict[str, dict[str, np.ndarray]]
-
-
-def trial_samples(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str],
-                  steps: bool = True) -> TrialSamples:
-    """Each compared request name's samples, by name and trial, ascending (with ``steps`` False, the wakes only): one
-    list per (name, trial) from DuckDB, each sorted by numpy (a third of the time of an ORDER BY over all of them)."""
-    found = connection.execute("""
-        SELECT name, trial_id, list(latency_ms) AS latencies FROM request_samples
-        WHERE list_contains(?::VARCHAR[], trial_id) AND locust_counted IS NOT FALSE AND latency_ms IS NOT NULL
-          AND (is_wake(wake, name) OR (? AND starts_with(name, 'Step_') AND success))
-        GROUP BY ALL ORDER BY name, trial_id""", [list(trial_ids), steps]).fetchnumpy()
-    samples: TrialSamples = {}
-    for name, trial_id, latencies in zip(found["name"], found["trial_id"], found["latencies"], strict=True):
-        samples.setdefault(str(name), {})[str(trial_id)] = np.sort(np.asarray(latencies, dtype=float))
-    return samples
-
-
-def wake_samples(connection: duckdb.DuckDBPyConnection, side: Side) -> np.ndarray:
-    """The side's wake latencies, pooled and ascending, to draw (a CDF): every wake the marts count, failed or
-    not. Pooled for a picture only; no verdict is drawn from requests pooled across trials."""
-    found = [values for by_trial in trial_samples(connection, side.trial_ids, steps=False).values()
-             for values in by_trial.values()]
-    return np.sort(np.concatenate(found)) if found else np.empty(0)
-
-
-def suite_of(connection: duckdb.DuckDBPyConnection, side: Side) -> str | None:
-    """The suite a side's (first) trial ran: whose thresholds judge it as a candidate."""
-    return _values(connection, "SELECT any_value(suite) FROM trial_manifests WHERE trial_id = ?",
-                   [side.trial_ids[0]])[0]
-
-
-def _per_trial(connection: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str],
-               trial_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
-    """``columns`` of ``table`` by trial for those trials that have a row (a table not built yet has none)."""
-    if not trial_ids or not has_table(connection, table):
-        return {}
-    rows = connection.execute(f"SELECT trial_id, {', '.join(columns)} FROM {table} "
-                              "WHERE list_contains(?::VARCHAR[], trial_id)", [list(trial_ids)]).fetchall()
-    return {row[0]: dict(zip(columns, row[1:], strict=True)) for row in rows}
-
-
-def _failure_ratios(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str]) -> dict[str, float | None]:
-    """Each trial's failed over all requests (its Aggregated stats row); null for a trial with no requests."""
-    rows = connection.execute("""
-        SELECT trial_id, CASE WHEN sum(request_count) > 0 THEN sum(failure_count) / sum(request_count) END
-        FROM locust_stats WHERE list_contains(?::VARCHAR[], trial_id) AND name = 'Aggregated' GROUP BY trial_id""",
-                              [list(trial_ids)]).fetchall()
-    return {row[0]: None if row[1] is None else float(row[1]) for row in rows}
-
-
-def _measured(values: Iterable[object]) -> list[float]:
-    return [float(value) for value in values if value is not None]
 
 
 @dataclass(frozen=True)
@@ -166,64 +46,10 @@ class History:
     description: str
 
 
-def _history_latencies(connection: duckdb.DuckDBPyConnection, names: Iterable[str],
-                       trial_ids: Sequence[str]) -> dict[str, dict[str, list[float]]]:
-    """The history trials' p50 and p99 of each compared request name, from the marts: wakes from
-    wake_latency_distribution, steps from step_latency."""
-    wakes = _per_trial(connection, "wake_latency_distribution", ("p50_ms", "p99_ms"), trial_ids)
-    steps: dict[str, dict[str, dict[str, float | None]]] = {}
-    if trial_ids and has_table(connection, "step_latency"):
-        for trial_id, step, p50, p99 in connection.execute(
-                "SELECT trial_id, step, p50_ms, p99_ms FROM step_latency WHERE list_contains(?::VARCHAR[], trial_id)",
-                [list(trial_ids)]).fetchall():
-            steps.setdefault(f"Step_{step}", {})[trial_id] = {"p50_ms": p50, "p99_ms": p99}
-    found = {}
-    for name in names:
-        by_trial = wakes if name in WAKE_NAMES else steps.get(name, {})
-        found[name] = {label: _measured(by_trial.get(trial_id, {}).get(f"{label}_ms") for trial_id in trial_ids)
-                       for label, _ in LATENCY_PERCENTILES}
-    return found
-
-
-def _request_order(names: Iterable[str]) -> list[str]:
-    return sorted(names, key=lambda name: (name not in WAKE_NAMES, name))
-
-
-def measured_figures(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side,
-                     history: Sequence[str] = ()) -> list[Measured]:
-    """Every figure of both sides' trials, with the history trials' values of each: the wake and step latencies,
-    densities, capacity (when a trial of either side has one) and the failure ratio."""
-    samples = trial_samples(connection, [*baseline.trial_ids, *candidate.trial_ids])
-    names = _request_order(samples)
-    past = _history_latencies(connection, names, history)
-    empty = np.empty(0)
-    figures: list[Measured] = []
-    for name in names:
-        by_trial = samples[name]
-        figures += latency_figures(name, [by_trial.get(trial, empty) for trial in baseline.trial_ids],
-                                   [by_trial.get(trial, empty) for trial in candidate.trial_ids], past[name])
-    everyone = [*baseline.trial_ids, *candidate.trial_ids, *history]
-    densities = _per_trial(connection, "density_frontiers", [column for column, _ in DENSITIES], everyone)
-    for column, unit in DENSITIES:
-        figures.append(_scalar(column, unit, "higher", "density", densities, column, baseline, candidate, history))
-    capacities = _per_trial(connection, "slo_capacity", ["capacity_users"], everyone)
-    if any(capacities.get(trial, {}).get("capacity_users") is not None
-           for trial in (*baseline.trial_ids, *candidate.trial_ids)):
-        figures.append(_scalar("capacity_users", "users", "higher", "density", capacities, "capacity_users",
-                               baseline, candidate, history))
-    failures = {trial: {"ratio": ratio} for trial, ratio in _failure_ratios(connection, everyone).items()}
-    figures.append(_scalar("failure_ratio", "ratio", "lower", "failure_ratio", failures, "ratio", baseline,
-                           candidate, history))
-    return figures
-
-
-def _scalar(figure: str, unit: str, better: str, kind: str, table: dict[str, dict[str, float | None]], column: str,
-            baseline: Side, candidate: Side, history: Sequence[str]) -> Measured:
-    def values(trial_ids: Sequence[str]) -> list[float | None]:
-        return [table.get(trial, {}).get(column) for trial in trial_ids]
-
-    return scalar_figure(figure, unit, better, kind, values(baseline.trial_ids),  # type: ignore[arg-type]
-                         values(candidate.trial_ids), _measured(values(history)))
+def suite_of(connection: duckdb.DuckDBPyConnection, side: Side) -> str | None:
+    """The suite a side's (first) trial ran: whose thresholds judge it as a candidate."""
+    return _values(connection, "SELECT any_value(suite) FROM trial_manifests WHERE trial_id = ?",
+                   [side.trial_ids[0]])[0]
 
 
 def configuration_differences(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> list[str]:
@@ -253,7 +79,8 @@ def configuration_of(connection: duckdb.DuckDBPyConnection,
 
 def history_window(connection: duckdb.DuckDBPyConnection, suite: str | None, configuration: str,
                    before: int | None = None, exclude: Iterable[str] = ()) -> History:
-    """The configuration's trials in metric_history (those that ran to their end) since its latest change point
+    """The configuration's trials in metric_history (those that ran to their end, not disturbed) since its latest
+    change point
     (before trial number ``before`` when given: the window a trial that starts there is judged against), the last
     :data:`HISTORY_WINDOW` of them, less ``exclude``; in trial order. noise_floor's window, with ``before`` None and
     nothing excluded."""
@@ -274,7 +101,7 @@ def history_window(connection: duckdb.DuckDBPyConnection, suite: str | None, con
                         [suite, configuration, since, limit, list(exclude), HISTORY_WINDOW])
     chosen = tuple(str(trial) for trial in reversed(trial_ids))
     point = f" since its change point at trial #{since}" if since > 1 else ""
-    return History(chosen, f"{_trials(len(chosen))} of suite {suite}'s configuration {configuration}{point}")
+    return History(chosen, f"{trials_text(len(chosen))} of suite {suite}'s configuration {configuration}{point}")
 
 
 def compare(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side, thresholds: Thresholds,
@@ -291,10 +118,45 @@ def compare(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Si
         history = History((), "none: the baseline's trials ran more than one configuration") if configured is None \
             else history_window(connection, configured[0], configured[1],
                                 exclude=[*baseline.trial_ids, *candidate.trial_ids])
-    figures, level = judge(measured_figures(connection, baseline, candidate, history.trial_ids), thresholds)
+    measured = measured_figures(connection, baseline, candidate, history.trial_ids, thresholds.primary)
+    pairs = rounds(baseline, candidate)
+    figures = judge(measured, thresholds, pairs)
+    warnings = [f"left out of the {role}: {line}" for role, side in (("baseline", baseline), ("candidate", candidate))
+                for line in side.left_out]
+    warnings += [*kept_disturbed(connection, baseline, candidate), *drifted(measured)]
+    if pairs:
+        primary = next((row for row in figures if row.primary and row.correlation is not None), None)
+        if primary is not None:
+            warnings.append(f"analysed as {len(pairs)} rounds (the groups of one ab run): {primary.figure}'s "
+                            f"correlation between a round's two trials is {primary.correlation:+.2f}")
     return Comparison(baseline, candidate, thresholds, figures,
                       [*configuration_differences(connection, baseline, candidate),
-                       *unfinished(connection, baseline, candidate)], history.description, level)
+                       *unfinished(connection, baseline, candidate)], history.description, bool(pairs), warnings)
+
+
+def kept_disturbed(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> list[str]:
+    """A line for each disturbed trial a side holds (kept with --include-disturbed)."""
+    rows = connection.execute("SELECT trial_id, disturbed_because FROM trial_manifests WHERE "
+                              "list_contains(?::VARCHAR[], trial_id) AND disturbed ORDER BY trial_id",
+                              [[*baseline.trial_ids, *candidate.trial_ids]]).fetchall()
+    return [f"trial {trial_id} is disturbed ({because}), kept as asked: its figures carry other work's load"
+            for trial_id, because in rows]
+
+
+def drifted(measured: Sequence[Measured]) -> list[str]:
+    """A line when a primary figure's history (else its baseline, with no history) drifted: its trials in order
+    move together more than independent trials would (the von Neumann ratio test)."""
+    lines = []
+    for row in measured:
+        series, what = (row.history, "history") if row.history else (row.baseline, "baseline")
+        if not row.primary or row.counts is not None:
+            continue
+        p_value = drift_p_value(series, row.kind != "share")
+        if p_value is not None and p_value < DRIFT_LEVEL:
+            lines.append(f"{row.figure}'s {what} drifted over its {len(series)} trials (von Neumann ratio test, "
+                         f"p = {p_value:.2g}): trials far apart in time differ by more than the noise says, so a "
+                         "group run after it may differ by drift alone; rounds (ab) cancel drift")
+    return lines
 
 
 def judge_against_history(connection: duckdb.DuckDBPyConnection, candidate: Side,

@@ -60,17 +60,18 @@ def test_each_trial_is_judged_against_its_history(trials, tmp_path):
     # One earlier trial is no measure of the noise: nothing regresses, the figures are inconclusive.
     assert second.passed and second.metadata["history_trials"].value == 1
     assert second.metadata["outcome"].value == "inconclusive"
-    assert "WakeFirstTouch p50" in second.metadata["inconclusive"].value
+    assert "WakeFirstTouch gmean" in second.metadata["inconclusive"].value
     for trial_id in ids[2:5]:
         evaluate(instance, store, tmp_path, trial_id)
     slow = evaluate(instance, store, tmp_path, ids[5])
     assert not slow.passed and slow.severity == dg.AssetCheckSeverity.WARN
     assert slow.metadata["history_trials"].value == 5 and slow.metadata["history"].value == ", ".join(ids[:5])
-    assert "WakeFirstTouch p50" in slow.metadata["regressed"].value
+    # The wake's geometric mean is the primary figure here (these trials kept no runtime events: no paths).
+    assert "WakeFirstTouch gmean" in slow.metadata["regressed"].value
     table = slow.metadata["comparison"].value
-    assert "| WakeFirstTouch p50 |" in table and "**regressed**" in table
-    assert slow.metadata["change_pct/WakeFirstTouch_p50"].value > 50
-    assert slow.metadata["noise_pct/WakeFirstTouch_p50"].value > 0
+    assert "| WakeFirstTouch gmean * |" in table and "**regressed**" in table
+    assert slow.metadata["change_pct/WakeFirstTouch_gmean"].value > 50
+    assert slow.metadata["noise_pct/WakeFirstTouch_gmean"].value > 0
     assert "the history's trials and this one" in slow.metadata["wake_cdf"].value
     assert "load_points" not in slow.metadata  # a flat trial is one load point: no ladder to draw
 

@@ -165,7 +165,9 @@ def test_a_comparison_of_two_real_trials_reads_in_the_browser(browser, tmp_path)
         build_marts(connection)
     page = write_with_cli(path, tmp_path / "compare.html", "--compare", *groups)
     text = page.read_text()
-    assert "WakeFirstTouch p50" in text and "word-regressed" in text and "Regressed: WakeFirstTouch p50" in text
+    # The groups of one ab run, judged round by round; the wake's geometric mean (primary: no paths here) regressed.
+    assert "WakeFirstTouch p50" in text and "word-regressed" in text and "Regressed: WakeFirstTouch gmean" in text
+    assert "analysed as 3 rounds" in text
     assert text.count("<svg") >= 1
     seen = visit(browser, page, tmp_path / "compare.png")
     assert_clean(seen)

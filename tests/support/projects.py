@@ -11,7 +11,9 @@ from substrate_assets.project import DAGSTER_HOME_ENV, ROOT_ENV, STORE_ENV, WARE
 ROOT = Path(__file__).resolve().parents[2]
 # Each would send a command's state elsewhere than the project: without them, it all lives in the project root.
 PROJECT_PATHS = (DAGSTER_HOME_ENV, STORE_ENV, WAREHOUSE_ENV)
-# A suite whose trial lasts a few seconds, for tests that run the main job end to end.
+# A suite whose trial lasts a few seconds, for tests that run the main job end to end. Its trials run beside the
+# rest of the test suite (two test files at a time), whose CPU they would count as other work: judging that
+# disturbance here would make every trial of the test run run again, so this suite does not (test_disturbance does).
 SMOKE_SUITES = """\
 suites:
   - name: smoke
@@ -22,6 +24,7 @@ suites:
     think_scale: 0.2
     workers: 4
     repeat: 1
+    disturbance: {foreign_cpu_share: null, steal_share: null}
 """
 
 

@@ -17,10 +17,12 @@ from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION, TRIAL_RUN
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.suites import compare_thresholds
-from substrate_assets.warehouse.compare_trials import judge_against_history, select_side, wake_samples
+from substrate_assets.warehouse.compare_samples import pooled_wakes
+from substrate_assets.warehouse.compare_trials import judge_against_history
+from substrate_assets.warehouse.sides import AllDisturbed, select_side
 
 # What the judgement reads: the trial's raw tables, the marts holding its configuration, figures and history.
-READS = ("request_samples", "locust_stats", "capacity_history", "density_frontiers", "slo_capacity",
+READS = ("request_samples", "wake_samples", "locust_stats", "capacity_history", "density_frontiers", "slo_capacity",
          "wake_latency_distribution", "step_latency", "metric_history", "change_points")
 
 
@@ -31,7 +33,7 @@ def trial_pictures(connection: duckdb.DuckDBPyConnection, sides: list[Side]) -> 
     from substrate_assets.report.pages import ladder_chart
     from substrate_assets.report.plots import latency_cdf, markdown_image
 
-    samples = {side.label: wake_samples(connection, side) for side in sides}
+    samples = {side.label: pooled_wakes(connection, side.trial_ids) for side in sides}
     pictures = {}
     if any(len(values) for values in samples.values()):
         title = "wake latency CDF" + (": the history's trials and this one" if len(sides) > 1 else "")
@@ -55,6 +57,7 @@ def check_result(comparison: Comparison, source: str,
         "inconclusive": ", ".join(row.figure for row in unsure) or "none",
         "not_measured_by_this_trial": ", ".join(row.figure for row in gone) or "none",
         "comparison": dg.MetadataValue.md(as_markdown(comparison, source)),
+        **({"notes": "\n".join(comparison.warnings)} if comparison.warnings else {}),
         **({"to_settle": advice} if advice else {}),
     }
     for row in comparison.figures:
@@ -77,7 +80,13 @@ def judge_trial_against_history(context: dg.AssetCheckExecutionContext, warehous
             raise dg.Failure(f"trial {trial_id} is not in capacity_history: materialize its raw tables and the marts "
                              "before judging it")
         thresholds, source = compare_thresholds(known[0], suites.all())
-        trial = select_side(connection, trial_id)
+        try:
+            trial = select_side(connection, trial_id)
+        except AllDisturbed as error:
+            return dg.AssetCheckResult(
+                passed=False, severity=dg.AssetCheckSeverity.WARN,
+                metadata={"outcome": "disturbed", "history_trials": dg.MetadataValue.int(0)},
+                description=f"Not judged: {error}.")
         comparison = judge_against_history(connection, trial, thresholds)
         sides = [trial] if comparison is None else [comparison.baseline, trial]
         pictures = trial_pictures(connection, sides)
@@ -114,9 +123,10 @@ with warnings.catch_warnings():
         pool="duckdb",
         automation_condition=_after_the_marts_follow_a_trial(),
         description="The trial judged against the recent history of its suite and configuration (its trials since "
-        "the latest change point, at most 20, before it), as `substrate-bench compare` judges: per figure — wake "
-        "and step latency p50/p99, densities, capacity, failure ratio — the change, a 95 % hierarchical bootstrap "
-        "interval, the trial-to-trial noise of the history and the change it could detect. Warns on a regression; "
-        "passes on no change and on an inconclusive figure (saying how many trials would settle it), and with "
-        "nothing to judge against for a configuration's first trial.",
+        "the latest change point, at most 20, before it, none disturbed), as `substrate-bench compare` judges: per "
+        "figure — the wake's geometric mean (primary), its paths' p50 and slow share, wake and step p50/p99, "
+        "densities, capacity, failure ratio — the change, its interval, the trial-to-trial noise of the history and "
+        "the change the rule could detect. Warns on a regression, and on a disturbed trial (the machine busy with "
+        "other work), which it does not judge; passes on no change and on an inconclusive figure (saying how many "
+        "trials would settle it), and with nothing to judge against for a configuration's first trial.",
     )(judge_trial_against_history)

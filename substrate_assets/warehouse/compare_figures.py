@@ -1,0 +1,138 @@
+"""Every figure of a comparison's trials, read from the warehouse and built for the verdict
+(:mod:`substrate_assets.analysis.measured`): per side trial and history trial.
+
+- **Wakes** (each family's wake row, from ``wake_samples``): the geometric mean; where the runtime knows each wake's
+  path, the geometric mean at a common mix of paths, each path's p50 and the slow share; and upstream's p50 and p99.
+  History trials' values come from their own samples, as the sides'.
+- **Steps** (each ``Step_`` row's successful samples): p50 and p99; history values from ``step_latency``.
+- **Densities and capacity**: the marts' per-trial figures (``density_frontiers``, ``slo_capacity``).
+- **The failure ratio**: each trial's failed and all requests (its Aggregated stats row), judged as counts.
+
+**Primary figures**: those the suite names (``compare.primary``), else the wake's path geometric mean where present,
+else its geometric mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import duckdb
+import numpy as np
+
+from substrate_assets.analysis.counts import Count
+from substrate_assets.analysis.measured import (
+    LATENCY_PERCENTILES,
+    Measured,
+    count_figure,
+    latency_figures,
+    scalar_figure,
+    wake_figures,
+)
+from substrate_assets.analysis.statistics import floor_index
+from substrate_assets.analysis.verdicts import Side
+from substrate_assets.analysis.wake_figures import TrialWakes
+from substrate_assets.warehouse.compare_samples import step_samples, wake_trials
+from substrate_assets.warehouse.connection import has_table
+
+DENSITIES = (("actors_per_node", "actors"), ("actors_per_vcpu", "actors/vCPU"), ("actors_per_gb_ram", "actors/GiB"))
+_NO_WAKES = TrialWakes(np.empty(0))
+
+
+def _per_trial(connection: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str],
+               trial_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
+    """``columns`` of ``table`` by trial for those trials that have a row (a table not built yet has none)."""
+    if not trial_ids or not has_table(connection, table):
+        return {}
+    rows = connection.execute(f"SELECT trial_id, {', '.join(columns)} FROM {table} "
+                              "WHERE list_contains(?::VARCHAR[], trial_id)", [list(trial_ids)]).fetchall()
+    return {row[0]: dict(zip(columns, row[1:], strict=True)) for row in rows}
+
+
+def request_counts(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str]) -> dict[str, Count]:
+    """Each trial's (failed, all) requests: its Aggregated stats row."""
+    rows = connection.execute("""
+        SELECT trial_id, sum(failure_count), sum(request_count) FROM locust_stats
+        WHERE list_contains(?::VARCHAR[], trial_id) AND name = 'Aggregated' GROUP BY trial_id""",
+                              [list(trial_ids)]).fetchall()
+    return {row[0]: (int(row[1]), int(row[2])) for row in rows if row[1] is not None and row[2] is not None}
+
+
+def _step_history(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str]) -> dict[str, dict[str, list[float]]]:
+    """The history trials' p50 and p99 of each step, from step_latency."""
+    found: dict[str, dict[str, list[float]]] = {}
+    if not trial_ids or not has_table(connection, "step_latency"):
+        return found
+    for _trial, step, p50, p99 in connection.execute(
+            "SELECT trial_id, step, p50_ms, p99_ms FROM step_latency WHERE list_contains(?::VARCHAR[], trial_id) "
+            "ORDER BY trial_id", [list(trial_ids)]).fetchall():
+        past = found.setdefault(f"Step_{step}", {"p50": [], "p99": []})
+        for label, value in (("p50", p50), ("p99", p99)):
+            if value is not None:
+                past[label].append(float(value))
+    return found
+
+
+def wake_rows(name: str, by_trial: dict[str, TrialWakes], baseline: Side, candidate: Side,
+               history: Sequence[str]) -> list[Measured]:
+    base = [by_trial.get(trial, _NO_WAKES) for trial in baseline.trial_ids]
+    cand = [by_trial.get(trial, _NO_WAKES) for trial in candidate.trial_ids]
+    past = [by_trial[trial] for trial in history if trial in by_trial and len(by_trial[trial].latencies)]
+    upstream = latency_figures(name, [trial.latencies for trial in base], [trial.latencies for trial in cand],
+                               {label: [float(floor_index(trial.latencies, per_mille)) for trial in past]
+                                for label, per_mille in LATENCY_PERCENTILES})
+    return [*wake_figures(name, base, cand, past), *upstream]
+
+
+def measured_figures(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side,
+                     history: Sequence[str] = (), primary: Sequence[str] | None = None) -> list[Measured]:
+    """Every figure of both sides' trials, with the history trials' values of each, primary ones marked."""
+    sides = [*baseline.trial_ids, *candidate.trial_ids]
+    wakes = wake_trials(connection, [*sides, *history])
+    figures: list[Measured] = []
+    for name in sorted(wakes):
+        if any(trial in wakes[name] for trial in sides):
+            figures += wake_rows(name, wakes[name], baseline, candidate, history)
+    steps, past_steps = step_samples(connection, sides), _step_history(connection, history)
+    empty = np.empty(0)
+    for name in sorted(steps):
+        figures += latency_figures(name, [steps[name].get(trial, empty) for trial in baseline.trial_ids],
+                                   [steps[name].get(trial, empty) for trial in candidate.trial_ids],
+                                   past_steps.get(name))
+    everyone = [*sides, *history]
+    densities = _per_trial(connection, "density_frontiers", [column for column, _ in DENSITIES], everyone)
+    for column, unit in DENSITIES:
+        figures.append(_scalar(column, unit, densities, column, baseline, candidate, history))
+    capacities = _per_trial(connection, "slo_capacity", ["capacity_users"], everyone)
+    if any(capacities.get(trial, {}).get("capacity_users") is not None for trial in sides):
+        figures.append(_scalar("capacity_users", "users", capacities, "capacity_users", baseline, candidate,
+                               history))
+    counts = request_counts(connection, everyone)
+    figures.append(count_figure("failure_ratio", [counts.get(trial) for trial in baseline.trial_ids],
+                                [counts.get(trial) for trial in candidate.trial_ids],
+                                [counts[trial] for trial in history if trial in counts]))
+    return mark_primary(figures, primary)
+
+
+def _scalar(figure: str, unit: str, table: dict[str, dict[str, float | None]], column: str, baseline: Side,
+            candidate: Side, history: Sequence[str]) -> Measured:
+    def values(trial_ids: Iterable[str]) -> list[float | None]:
+        return [table.get(trial, {}).get(column) for trial in trial_ids]
+
+    return scalar_figure(figure, unit, "higher", "density", values(baseline.trial_ids), values(candidate.trial_ids),
+                         [value for value in values(history) if value is not None])
+
+
+def default_primary(figures: Sequence[Measured]) -> list[str]:
+    """Each wake row's path geometric mean where the comparison has one, else its geometric mean."""
+    names = {row.figure for row in figures if row.baseline and row.candidate}
+    chosen = []
+    for row in figures:
+        if row.figure.endswith(" gmean") and not row.figure.endswith(" path gmean"):
+            wake = row.figure.removesuffix(" gmean")
+            chosen.append(f"{wake} path gmean" if f"{wake} path gmean" in names else row.figure)
+    return chosen
+
+
+def mark_primary(figures: list[Measured], primary: Sequence[str] | None) -> list[Measured]:
+    chosen = set(primary if primary is not None else default_primary(figures))
+    return [row.as_primary() if row.figure in chosen else row for row in figures]

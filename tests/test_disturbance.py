@@ -69,6 +69,18 @@ def test_each_disturbed_trial_says_so_in_its_manifest_and_the_trials_table(busy_
         rows = connection.execute("SELECT disturbed, disturbed_because, foreign_cpu_share FROM trials").fetchall()
         assert len(rows) == 3 and all(row[0] is True and "CPU taken by other processes" in row[1] for row in rows)
         assert connection.execute("SELECT count(*) FROM metric_history").fetchone()[0] == 0
+    import dagster as dg
+
+    instance = dg.DagsterInstance.from_config(str(project / ".dagster_home"))
+    records = instance.fetch_materializations(dg.AssetKey("trial_run"), limit=10).records
+    assert len(records) == 3
+    for record in records:
+        metadata = record.asset_materialization.metadata
+        assert metadata["disturbed"].value is True and metadata["foreign_cpu_share"].value > 0
+        assert "CPU taken by other processes" in metadata["disturbed_because"].value
+    checks = instance.event_log_storage.get_asset_check_execution_history(
+        dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_history"), limit=5)
+    assert len(checks) == 3
 
 
 def test_compare_leaves_them_out_and_keeps_them_when_asked(busy_run):

@@ -68,6 +68,9 @@ class Measured:
     primary: bool = False
     counts: Counts | None = None
     note: str | None = None
+    # Which moment of the machine each side's trial ran at (its group, or itself): trials run back to back share one.
+    baseline_moments: tuple[str, ...] = ()
+    candidate_moments: tuple[str, ...] = ()
 
     def as_primary(self) -> Measured:
         return replace(self, primary=True)

@@ -14,7 +14,8 @@ The **noise** of a comparison pools the sum of squared deviations of each side's
 (its repeats) with that of the baseline configuration's history (its recent trials, from their own mean): the
 ordinary pooled standard deviation, with ``Σ(k − 1)`` degrees of freedom, so a t statistic on it is exact for
 normal trial values (tested by coverage on synthetic data). Unknown with no degree of freedom: one trial a side
-and no history. History counts only from :data:`MIN_HISTORY` trials (one or two earlier trials are no floor).
+and no history. History counts only from :data:`MIN_HISTORY` trials (one or two earlier trials are no floor). When
+the history drifted, sides run at different moments differ by more than this: :mod:`moments`.
 
 What a comparison can see through this noise, by the rule it applies, is :mod:`rule`'s.
 
@@ -102,25 +103,3 @@ def successive_spread(values: Sequence[float], scale: Scale) -> float | None:
     if len(values) < MIN_HISTORY or (scale == "ratio" and not fits_ratio_scale(values)):
         return None
     return SUCCESSIVE_TO_SD * float(np.median(np.abs(np.diff(on_scale(values, scale)))))
-
-
-# The fewest trials a series is tested for drift over: fewer say nothing either way.
-MIN_DRIFT_SERIES = 8
-
-
-def drift_p_value(values: Sequence[float], ratio: bool) -> float | None:
-    """How likely a series in trial order this smooth would be with no drift: the von Neumann ratio of its mean
-    squared successive difference to its variance (about 2 for independent trials; drift makes neighbours alike and
-    lowers it), one-sided, by its normal approximation (variance ``4(n − 2)/(n² − 1)``). On the log scale for a
-    ratio figure; None for fewer than :data:`MIN_DRIFT_SERIES` values or a series that does not vary."""
-    if len(values) < MIN_DRIFT_SERIES or (ratio and not fits_ratio_scale(values)):
-        return None
-    series = on_scale(values, "ratio" if ratio else "difference")
-    variance = float(np.var(series, ddof=1))
-    if variance == 0:
-        return None
-    n = len(series)
-    ratio_value = float(np.mean(np.diff(series) ** 2)) / variance
-    from scipy.stats import norm
-
-    return float(norm.cdf((ratio_value - 2) / math.sqrt(4 * (n - 2) / (n * n - 1))))

@@ -133,19 +133,21 @@ def detectable(error: float, df: float, level: float, margin: float, power: floa
     return float(brentq(short, margin, high, xtol=1e-6 * max(margin, error)))
 
 
-def trials_to_settle(spread: float, history_df: int, alpha: float, margin: float,
+def trials_to_settle(spread: float, history_df: int, alpha: float, margin: float, drift_variance: float = 0.0,
                      most: int = MOST_TRIALS) -> int | None:
-    """The fewest trials a side (equal sides, the same history) with which the equivalence test says "no change"
-    in :data:`POWER` of comparisons that changed nothing; None beyond ``most`` (1 when nothing varies)."""
+    """The fewest trials a side (equal sides, the same history and moments) with which the equivalence test says
+    "no change" in :data:`POWER` of comparisons that changed nothing; None beyond ``most`` (1 when nothing varies).
+    ``drift_variance`` is the part of the change's variance the sides' moments give, which more trials keep."""
     from scipy import special
 
-    if spread == 0:
+    if spread == 0 and drift_variance == 0:
         return 1
     sides = np.arange(1, most + 1)
     df = 2 * (sides - 1) + history_df
     usable = df > 0
     factor = normal_quantile(1 - (1 - POWER) / 2)
     bound = np.full(len(sides), np.inf)
-    bound[usable] = (special.stdtrit(df[usable], 1 - alpha) + factor) * spread * np.sqrt(2 / sides[usable])
+    errors = np.sqrt(drift_variance + spread ** 2 * 2 / sides[usable])
+    bound[usable] = (special.stdtrit(df[usable], 1 - alpha) + factor) * errors
     enough = np.flatnonzero(bound <= margin)
     return int(sides[enough[0]]) if len(enough) else None

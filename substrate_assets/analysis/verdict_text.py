@@ -22,7 +22,7 @@ from substrate_assets.analysis.verdicts import (
 
 FIELDS = ("figure", "unit", "better", "scale", "primary", "baseline", "candidate", "change_pct", "difference",
           "interval_low", "interval_high", "equivalence_interval_low", "equivalence_interval_high", "noise",
-          "noise_df", "correlation", "detectable", "p_value", "level", "baseline_trials",
+          "noise_df", "drift", "correlation", "detectable", "p_value", "level", "baseline_trials",
           "candidate_trials", "history_trials", "trials_needed", "verdict", "why", "note")
 DIGITS_BY_UNIT = {"ms": 1, "ratio": 4, "users": 2, "share": 3}
 Outcome = Literal["regressed", "inconclusive", "no regression"]
@@ -77,8 +77,13 @@ def noise_text(row: FigureComparison) -> str:
     if row.noise is None:
         return "unknown"
     if row.unit == "ratio":  # counts: the dispersion over binomial, from the trials' scatter
-        return f"dispersion {row.noise:.2f} (df {row.noise_df})"
-    return f"{spread_text(row.noise, row.scale, row.unit)} (df {row.noise_df})"
+        return f"dispersion {row.noise:.2f} (df {_df(row.noise_df)})"
+    drift = f" + drift {spread_text(row.drift, row.scale, row.unit)}" if row.drift is not None else ""
+    return f"{spread_text(row.noise, row.scale, row.unit)}{drift} (df {_df(row.noise_df)})"
+
+
+def _df(df: float | None) -> str:
+    return "∞" if df is None or df == float("inf") else f"{df:.0f}"
 
 
 def detectable_text(row: FigureComparison) -> str:
@@ -112,10 +117,11 @@ SHOWN_COLUMNS = ["figure", "baseline", "candidate", "change", "95 % CI", "noise"
                  "trials", "verdict"]
 # What the short column names stand for, printed under every table of a comparison.
 COLUMN_LEGEND = ("*: a primary figure, most of the false-alarm budget; 95 % CI: the change's t interval from the "
-                 "trials' noise; noise: trial-to-trial spread (a CV, or the failure ratio's dispersion) and its "
-                 "degrees of freedom; could detect: the change the rule finds with 80 % power; p: the test of the "
-                 "trials' values, a verdict when below its level and the change reaches the threshold; no change: "
-                 "the 90 % interval inside ±threshold; trials: baseline / candidate / history.")
+                 "trials' noise; noise: trial-to-trial spread (a CV, or the failure ratio's dispersion), the drift "
+                 "between the sides' moments where the history drifted, and the degrees of freedom; could detect: "
+                 "the change the rule finds with 80 % power; p: the test of the trials' values, a verdict when "
+                 "below its level and the change reaches the threshold; no change: the 90 % interval inside "
+                 "±threshold; trials: baseline / candidate / history.")
 
 
 def plain_row(row: FigureComparison) -> dict[str, Any]:

@@ -36,7 +36,23 @@ import numpy as np
 
 from substrate_assets.analysis.counts import compare_counts
 from substrate_assets.analysis.measured import Measured
-from substrate_assets.analysis.noise import Noise, Scale, as_change, fits_ratio_scale, on_scale, pooled_noise
+from substrate_assets.analysis.moments import (
+    MIN_DRIFT_SERIES,
+    DriftingError,
+    drifting_error,
+    moments_of,
+    series_drift,
+)
+from substrate_assets.analysis.noise import (
+    MIN_HISTORY,
+    Noise,
+    Scale,
+    as_change,
+    fits_ratio_scale,
+    on_scale,
+    pooled_noise,
+    squares,
+)
 from substrate_assets.analysis.rule import Estimate, call, detectable, trials_to_settle
 from substrate_assets.analysis.thresholds import Thresholds
 
@@ -103,6 +119,9 @@ class FigureComparison:
     equivalence_interval: Interval | None = None
     # The rounds' correlation (paired sides only): how much of the noise the rounds shared.
     correlation: float | None = None
+    # The spread between moments of the machine (τ, on the figure's scale), when the history drifted and the sides
+    # ran at different moments: part of the change's error that more trials a side do not shrink.
+    drift: float | None = None
     # How the figure was made, where that needs saying (the common mix of a path gmean).
     note: str | None = None
 
@@ -149,27 +168,51 @@ class _Evidence:
     baseline: np.ndarray
     candidate: np.ndarray
     noise: Noise | None
-    # Analysed as rounds: the noise is the rounds' differences' (and the history's).
+    # Analysed as rounds: the noise is the rounds' differences' (and the history's, within its moments).
     paired: bool = False
     correlation: float | None = None
+    # Sides run at different moments of a machine whose history drifted: the error counts the drift between them.
+    drifting: DriftingError | None = None
 
     @property
     def judged(self) -> bool:
         return self.measured.unjudged is None and (self.noise is not None or self.measured.counts is not None)
 
+    @property
+    def error(self) -> tuple[float, float]:
+        """The standard error of the change and its degrees of freedom."""
+        assert self.noise is not None
+        if self.drifting is not None:
+            return self.drifting.error, self.drifting.df
+        sides = math.sqrt(2 / len(self.baseline)) if self.paired else \
+            math.sqrt(1 / len(self.baseline) + 1 / len(self.candidate))
+        return self.noise.spread * sides, self.noise.df
+
 
 def _paired_noise(base: np.ndarray, cand: np.ndarray, pairs: Pairs, history: np.ndarray) -> tuple[Noise | None,
                                                                                                     float | None]:
     """The noise of rounds: half the squared spread of the rounds' differences (each difference holds two trials'
-    noise, less what the round shared), pooled with the history; and the rounds' correlation (3+ rounds)."""
+    noise, less what the round shared), pooled with the history's noise within its moments (half its mean squared
+    successive difference: the drift between its moments is no round's); and the rounds' correlation (3+ rounds)."""
     differences = np.array([cand[j] - base[i] for i, j in pairs])
-    noise = pooled_noise([differences / math.sqrt(2)], history)
+    squares_d, df_d = squares(differences / math.sqrt(2))
+    total, df = squares_d, df_d
+    if len(history) >= MIN_HISTORY:
+        total += float(np.sum(np.diff(history) ** 2)) / 2
+        df += len(history) - 1
+    noise = Noise(math.sqrt(total / df), df, len(pairs) if df_d else 0, len(history) if len(history) >=
+                  MIN_HISTORY else 0) if df else None
     correlation = None
     if len(pairs) >= 3:
         first, second = base[[i for i, _ in pairs]], cand[[j for _, j in pairs]]
         if np.std(first) > 0 and np.std(second) > 0:
             correlation = float(np.corrcoef(first, second)[0, 1])
     return noise, correlation
+
+
+def _moments(labels: tuple[str, ...], count: int) -> tuple[str, ...]:
+    """A side's moment labels; each trial its own where the side did not say."""
+    return labels if len(labels) == count else tuple(f"trial {index}" for index in range(count))
 
 
 def _evidence(measured: Measured, pairs: Pairs | None) -> _Evidence | None:
@@ -184,7 +227,19 @@ def _evidence(measured: Measured, pairs: Pairs | None) -> _Evidence | None:
     if pairs and len(base) == len(cand) == len(pairs):
         noise, correlation = _paired_noise(base, cand, pairs, history)
         return _Evidence(measured, scale, base, cand, noise, True, correlation)
-    return _Evidence(measured, scale, base, cand, pooled_noise([base, cand], history))
+    base_moments = _moments(measured.baseline_moments, len(base))
+    cand_moments = _moments(measured.candidate_moments, len(cand))
+    # The drift is measured over the history, or with none over a baseline of many moments (a configuration's
+    # history judged as the baseline itself).
+    series = history if len(history) >= MIN_DRIFT_SERIES else base if moments_of(base_moments) >= MIN_DRIFT_SERIES \
+        else np.empty(0)
+    drift = series_drift(series)
+    noise = pooled_noise([base, cand], history)
+    if drift is None or not drift.drifted or noise is None:
+        return _Evidence(measured, scale, base, cand, noise)
+    drifting = drifting_error(base, cand, base_moments, cand_moments, drift)
+    return _Evidence(measured, scale, base, cand, Noise(drifting.spread, round(drifting.df), noise.repeats,
+                                                        noise.history), drifting=drifting)
 
 
 def margin(evidence: _Evidence, thresholds: Thresholds) -> tuple[float, str]:
@@ -233,17 +288,19 @@ def _figure(evidence: _Evidence, level: float, thresholds: Thresholds) -> Figure
         return FigureComparison(**common, interval=None, noise=None, noise_df=None, detectable=None, p_value=None,
                                 verdict=None if measured.unjudged else "inconclusive",
                                 why=measured.unjudged or NO_NOISE)
-    sides = math.sqrt(2 / len(base)) if evidence.paired else math.sqrt(1 / len(base) + 1 / len(cand))
-    estimate = Estimate(shift, noise.spread * sides, noise.df)
+    estimate = Estimate(shift, *evidence.error)
     bound, text = margin(evidence, thresholds)
-    common |= {"noise": noise.spread, "noise_df": noise.df, "p_value": estimate.p_value(),
+    common |= {"noise": noise.spread, "noise_df": estimate.df, "p_value": estimate.p_value(),
+               "drift": None if evidence.drifting is None else evidence.drifting.between,
                "interval": _as_interval(*estimate.interval(CONFIDENCE), scale),
                "equivalence_interval": _as_interval(*estimate.interval(1 - 2 * thresholds.false_alarm_rate), scale),
                "detectable": as_change(detectable(estimate.error, noise.df, level, bound), scale)}
     if measured.unjudged:
         return FigureComparison(**common, verdict=None, why=measured.unjudged)
-    return _verdict(common, estimate, level, bound, text, thresholds, scale,
-                    trials_to_settle(noise.spread, _history_df(noise), thresholds.false_alarm_rate, bound))
+    needed = trials_to_settle(noise.spread, _history_df(noise), thresholds.false_alarm_rate, bound,
+                              0.0 if evidence.drifting is None else evidence.drifting.between ** 2 *
+                              evidence.drifting.moments)
+    return _verdict(common, estimate, level, bound, text, thresholds, scale, needed)
 
 
 def _verdict(common: dict, estimate: Estimate, level: float, bound: float, text: str, thresholds: Thresholds,

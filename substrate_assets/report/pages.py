@@ -211,7 +211,8 @@ def trial_report(connection: duckdb.DuckDBPyConnection, trial_id: str, *,
     the SLO capacity and knee), the wake-latency CDF, its load points (charted when there is more than one) and its
     step latencies. NotInWarehouse when the warehouse has no such trial."""
     trial = _trial_row(connection, trial_id)
-    subtitle = " · ".join(str(trial[key]) for key in ("suite", "status", "sut_version") if trial.get(key))
+    subtitle = " · ".join([*(str(trial[key]) for key in ("suite", "status", "sut_version") if trial.get(key)),
+                           *(["disturbed"] if trial.get("disturbed") else [])])
     drift = drift_section(connection, trial_id)
     sections = [
         _headline(connection, trial),

@@ -15,6 +15,7 @@ else its geometric mean.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import duckdb
 import numpy as np
@@ -110,7 +111,23 @@ def measured_figures(connection: duckdb.DuckDBPyConnection, baseline: Side, cand
     figures.append(count_figure("failure_ratio", [counts.get(trial) for trial in baseline.trial_ids],
                                 [counts.get(trial) for trial in candidate.trial_ids],
                                 [counts[trial] for trial in history if trial in counts]))
-    return mark_primary(figures, primary)
+    moments = moments_of(connection, sides)
+    return [with_moments(row, [moments[trial] for trial in baseline.trial_ids],
+                         [moments[trial] for trial in candidate.trial_ids]) for row in mark_primary(figures, primary)]
+
+
+def moments_of(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str]) -> dict[str, str]:
+    """The moment of the machine each trial ran at: its group (run back to back), or itself."""
+    groups = dict(connection.execute("SELECT trial_id, group_id FROM trial_manifests WHERE "
+                                     "list_contains(?::VARCHAR[], trial_id)", [list(trial_ids)]).fetchall())
+    return {trial: f"group {groups[trial]}" if groups.get(trial) else f"trial {trial}" for trial in trial_ids}
+
+
+def with_moments(row: Measured, baseline: list[str], candidate: list[str]) -> Measured:
+    """The figure with its sides' moments, where every trial of a side measured it (a side's values are then its
+    trials', in order)."""
+    return replace(row, baseline_moments=tuple(baseline) if len(row.baseline) == len(baseline) else (),
+                   candidate_moments=tuple(candidate) if len(row.candidate) == len(candidate) else ())
 
 
 def _scalar(figure: str, unit: str, table: dict[str, dict[str, float | None]], column: str, baseline: Side,

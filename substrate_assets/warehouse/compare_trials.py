@@ -9,25 +9,25 @@ point, at most the last :data:`~noise.HISTORY_WINDOW`, completed and not disturb
 measured over (``noise_floor``). A comparison of two sides takes the window of the baseline's configuration, less the
 sides' own trials, as more measurements of the noise; judging a new trial or group *against history* takes the
 window of its configuration before its first trial as the baseline itself. A history whose primary figure drifted
-(the von Neumann ratio of its successive differences) is said: a comparison against it reads drift as a change.
+(:mod:`~substrate_assets.analysis.moments`) makes groups run at different moments differ on their own: the
+comparison counts that in the figure's error, and says so.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import duckdb
 
-from substrate_assets.analysis.measured import Measured
-from substrate_assets.analysis.noise import HISTORY_WINDOW, drift_p_value
-from substrate_assets.analysis.verdicts import Comparison, Side, Thresholds, judge
+from substrate_assets.analysis.noise import HISTORY_WINDOW
+from substrate_assets.analysis.verdict_text import spread_text
+from substrate_assets.analysis.verdicts import Comparison, FigureComparison, Side, Thresholds, judge
 from substrate_assets.warehouse.compare_figures import measured_figures
 from substrate_assets.warehouse.connection import has_table
 from substrate_assets.warehouse.sides import SideNotFound, rounds, trials_text
 
-# A history whose primary figure's successive differences are this unlikely under no drift is said to drift.
-DRIFT_LEVEL = 0.01
 # What a side ran, from capacity_history: a difference is printed beside the figures, as it may explain them.
 CONFIGURATION_COLUMNS = ("suite", "script_sha256", "sandbox_class", "lifecycle_mode", "actor_memory", "sut_version",
                          "machine_type", "think_scale", "ladder", "node_count", "users", "actors_per_user",
@@ -123,7 +123,11 @@ def compare(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Si
     figures = judge(measured, thresholds, pairs)
     warnings = [f"left out of the {role}: {line}" for role, side in (("baseline", baseline), ("candidate", candidate))
                 for line in side.left_out]
-    warnings += [*kept_disturbed(connection, baseline, candidate), *drifted(measured)]
+    warnings += [*kept_disturbed(connection, baseline, candidate), *drifted(figures)]
+    named = {row.figure for row in measured}
+    warnings += [f"the suite's primary figure {name!r} is not one of this comparison's figures: nothing of it was "
+                 "judged, and its share of the false-alarm budget went to the others"
+                 for name in thresholds.primary or () if name not in named]
     if pairs:
         primary = next((row for row in figures if row.primary and row.correlation is not None), None)
         if primary is not None:
@@ -143,20 +147,15 @@ def kept_disturbed(connection: duckdb.DuckDBPyConnection, baseline: Side, candid
             for trial_id, because in rows]
 
 
-def drifted(measured: Sequence[Measured]) -> list[str]:
-    """A line when a primary figure's history (else its baseline, with no history) drifted: its trials in order
-    move together more than independent trials would (the von Neumann ratio test)."""
-    lines = []
-    for row in measured:
-        series, what = (row.history, "history") if row.history else (row.baseline, "baseline")
-        if not row.primary or row.counts is not None:
-            continue
-        p_value = drift_p_value(series, row.kind != "share")
-        if p_value is not None and p_value < DRIFT_LEVEL:
-            lines.append(f"{row.figure}'s {what} drifted over its {len(series)} trials (von Neumann ratio test, "
-                         f"p = {p_value:.2g}): trials far apart in time differ by more than the noise says, so a "
-                         "group run after it may differ by drift alone; rounds (ab) cancel drift")
-    return lines
+def drifted(figures: Sequence[FigureComparison]) -> list[str]:
+    """A line for each primary figure whose sides ran at moments of a drifting machine: how much the moments alone
+    move it, counted in its error."""
+    return [f"{row.figure}'s history drifted: groups run at different moments differ by about "
+            f"{math.expm1(row.drift) * 100 if row.scale == 'ratio' else row.drift:.1f}"
+            f"{' %' if row.scale == 'ratio' else ''} on their own (and consecutive trials by "
+            f"{spread_text(row.noise, row.scale, row.unit)}), which more trials a side do not shrink: it is counted in "
+            "the change's interval and detectable change. Rounds (ab) cancel it"
+            for row in figures if row.primary and row.drift is not None and row.noise is not None]
 
 
 def judge_against_history(connection: duckdb.DuckDBPyConnection, candidate: Side,

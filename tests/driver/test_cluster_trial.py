@@ -64,6 +64,8 @@ def test_a_cluster_trial_lands_in_the_object_store(tmp_path, workers):
     manifest = read_json(local.trial_dir / "trial.json")
     assert manifest["backend"] == "kubernetes" and manifest["runtime"]["locust_workers"] == workers
     assert set(manifest["cluster_facts"].values()) == {None}  # discovery switched off: every key null
+    # No Prometheus to harvest the nodes' pressure from: how busy the machine was is not measured, nor judged.
+    assert manifest["machine_load"] is None and not result.disturbed
     logs = (local.trial_dir / "logs.txt").read_text()
     if workers:  # every worker's last part, sent after the master quit, made it into the trial
         assert f"request log: {workers} of {workers} Locust workers sent all their parts" in logs

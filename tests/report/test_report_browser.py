@@ -172,3 +172,29 @@ def test_a_comparison_of_two_real_trials_reads_in_the_browser(browser, tmp_path)
     seen = visit(browser, page, tmp_path / "compare.png")
     assert_clean(seen)
     assert_not_blank(seen.screenshot)
+
+
+def test_a_disturbed_trial_says_so_at_the_top_of_its_page(browser, tmp_path):
+    """A trial run while other processes took 24 % of the CPU: its page opens with the warning, in its own colour
+    where a person looks first, and the figures below it keep their place."""
+    from PIL import Image
+
+    store = RunStore(tmp_path / "store")
+    rng = np.random.default_rng(5)
+    trial_id = write_trial(store, "s", 1_764_547_200, {"WakeFirstTouch": rng.lognormal(4.0, 0.5, 400)},
+                           foreign_cpu_share=0.24)
+    path = tmp_path / "w.duckdb"
+    with connect(path) as connection:
+        load_trials(connection, [TrialDirectory(directory) for directory in store.trial_dirs()])
+        build_marts(connection)
+    page = write_with_cli(path, tmp_path / "trial.html", "--trial", trial_id)
+    seen = visit(browser, page, tmp_path / "trial.png")
+    assert_clean(seen)
+    assert_not_blank(seen.screenshot)
+    assert "Disturbed: the machine was busy with other work while this trial measured (CPU taken by other " \
+           "processes 24.0%" in seen.body_text
+    assert seen.body_text.index("Disturbed:") < seen.body_text.index("Wake latency (ms)")
+    assert "s · completed · disturbed" in seen.body_text
+    image = Image.open(tmp_path / "trial.png").convert("RGB")
+    warning = sum(count for count, colour in image.getcolors(image.width * image.height) if colour == (255, 244, 224))
+    assert warning > 10_000  # the warning's band, a full line across the page

@@ -326,16 +326,33 @@ def test_the_groups_of_an_ab_run_are_judged_round_by_round(tmp_path):
         assert not unpaired.paired
 
 
-def test_a_drifting_history_is_said(tmp_path):
-    """Twelve trials whose level climbs 1 % a trial, too slowly for a change point: the history behind a new trial
-    drifted, and the comparison says so; twelve trials of one level do not."""
+def test_a_drifting_history_is_counted_in_the_error_and_said(tmp_path):
+    """Twelve trials whose level climbs 1 % a trial, too slowly for a change point: a new trial judged against them
+    differs from their mean by the drift as well as by its noise; the comparison counts the drift between moments in
+    the primary figure's error (its interval and detectable change widen) and says so. Twelve trials of one level do
+    not drift."""
     climbing = [(latencies(60 + n, 100.0 * 1.01 ** n, between=0.005), {}) for n in range(12)]
     path, ids = loaded(tmp_path, climbing)
     with connect(path, read_only=True) as connection:
         judged = judge_against_history(connection, select_side(connection, ids[-1]), Thresholds())
-    assert len(judged.baseline.trial_ids) == 11 and any("baseline drifted" in warning for warning in judged.warnings)
+    primary = next(row for row in judged.figures if row.primary)
+    assert len(judged.baseline.trial_ids) == 11 and primary.drift is not None and primary.drift > primary.noise
+    assert any("history drifted" in warning and "Rounds (ab) cancel it" in warning for warning in judged.warnings)
     flat = [(latencies(80 + n, 100.0, between=0.005), {}) for n in range(12)]
     path, ids = loaded(tmp_path / "flat", flat)
     with connect(path, read_only=True) as connection:
         judged = judge_against_history(connection, select_side(connection, ids[-1]), Thresholds())
-    assert not any("drifted" in warning for warning in judged.warnings)
+    primary = next(row for row in judged.figures if row.primary)
+    assert primary.drift is None and not any("drifted" in warning for warning in judged.warnings)
+
+
+def test_a_suite_names_its_primary_figures_and_a_name_that_matches_none_is_said(warehouse):
+    path, _ids = warehouse
+    with connect(path, read_only=True) as connection:
+        sides = select_side(connection, GROUP_A), select_side(connection, GROUP_SLOW)
+        chosen = compare(connection, *sides, Thresholds(primary=("WakeFirstTouch p50", "Step_01_edit p50")))
+        typo = compare(connection, *sides, Thresholds(primary=("WakeFirstTouch p5O",)))
+    primary = {row.figure: row.level for row in chosen.figures if row.primary}
+    assert primary == {"WakeFirstTouch p50": pytest.approx(0.02), "Step_01_edit p50": pytest.approx(0.02)}
+    assert not any(row.primary for row in typo.figures)
+    assert any("'WakeFirstTouch p5O' is not one of this comparison's figures" in line for line in typo.warnings)

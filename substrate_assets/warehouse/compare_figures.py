@@ -111,16 +111,18 @@ def measured_figures(connection: duckdb.DuckDBPyConnection, baseline: Side, cand
     figures.append(count_figure("failure_ratio", [counts.get(trial) for trial in baseline.trial_ids],
                                 [counts.get(trial) for trial in candidate.trial_ids],
                                 [counts[trial] for trial in history if trial in counts]))
-    moments = moments_of(connection, sides)
-    return [with_moments(row, [moments[trial] for trial in baseline.trial_ids],
-                         [moments[trial] for trial in candidate.trial_ids]) for row in mark_primary(figures, primary)]
+    base_moments, cand_moments = (side_moments(connection, side) for side in (baseline, candidate))
+    return [with_moments(row, base_moments, cand_moments) for row in mark_primary(figures, primary)]
 
 
-def moments_of(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str]) -> dict[str, str]:
-    """The moment of the machine each trial ran at: its group (run back to back), or itself."""
+def side_moments(connection: duckdb.DuckDBPyConnection, side: Side) -> list[str]:
+    """The moment of the machine each of a side's trials ran at: a side that is a group ran back to back, at one;
+    otherwise each trial's group, or the trial itself."""
+    if side.group is not None:
+        return [f"group {side.group}"] * len(side.trial_ids)
     groups = dict(connection.execute("SELECT trial_id, group_id FROM trial_manifests WHERE "
-                                     "list_contains(?::VARCHAR[], trial_id)", [list(trial_ids)]).fetchall())
-    return {trial: f"group {groups[trial]}" if groups.get(trial) else f"trial {trial}" for trial in trial_ids}
+                                     "list_contains(?::VARCHAR[], trial_id)", [list(side.trial_ids)]).fetchall())
+    return [f"group {groups[trial]}" if groups.get(trial) else f"trial {trial}" for trial in side.trial_ids]
 
 
 def with_moments(row: Measured, baseline: list[str], candidate: list[str]) -> Measured:

@@ -7,9 +7,9 @@ most recent.
 ran), and named in the side's ``left_out``; ``include_disturbed`` keeps them. A side left with no trial is refused,
 saying why.
 
-**Rounds.** The two groups of one ``ab`` run (``<suite>-<time>-a<N>`` and ``-b<N>``, run alternately) are rounds:
-the i-th trial of each, in time order, shared the machine's moment. With as many trials kept on each side, they are
-analysed as pairs (:func:`rounds`).
+**Rounds.** The two groups of one ``ab`` run (``<suite A>-<time>-a<N>`` and ``<suite B>-<time>-b<N>``, run
+alternately) are rounds: the i-th trial of each, in time order, shared the machine's moment. With as many trials
+kept on each side, they are analysed as pairs (:func:`rounds`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import duckdb
 from substrate_assets.analysis.verdicts import Pairs, Side
 
 MIN_VERSION_PREFIX = 7
-_AB_GROUP = re.compile(r"^(?P<run>.+)-(?P<role>[ab])(?P<trials>\d+)$")
+# An ab run's two groups: each its suite's name, then the run's start and the side (a or b) with its rounds.
+_AB_GROUP = re.compile(r"-(?P<run>\d{8}t\d{6}z)-(?P<role>[ab])(?P<trials>\d+)$")
 
 
 class SideNotFound(LookupError):
@@ -115,8 +116,8 @@ def select_side(connection: duckdb.DuckDBPyConnection, spec: str, suite: str | N
 def rounds(baseline: Side, candidate: Side) -> Pairs | None:
     """The rounds of two sides that are the groups of one ``ab`` run with as many trials each (in time order): the
     i-th of each ran back to back. None otherwise."""
-    found = [_AB_GROUP.match(side.group or "") for side in (baseline, candidate)]
-    if not all(found) or found[0]["run"] != found[1]["run"] or {found[0]["role"], found[1]["role"]} != {"a", "b"}:  # type: ignore[index]
+    found = [match for side in (baseline, candidate) if (match := _AB_GROUP.search(side.group or ""))]
+    if len(found) != 2 or found[0]["run"] != found[1]["run"] or {found[0]["role"], found[1]["role"]} != {"a", "b"}:
         return None
     if len(baseline.trial_ids) != len(candidate.trial_ids):
         return None

@@ -13,14 +13,14 @@ import pytest
 from click.testing import CliRunner
 
 from substrate_assets.analysis.statistics import floor_index
-from substrate_assets.analysis.verdicts import NO_NOISE, Thresholds
+from substrate_assets.analysis.verdicts import NO_NOISE, Side, Thresholds
 from substrate_assets.cli import main
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.compare_trials import compare, history_window, judge_against_history
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models.marts import build_marts
-from substrate_assets.warehouse.sides import AllDisturbed, SideNotFound, select_side
+from substrate_assets.warehouse.sides import AllDisturbed, SideNotFound, rounds, select_side
 from substrate_assets.warehouse.trial_writes import load_trials
 from tests.support.synthetic_trials import write_trial
 
@@ -324,6 +324,12 @@ def test_the_groups_of_an_ab_run_are_judged_round_by_round(tmp_path):
         unpaired = compare(connection, select_side(connection, f"{stamp}-a4", last=3),
                            select_side(connection, f"{stamp}-b4"), Thresholds())
         assert not unpaired.paired
+    assert rounds(Side("a", ("x",), group="glutton-20251203t000000z-a1"),
+                  Side("b", ("y",), group="glutton-pause-20251203t000000z-b1")) == ((0, 0),)
+    assert rounds(Side("a", ("x",), group="glutton-20251203t000000z-a1"),
+                  Side("b", ("y",), group="glutton-20251203t000001z-b1")) is None
+    assert rounds(Side("a", ("x",), group="glutton-20251203t000000z-x1"),
+                  Side("b", ("y",), group="glutton-20251203t000000z-b1")) is None
 
 
 def test_a_drifting_history_is_counted_in_the_error_and_said(tmp_path):

@@ -3,12 +3,17 @@
 Upstream's runner uploads each run to
 ``<dest>/runs/<name>/run_date=YYYY-MM-DD/run_ts=<unix>/run_tag=<tag>/``; ``ROOT`` is
 that ``<dest>``: a local directory or any fsspec URL (``gs://``, ``s3://``,
-``memory://``). Each run is copied file by file into a staging directory the run
-store gives this process (``RunStore.claim``), checked there by the caller's
-``check`` — the warehouse reads every file as it will load them — and only then
-renamed into place, so the store only ever holds whole runs that load; a run
-already in the store is left as it is. A run refused by ``check`` (or whose id the
-store already holds under another tag, or is assembling) is reported, not copied.
+``memory://``). Upstream runs are other people's bytes: the directories are walked
+without following a link, each path component checked against the partition
+grammar, and a run's trial id is the one its path names (:mod:`upstream_files`).
+Each run is planned from its listing — only the files upstream writes, each under
+its cap, regular files only — then copied file by file into a staging directory
+the run store gives this process (``RunStore.claim``), checked there by the
+caller's ``check`` — the warehouse reads every file as it will load them — and
+only then renamed into place, so the store only ever holds whole runs that load; a
+run already in the store is left as it is. A run refused by its plan, by ``check``
+(or whose id the store already holds under another tag, or is assembling) is
+reported in one line, not copied.
 """
 
 from __future__ import annotations
@@ -16,15 +21,27 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from substrate_assets.results.atomic import write_json
 from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
 from substrate_assets.results.trial_directory import IMPORT_JSON, TRIAL_JSON, UPLOADING, WORK
+from substrate_assets.results.upstream_files import (
+    MIB,
+    PARTITIONS,
+    REQUIRED,
+    Listed,
+    cap_of,
+    kind_of,
+    run_key,
+    take_local,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,24 +83,169 @@ class ImportBatch:
     refused: list[RunRefused] = field(default_factory=list)
 
 
-def find_runs(root: str) -> tuple[fsspec.AbstractFileSystem, list[str]]:
-    """The filesystem of ``root`` and every run directory under it, oldest first."""
+def _is_local(filesystem: fsspec.AbstractFileSystem) -> bool:
+    return isinstance(filesystem, LocalFileSystem)
+
+
+def _local_runs(base: Path) -> tuple[list[str], list[RunRefused]]:
+    """The run directories under a local ``base``, walked level by level without following a link: a link where a
+    directory of the layout should be is refused by name, and so is a directory that cannot be listed."""
+    refused: list[RunRefused] = []
+    frontier = [base / "runs"]
+    if not frontier[0].is_dir() or frontier[0].is_symlink():
+        if frontier[0].is_symlink():
+            refused.append(RunRefused(str(frontier[0]), "a symbolic link: import never follows links"))
+        return [], refused
+    for level in PARTITIONS[1:]:
+        below = []
+        for directory in frontier:
+            try:
+                entries = sorted(os.scandir(directory), key=lambda entry: entry.name)
+            except OSError as error:
+                refused.append(RunRefused(str(directory), f"cannot be listed ({error.strerror})"))
+                continue
+            for entry in entries:
+                if level != "<name>" and not entry.name.startswith(level):
+                    continue
+                if entry.is_symlink():
+                    refused.append(RunRefused(entry.path, "a symbolic link: import never follows links"))
+                elif entry.is_dir(follow_symlinks=False):
+                    below.append(Path(entry.path))
+        frontier = below
+    return [str(path) for path in frontier], refused
+
+
+def _keyed(paths: list[str]) -> tuple[list[tuple[TrialKey, str]], list[RunRefused]]:
+    """Each run directory with the key its path names, checked component by component; refused where one is
+    wrong."""
+    keyed, refused = [], []
+    for path in paths:
+        try:
+            keyed.append((run_key(tuple(path.rstrip("/").split("/")[-4:])), path))
+        except ValueError as error:
+            refused.append(RunRefused(path, str(error)))
+    return keyed, refused
+
+
+def find_runs(root: str) -> tuple[fsspec.AbstractFileSystem, list[str], list[RunRefused]]:
+    """The filesystem of ``root``, every run directory under it (oldest first) and the directories refused on the
+    way (a link, a path component that is not the partition grammar's)."""
     filesystem, base = fsspec.core.url_to_fs(root)
     base = base.rstrip("/")
-    candidates = filesystem.glob(f"{base}/{RUN_GLOB}")
-    # Markers are listed after the runs: an upload that starts in between is caught by import_run.
-    uploading = {path.rsplit("/", 1)[0] for path in filesystem.glob(f"{base}/{RUN_GLOB}/{UPLOADING}")}
-    found = [path for path in candidates if path not in uploading and filesystem.isdir(path)]
-    return filesystem, sorted(found, key=lambda path: (TrialKey.parse(path).run_ts, path))
+    if _is_local(filesystem):
+        candidates, refused = _local_runs(Path(base))
+        candidates = [path for path in candidates if not os.path.lexists(f"{path}/{UPLOADING}")]
+    else:
+        listed = filesystem.glob(f"{base}/{RUN_GLOB}")
+        # Markers are listed after the runs: an upload that starts in between is caught by import_run.
+        uploading = {path.rsplit("/", 1)[0] for path in filesystem.glob(f"{base}/{RUN_GLOB}/{UPLOADING}")}
+        candidates = [path for path in listed if path not in uploading and filesystem.isdir(path)]
+        refused = []
+    keyed, wrong = _keyed(candidates)
+    return filesystem, [path for _, path in sorted(keyed, key=lambda found: (found[0].run_ts, found[1]))], \
+        refused + wrong
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What will be copied of a run: the files upstream writes, and the names left out."""
+
+    files: list[Listed]
+    left_out: list[str]
+
+
+def _plan_local(source: str) -> RunPlan:
+    files, left_out = [], []
+    try:
+        entries = sorted(os.scandir(source), key=lambda entry: entry.name)
+    except OSError as error:
+        raise ValueError(f"cannot be listed ({error.strerror})") from None
+    if any(entry.name == UPLOADING for entry in entries):
+        raise UploadInProgress(_uploading(source))
+    for entry in entries:
+        info = entry.stat(follow_symlinks=False)
+        cap = cap_of(entry.name)
+        if stat.S_ISLNK(info.st_mode):
+            raise ValueError(f"{entry.name} is a symbolic link: import never follows links")
+        if cap is None:
+            left_out.append(entry.name)
+        elif not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{entry.name} is {kind_of(info.st_mode)}, not a regular file")
+        elif info.st_nlink > 1:
+            raise ValueError(f"{entry.name} has {info.st_nlink} hard links: a file linked from elsewhere is not "
+                             "taken")
+        elif info.st_size > cap:
+            raise ValueError(f"{entry.name} is {info.st_size:,} bytes, over its cap of {cap // MIB} MiB")
+        else:
+            files.append(Listed(entry.name, info.st_size, (info.st_dev, info.st_ino)))
+    return RunPlan(files, left_out)
+
+
+def _plan_keys(filesystem: fsspec.AbstractFileSystem, source: str) -> RunPlan:
+    files, left_out = [], []
+    listing = filesystem.ls(source, detail=True)
+    if any(Path(entry["name"]).name == UPLOADING for entry in listing):
+        raise UploadInProgress(_uploading(source))
+    for entry in listing:
+        name, cap = Path(entry["name"]).name, cap_of(Path(entry["name"]).name)
+        if cap is None or entry.get("type") != "file":
+            left_out.append(name)
+        elif (entry.get("size") or 0) > cap:
+            raise ValueError(f"{name} is {entry['size']:,} bytes, over its cap of {cap // MIB} MiB")
+        else:
+            files.append(Listed(name, int(entry.get("size") or 0)))
+    return RunPlan(files, left_out)
+
+
+def plan_run(filesystem: fsspec.AbstractFileSystem, source: str) -> RunPlan:
+    """What of an upstream run will be copied, decided from its listing alone; ValueError (the file and why) for a
+    run that is refused whole: a link, a FIFO or device, a hard link, a file over its cap, no status.json."""
+    plan = _plan_local(source) if _is_local(filesystem) else _plan_keys(filesystem, source)
+    if not any(listed.name == REQUIRED for listed in plan.files):
+        raise ValueError(f"holds no {REQUIRED}, which every upstream run has: not a run")
+    return plan
+
+
+def _uploading(source: str) -> str:
+    return (f"{source} is still being uploaded (it holds {UPLOADING}); if no upload is running, it was cut short: "
+            f"delete it or its {UPLOADING} object")
+
+
+def _copy(filesystem: fsspec.AbstractFileSystem, source: str, plan: RunPlan, staging: Path) -> None:
+    for listed in plan.files:
+        target = staging / listed.name
+        if _is_local(filesystem):
+            take_local(Path(source), listed, target)
+            continue
+        filesystem.get_file(f"{source.rstrip('/')}/{listed.name}", str(target))
+        if target.stat().st_size > (cap_of(listed.name) or 0):
+            raise ValueError(f"{listed.name}: over its cap of {(cap_of(listed.name) or 0) // MIB} MiB")
+
+
+def _copy_all(filesystem: fsspec.AbstractFileSystem, source: str, staging: Path) -> None:
+    """Every file of a trial of this project's own run store (an object store: keys, no links)."""
+    listing = filesystem.ls(source, detail=False)
+    if any(Path(path).name == UPLOADING for path in listing):
+        raise UploadInProgress(_uploading(source))
+    for path in listing:
+        if filesystem.isfile(path) and Path(path).name not in (WORK, IMPORT_JSON):
+            filesystem.get_file(path, str(staging / Path(path).name))
 
 
 def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunStore,
-               check: RunCheck | None = None, slo: Mapping[str, float] | None = None) -> ImportedRun:
-    """Copy one run directory into the store (staged, checked, then renamed); a run already there is left alone
-    (its files, and the SLO it was imported with, are never rewritten). ``slo`` (``wake_p99_ms``,
+               check: RunCheck | None = None, slo: Mapping[str, float] | None = None,
+               *, upstream: bool = True) -> ImportedRun:
+    """Copy one run directory into the store (planned, staged, checked, then renamed); a run already there is left
+    alone (its files, and the SLO it was imported with, are never rewritten). ``slo`` (``wake_p99_ms``,
     ``failure_ratio``), when given, is kept beside the run's own files (``import.json``). RunRefused, with nothing
-    left in the store, when ``check`` refuses it or the store holds its id otherwise."""
-    key = TrialKey.parse(source)
+    left in the store, when its plan or ``check`` refuses it or the store holds its id otherwise. ``upstream``
+    (the default) takes only what upstream's runner writes (:func:`plan_run`); otherwise the source is a trial of
+    this project's own object store, taken whole."""
+    try:
+        key = run_key(tuple(source.rstrip("/").split("/")[-4:])) if upstream else TrialKey.parse(source)
+        plan = plan_run(filesystem, source) if upstream else None
+    except ValueError as error:
+        raise RunRefused(source, str(error)) from None
     target = store.trial_dir(key)
     if target.exists():
         return ImportedRun(key, source, target, copied=False)
@@ -94,13 +256,16 @@ def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunSto
     except TrialExists as error:
         raise RunRefused(source, str(error)) from None
     try:
-        listing = filesystem.ls(source, detail=False)
-        if any(Path(path).name == UPLOADING for path in listing):
-            raise UploadInProgress(f"{source} is still being uploaded (it holds {UPLOADING}); if no upload is "
-                                   f"running, it was cut short: delete it or its {UPLOADING} object")
-        for path in listing:
-            if filesystem.isfile(path) and Path(path).name not in (WORK, IMPORT_JSON):
-                filesystem.get_file(path, str(staging / Path(path).name))
+        try:
+            if plan is None:
+                _copy_all(filesystem, source, staging)
+            else:
+                _copy(filesystem, source, plan, staging)
+        except UploadInProgress:
+            raise
+        except (ValueError, OSError) as error:
+            raise RunRefused(source, str(error) if isinstance(error, ValueError)
+                             else f"cannot be copied ({error})") from None
         if slo:
             write_json(staging / IMPORT_JSON, {"slo": dict(slo)})
         if check is not None:
@@ -121,10 +286,10 @@ def import_all(root: str, store: RunStore, check: RunCheck | None = None,
                slo: Mapping[str, float] | None = None) -> ImportBatch:
     """Every whole run under ``root`` (runs still being uploaded are left for next time), each refused on its own:
     the others still enter the store."""
-    filesystem, runs = find_runs(root)
+    filesystem, runs, refused = find_runs(root)
     for line in store.sweep_dead_staging():  # an import killed mid-copy would hold its run's id forever
         log.warning("%s", line)
-    batch = ImportBatch()
+    batch = ImportBatch(refused=list(refused))
     for source in runs:
         try:
             batch.imported.append(import_run(filesystem, source, store, check, slo))
@@ -150,7 +315,7 @@ def fetch_trial(store_url: str, key: TrialKey, store: RunStore) -> ImportedRun:
     if not filesystem.exists(f"{source}/{TRIAL_JSON}"):
         raise FileNotFoundError(f"trial {key.trial_id} is not in {store_url}: {key.relative_path} has no "
                                 f"{TRIAL_JSON}")
-    return import_run(filesystem, source, store)
+    return import_run(filesystem, source, store, upstream=False)
 
 
 def already_stored(store_url: str, key: TrialKey) -> str | None:

@@ -172,10 +172,13 @@ class TrialDirectory:
         return self.key.trial_id
 
     def file(self, name: str) -> Path | None:
-        """``name`` in the directory, or upstream's local form ``<test name>_<name>``; None if neither exists."""
+        """``name`` in the directory, or for a Locust CSV upstream's local form ``<test name>_<name>``; None if
+        neither exists. Only Locust writes that form: a ``zz_trial.json`` is nobody's trial.json."""
         path = self.path / name
         if path.is_file():
             return path
+        if name not in LOCUST_CSVS.values():
+            return None
         prefixed = sorted(self.path.glob(f"*_{name}"))
         return prefixed[0] if prefixed else None
 

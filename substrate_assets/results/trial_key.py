@@ -9,8 +9,9 @@ from datetime import UTC, datetime
 
 _STAMP = "%Y%m%dt%H%M%Sz"
 _TRIAL_ID = re.compile(r"(?P<suite>[a-z0-9][a-z0-9_-]*)-(?P<stamp>\d{8}t\d{6}z)")
-_TRIAL_DIR = re.compile(r"runs/(?P<suite>[^/]+)/run_date=(?P<date>\d{4}-\d{2}-\d{2})/run_ts=(?P<ts>\d+)"
-                        r"/run_tag=(?P<tag>[^/]+)/?$")
+# A backslash is a character of a name here, never a separator: the suite and the tag are slugs.
+_TRIAL_DIR = re.compile(r"runs/(?P<suite>[a-z0-9][a-z0-9_-]*)/run_date=(?P<date>\d{4}-\d{2}-\d{2})/run_ts=(?P<ts>\d+)"
+                        r"/run_tag=(?P<tag>[A-Za-z0-9][A-Za-z0-9._-]*)/?$")
 
 
 def group_id(suite: str, started: datetime, role: str, trials: int) -> str:
@@ -63,7 +64,7 @@ class TrialKey:
 
     @classmethod
     def parse(cls, relative: str) -> TrialKey:
-        match = _TRIAL_DIR.search(relative.replace("\\", "/"))
+        match = _TRIAL_DIR.search(relative)
         if match is None:
             raise ValueError(f"{relative!r} is not a trial directory (runs/<suite>/run_date=…/run_ts=…/run_tag=…)")
         return cls(match["suite"], int(match["ts"]), match["tag"])

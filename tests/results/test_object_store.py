@@ -87,7 +87,7 @@ def test_a_half_uploaded_trial_is_not_taken_for_a_whole_one(s3, tmp_path):
     assert find_runs(f"{BUCKET}/store")[1] == []
     with pytest.raises(FileNotFoundError, match="still being uploaded"):
         fetch_trial(f"{BUCKET}/store", KEY, RunStore(tmp_path / "mirror"))
-    filesystem, [] = find_runs(f"{BUCKET}/store")
+    filesystem, [], [] = find_runs(f"{BUCKET}/store")
     # An upload that starts after the runs were listed is caught when the run is copied.
     with pytest.raises(UploadInProgress):
         import_run(filesystem, target, RunStore(tmp_path / "mirror"))

@@ -1,0 +1,171 @@
+"""Upstream runs are other people's bytes: hostile runs, made here at test time, are refused in one line naming the
+run, the file and the reason, and nothing of them reaches the store; the runs beside them still import.
+
+A chmod-000 file is not among them: the suite runs as root in CI, and root reads it anyway."""
+
+import os
+import shutil
+from pathlib import Path
+
+import fsspec
+import pytest
+
+from substrate_assets.results.importer import import_all
+from substrate_assets.results.layout import RunStore
+from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.results.upstream_files import KNOWN_FILES
+from substrate_assets.warehouse.trial_rows import check_staged_trial
+
+ROOT = Path(__file__).resolve().parents[1]
+GOOD = ROOT / "tests" / "data" / "upstream_runs" / "runs" / "glutton_baseline_5_users" / "run_date=2026-11-20" / \
+    "run_ts=1795132800" / "run_tag=4f8a1c0d2b9e7f6a5c3d1e0f9a8b7c6d5e4f3a2b"
+GOOD_ID = "glutton_baseline_5_users-20261120t000000z"
+
+
+@pytest.fixture
+def upstream(tmp_path) -> Path:
+    """An upstream root holding one good run."""
+    root = tmp_path / "upstream"
+    shutil.copytree(GOOD, root / GOOD.relative_to(GOOD.parents[4]))
+    return root
+
+
+def run_dir(root: Path, name: str = "hostile", ts: int = 1795219200, date: str = "2026-11-21",
+            tag: str = "t") -> Path:
+    """A copy of the good run under another path: what each case then spoils."""
+    path = root / "runs" / name / f"run_date={date}" / f"run_ts={ts}" / f"run_tag={tag}"
+    shutil.copytree(GOOD, path)
+    return path
+
+
+def imported(root: Path, store_root: Path) -> tuple[list[str], list[str]]:
+    """The trial ids imported and the refusal lines."""
+    batch = import_all(str(root), RunStore(store_root), check=check_staged_trial)
+    return [run.trial_id for run in batch.imported], [str(refusal) for refusal in batch.refused]
+
+
+def stored_files(store_root: Path) -> dict[str, bytes]:
+    return {str(path.relative_to(store_root)): path.read_bytes() for path in store_root.rglob("*") if path.is_file()}
+
+
+def only_the_good_run(store_root: Path) -> None:
+    runs = [path for path in (store_root / "runs").rglob("run_tag=*")]
+    assert [TrialDirectory(path).trial_id for path in runs] == [GOOD_ID]
+    assert not list((store_root / ".staging").iterdir())
+
+
+def test_a_file_that_is_a_link_refuses_its_run_and_its_target_is_never_read(upstream, tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("root:$6$not-for-the-store\n")
+    secret.chmod(0o600)
+    hostile = run_dir(upstream)
+    (hostile / "logs.txt").symlink_to(secret)  # this run has none of its own
+    ids, refusals = imported(upstream, tmp_path / "store")
+    assert ids == [GOOD_ID]
+    assert refusals == [f"refused {hostile}: logs.txt is a symbolic link: import never follows links"]
+    only_the_good_run(tmp_path / "store")
+    assert not any(b"not-for-the-store" in data for data in stored_files(tmp_path / "store").values())
+
+
+def test_a_run_directory_that_is_a_link_is_refused_by_name(upstream, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(GOOD, elsewhere)
+    link = upstream / "runs" / "hostile" / "run_date=2026-11-21" / "run_ts=1795219200" / "run_tag=t"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere, target_is_directory=True)
+    ids, refusals = imported(upstream, tmp_path / "store")
+    assert ids == [GOOD_ID]
+    assert refusals == [f"refused {link}: a symbolic link: import never follows links"]
+    only_the_good_run(tmp_path / "store")
+
+
+def test_a_trial_json_in_a_run_cannot_name_another_trial(upstream, tmp_path):
+    store_root = tmp_path / "store"
+    assert imported(upstream, store_root) == ([GOOD_ID], [])
+    before = stored_files(store_root)
+    hostile = run_dir(upstream)
+    for name in ("trial.json", "zz_trial.json"):
+        (hostile / name).write_text(f'{{"trial_id": "{GOOD_ID}", "suite": "glutton_baseline_5_users"}}')
+    ids, refusals = imported(upstream, store_root)
+    assert refusals == []
+    assert ids == [GOOD_ID, "hostile-20261121t000000z"]  # the first already in the store, left alone
+    assert {key: value for key, value in stored_files(store_root).items() if key in before} == before
+    copied = next((store_root / "runs" / "hostile").rglob("run_tag=t"))
+    assert not (copied / "trial.json").exists() and not (copied / "zz_trial.json").exists()
+    assert TrialDirectory(copied).trial_id == "hostile-20261121t000000z"
+
+
+@pytest.mark.parametrize(("name", "ts", "date", "reason"), [
+    ("a\\runs\\..", 1795219200, "2026-11-21", "a run's name is [a-z0-9_-], starting with a letter or digit"),
+    ("hostile", -5, "2026-11-21", "not a run time (whole Unix seconds from 2000 to 2100)"),
+    ("hostile", 10**19, "2026-11-21", "not a run time (whole Unix seconds from 2000 to 2100)"),
+    ("hostile", 253402300800, "10000-01-01", "not a date (YYYY-MM-DD)"),
+    ("hostile", 4102444800, "2100-01-01", "not a run time (whole Unix seconds from 2000 to 2100)"),
+    ("hostile", 1795219200, "2026-11-22", "is not the date of 'run_ts=1795219200' (2026-11-21, UTC)"),
+])
+def test_a_path_outside_the_partition_grammar_is_refused(upstream, tmp_path, name, ts, date, reason):
+    hostile = run_dir(upstream, name=name, ts=ts, date=date)
+    ids, refusals = imported(upstream, tmp_path / "store")
+    assert ids == [GOOD_ID]
+    assert len(refusals) == 1 and refusals[0].startswith(f"refused {hostile}: ") and reason in refusals[0]
+    only_the_good_run(tmp_path / "store")
+
+
+def test_a_fifo_a_hard_link_and_an_oversized_file_are_refused_saying_which(upstream, tmp_path):
+    fifo = run_dir(upstream, name="fifo")
+    (fifo / "stats.csv").unlink()
+    os.mkfifo(fifo / "stats.csv")
+    linked = run_dir(upstream, name="linked")
+    outside = tmp_path / "outside.csv"
+    outside.write_bytes((linked / "failures.csv").read_bytes())
+    (linked / "failures.csv").unlink()
+    os.link(outside, linked / "failures.csv")
+    big = run_dir(upstream, name="big")
+    with open(big / "status.json", "r+b") as grown:
+        grown.truncate(KNOWN_FILES["status.json"] + 1)
+    ids, refusals = imported(upstream, tmp_path / "store")
+    assert ids == [GOOD_ID]
+    assert sorted(refusals) == sorted([
+        f"refused {fifo}: stats.csv is a FIFO, not a regular file",
+        f"refused {linked}: failures.csv has 2 hard links: a file linked from elsewhere is not taken",
+        f"refused {big}: status.json is 1,048,577 bytes, over its cap of 1 MiB"])
+    only_the_good_run(tmp_path / "store")
+
+
+def test_only_the_files_upstream_writes_are_taken_and_with_the_projects_modes(upstream, tmp_path):
+    hostile = run_dir(upstream)
+    (hostile / "notes.txt").write_text("not a file upstream writes")
+    (hostile / "stats.csv").chmod(0o666)
+    fifo_elsewhere = hostile / "pipe"
+    os.mkfifo(fifo_elsewhere)  # a name it does not know: left out, never opened
+    ids, refusals = imported(upstream, tmp_path / "store")
+    assert refusals == [] and ids == [GOOD_ID, "hostile-20261121t000000z"]
+    copied = next((tmp_path / "store" / "runs" / "hostile").rglob("run_tag=t"))
+    assert sorted(path.name for path in copied.iterdir()) == sorted(path.name for path in GOOD.iterdir())
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (copied / "stats.csv").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_an_empty_run_directory_is_not_a_trial(upstream, tmp_path):
+    empty = upstream / "runs" / "empty" / "run_date=2026-11-21" / "run_ts=1795219200" / "run_tag=t"
+    empty.mkdir(parents=True)
+    ids, refusals = imported(upstream, tmp_path / "store")
+    assert ids == [GOOD_ID]
+    assert refusals == [f"refused {empty}: holds no status.json, which every upstream run has: not a run"]
+    only_the_good_run(tmp_path / "store")
+
+
+def test_object_store_runs_are_taken_by_key_under_the_same_rules(tmp_path):
+    memory = fsspec.filesystem("memory")
+    base = "/hostile-bucket/prefix/runs"
+    good = GOOD.relative_to(GOOD.parents[3]).as_posix()
+    for path in GOOD.iterdir():
+        memory.pipe_file(f"{base}/{good}/{path.name}", path.read_bytes())
+        memory.pipe_file(f"{base}/bad/run_date=2026-11-21/run_ts=-5/run_tag=t/{path.name}", path.read_bytes())
+    memory.pipe_file(f"{base}/{good}/trial.json", b'{"trial_id": "someone-else-20200101t000000z"}')
+    batch = import_all("memory://hostile-bucket/prefix", RunStore(tmp_path / "store"), check=check_staged_trial)
+    assert [run.trial_id for run in batch.imported] == [GOOD_ID]
+    assert [refusal.reason for refusal in batch.refused] == [
+        "'run_ts=-5': not a run time (whole Unix seconds from 2000 to 2100)"]
+    assert not (batch.imported[0].trial_dir / "trial.json").exists()

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from substrate_assets.processes.child_env import child_environment
 from substrate_assets.processes.parent_death import dying_with_this_process
 from substrate_assets.results.history_tail import StatsHistoryTail
 from substrate_assets.results.trial_directory import LOCUST_LOG, locust_csv
@@ -53,7 +54,7 @@ def drive_locust(command: list[str], work: Path, suite: Suite, clock: float, rep
                  on_start: Callable[[int], None] | None = None) -> LocustEnd:
     """Run Locust to its end (or until interrupted), reporting progress and taking a sample once a second;
     ``on_start`` is told Locust's process id (the launcher execs Locust in place) before the first sample."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = child_environment({"PYTHONUNBUFFERED": "1"})
     history = StatsHistoryTail(locust_csv(work, "stats_history"))
     interrupted = overran = False
     with (work / LOCUST_LOG).open("wb") as output:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from substrate_assets.processes.child_env import child_environment
 from substrate_assets.runtime.events import EventLog, RuntimeEvent
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,7 @@ async def spawn_host(log_path: Path, ready_timeout: float) -> HostProcess:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "substrate_assets.runtime.actor_host",
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
-            env={**os.environ, "SUBSTRATE_RUNTIME_PID": str(os.getpid())},
+            env=child_environment({"SUBSTRATE_RUNTIME_PID": str(os.getpid())}),
             start_new_session=True,
         )
     host = HostProcess(process)

@@ -169,3 +169,17 @@ def test_object_store_runs_are_taken_by_key_under_the_same_rules(tmp_path):
     assert [refusal.reason for refusal in batch.refused] == [
         "'run_ts=-5': not a run time (whole Unix seconds from 2000 to 2100)"]
     assert not (batch.imported[0].trial_dir / "trial.json").exists()
+
+
+def test_a_ladder_of_more_steps_than_any_suite_may_have_is_refused(tmp_path):
+    ladder = ROOT / "tests" / "data" / "upstream_ladder_runs" / "runs"
+    root = tmp_path / "upstream"
+    shutil.copytree(ladder, root / "runs")
+    logs = next(root.rglob("logs.txt"))
+    steps = ",".join(f"{users}:1s" for users in range(1, 200_001))
+    logs.write_text(logs.read_text().replace("5:20s,10:30s,15:25s,20:40s", steps))
+    ids, refusals = imported(root, tmp_path / "store")
+    assert ids == []
+    assert len(refusals) == 1 and refusals[0].startswith(f"refused {logs.parent}: ")
+    assert "a ladder of 200,000 steps is too long: at most 100" in refusals[0]
+    assert not list((tmp_path / "store").rglob("stats_history.csv"))

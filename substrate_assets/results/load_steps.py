@@ -29,14 +29,20 @@ from typing import Any
 from substrate_assets.results.atomic import write_json
 
 STEP_EVENT, END_EVENT = "step", "end"
+# The most steps a ladder has, a suite's or an imported run's --ladder (each step a load point): more than any ladder
+# needs; a typo in max (1200 for 120) would otherwise run for days.
+MAX_LADDER_STEPS = 100
 _STEP = re.compile(r"(\d+):(\d+)([smh]?)")
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600}
 
 
 def parse_ladder(spec: str) -> list[tuple[int, int]]:
     """``users:hold`` steps as (users, hold_s); a ValueError names the step that does not parse."""
+    items = spec.split(",")
+    if len(items) > MAX_LADDER_STEPS:
+        raise ValueError(f"a ladder of {len(items):,} steps is too long: at most {MAX_LADDER_STEPS}")
     steps = []
-    for item in (part.strip() for part in spec.split(",")):
+    for item in (part.strip() for part in items):
         match = _STEP.fullmatch(item)
         if match is None:
             raise ValueError(f"ladder step {item!r} is not users:hold (e.g. 4:45s); trace probabilities are not "

@@ -10,12 +10,10 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from substrate_assets.results.load_steps import ladder_spec
+from substrate_assets.results.load_steps import MAX_LADDER_STEPS, ladder_spec
 from substrate_assets.workload.model import RFC1123_LABEL
 
 _DURATION = re.compile(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s?)?")
-# More steps than any ladder needs; a typo in max (1200 for 120) would otherwise run for days.
-MAX_LADDER_STEPS = 100
 # One broken rule found by a model validator: the loc it is at (relative to the model), its message, the value.
 Problem = tuple[tuple[str | int, ...], str, Any]
 

@@ -183,3 +183,24 @@ def test_a_ladder_of_more_steps_than_any_suite_may_have_is_refused(tmp_path):
     assert len(refusals) == 1 and refusals[0].startswith(f"refused {logs.parent}: ")
     assert "a ladder of 200,000 steps is too long: at most 100" in refusals[0]
     assert not list((tmp_path / "store").rglob("stats_history.csv"))
+
+
+@pytest.mark.parametrize(("spoil", "said"), [
+    (lambda run: (run / "stats.csv").write_text((run / "stats.csv").read_text().replace(",190.2,", ",NaN,")),
+     "not a finite number (the first nan)"),
+    (lambda run: (run / "stats.csv").write_text((run / "stats.csv").read_text().replace(",190.2,", ",-inf,")),
+     "not a finite number (the first -inf)"),
+    (lambda run: (run / "server_summary.json").write_text(
+        (run / "server_summary.json").read_text().replace('"steady_start_ts": 1795132805', '"steady_start_ts": 1e308')),
+     "server_summary.json: metadata.steady_start_ts is 1e+308: not a time from 2000 to 2100"),
+    (lambda run: (run / "server_summary.json").write_text(
+        (run / "server_summary.json").read_text().replace('"steady_end_ts": 1795132810', '"steady_end_ts": -1')),
+     "not a time from 2000 to 2100"),
+])
+def test_numbers_that_are_not_numbers_are_refused_naming_the_file(upstream, tmp_path, spoil, said):
+    hostile = run_dir(upstream)
+    spoil(hostile)
+    ids, refusals = imported(upstream, tmp_path / "store")
+    assert ids == [GOOD_ID]
+    assert len(refusals) == 1 and refusals[0].startswith(f"refused {hostile}: ") and said in refusals[0], refusals
+    only_the_good_run(tmp_path / "store")

@@ -48,7 +48,7 @@ from substrate_assets.results.readers import (
 from substrate_assets.results.run_log import RunLog, read_run_log
 from substrate_assets.results.server_summary import FLAT_KEYS, flat_key_block, flatten
 from substrate_assets.results.stats_jsonl import FACT_KEYS, REPORTED_FIGURES, SERVER_SUMMARY, TRIAL_SUMMARY
-from substrate_assets.results.trial_key import TrialKey
+from substrate_assets.results.trial_key import EARLIEST_TS, LATEST_TS, TrialKey
 
 STATS_CSV = "stats.csv"
 STATS_HISTORY_CSV = "stats_history.csv"
@@ -114,6 +114,16 @@ def trial_completed(locust_exit_code: int | None, stats_generated: bool | None,
 def _whole(value: Any) -> int | None:
     figure = measured(value)
     return None if figure is None else int(figure)
+
+
+def _time(value: Any, where: str) -> int | None:
+    """A time in Unix seconds a file states, whole; a ValueError naming ``where`` when it is none a run can have."""
+    figure = measured(value)
+    if figure is None:
+        return None
+    if not EARLIEST_TS <= figure < LATEST_TS:
+        raise ValueError(f"{where} is {value!r}: not a time from 2000 to 2100 (Unix seconds)")
+    return int(figure)
 
 
 def _as_text(value: Any) -> str | None:
@@ -291,6 +301,7 @@ class TrialDirectory:
         else:
             measurements = self.jsonl_measurements(TRIAL_SUMMARY) or {}
             values = {key: measurements.get(key) for key in (*FACT_KEYS, "run_start", "run_end")}
+        source = TRIAL_JSON if facts is not None else f"{STATS_JSONL}: trial_summary"
         return {
             "machine_type": values.get("machine_type"), "node_count": _whole(values.get("node_count")),
             "allocatable_cores": measured(values.get("allocatable_cores")),
@@ -299,7 +310,8 @@ class TrialDirectory:
             "worker_actor_capacity": _as_text(values.get("worker_actor_capacity")),
             "worker_memory_limit_gb": _as_text(values.get("worker_memory_limit_gb")),
             "sandbox_class": values.get("sandbox_class"),
-            "run_start": _whole(values.get("run_start")), "run_end": _whole(values.get("run_end")),
+            "run_start": _time(values.get("run_start"), f"{source}: run_start"),
+            "run_end": _time(values.get("run_end"), f"{source}: run_end"),
         }
 
     def server_telemetry(self) -> dict[str, float | int | None]:
@@ -334,7 +346,8 @@ class TrialDirectory:
         metadata = document.get("metadata") if isinstance(document, dict) else None
         if not isinstance(metadata, dict):
             return None
-        start, end = _whole(metadata.get("steady_start_ts")), _whole(metadata.get("steady_end_ts"))
+        start = _time(metadata.get("steady_start_ts"), f"{SERVER_SUMMARY_JSON}: metadata.steady_start_ts")
+        end = _time(metadata.get("steady_end_ts"), f"{SERVER_SUMMARY_JSON}: metadata.steady_end_ts")
         return None if start is None or end is None else (start, end)
 
     def _frame(self, name: str, read: Any, schema: dict[str, pl.DataType]) -> pl.DataFrame:

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 _STAMP = "%Y%m%dt%H%M%Sz"
+# The times a real run can have: from 2000 to 2100, UTC (Unix seconds).
+EARLIEST_TS = int(datetime(2000, 1, 1, tzinfo=UTC).timestamp())
+LATEST_TS = int(datetime(2100, 1, 1, tzinfo=UTC).timestamp())
 _TRIAL_ID = re.compile(r"(?P<suite>[a-z0-9][a-z0-9_-]*)-(?P<stamp>\d{8}t\d{6}z)")
 # A backslash is a character of a name here, never a separator: the suite and the tag are slugs.
 _TRIAL_DIR = re.compile(r"runs/(?P<suite>[a-z0-9][a-z0-9_-]*)/run_date=(?P<date>\d{4}-\d{2}-\d{2})/run_ts=(?P<ts>\d+)"

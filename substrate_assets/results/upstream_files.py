@@ -12,7 +12,6 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from substrate_assets.results.trial_directory import (
@@ -26,7 +25,7 @@ from substrate_assets.results.trial_directory import (
     STATS_JSONL,
     STATUS_JSON,
 )
-from substrate_assets.results.trial_key import TrialKey
+from substrate_assets.results.trial_key import EARLIEST_TS, LATEST_TS, TrialKey
 
 MIB = 1 << 20
 # Each file upstream's runner uploads, and the most it is taken at: far above what a day-long run writes, far
@@ -53,9 +52,6 @@ _SUITE = re.compile(r"[a-z0-9][a-z0-9_-]{0,99}")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TS = re.compile(r"[1-9]\d{0,10}")
 _TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-# Run times a real run can have: from 2000 to 2100, UTC.
-EARLIEST_TS = int(datetime(2000, 1, 1, tzinfo=UTC).timestamp())
-LATEST_TS = int(datetime(2100, 1, 1, tzinfo=UTC).timestamp())
 PARTITIONS = ("runs", "<name>", "run_date=", "run_ts=", "run_tag=")
 
 

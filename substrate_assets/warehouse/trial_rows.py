@@ -19,6 +19,7 @@ import polars as pl
 
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.trial_directory import TRIAL_JSON, TrialDirectory
+from substrate_assets.results.trial_key import EARLIEST_TS, LATEST_TS
 from substrate_assets.warehouse.raw_tables import FILE_READERS, RAW_TABLES, RawTable
 
 
@@ -113,8 +114,33 @@ class StagedTrial(TrialDirectory):
 
 def check_staged_trial(path: Path, key: TrialKey) -> None:
     """Read every raw table of the staged trial at ``path`` as it will be loaded once in the store under ``key``;
-    UnreadableTrial if any file does not read."""
-    read_trial(StagedTrial(path, key))
+    UnreadableTrial if any file does not read, or holds a number that is not one (:func:`implausible`)."""
+    implausible(read_trial(StagedTrial(path, key)))
+
+
+def _bad_values(frame: pl.DataFrame, column: str, dtype: pl.DataType) -> tuple[pl.Series, str] | None:
+    if dtype.is_float():
+        bad = frame.filter(pl.col(column).is_nan() | pl.col(column).is_infinite())[column]
+        if bad.len():
+            return bad, "not a finite number"
+    if column.endswith("_ts") and dtype.is_numeric():
+        bad = frame.filter(~pl.col(column).is_between(EARLIEST_TS, LATEST_TS, closed="left"))[column]
+        if bad.len():
+            return bad, "not a time from 2000 to 2100 (Unix seconds)"
+    return None
+
+
+def implausible(read: TrialFrames) -> None:
+    """UnreadableTrial when a trial's rows hold a value no measurement has: NaN or an infinity (a figure not
+    measured is null, never NaN), or a time outside 2000–2100. Run on what an import brings, before it is stored."""
+    for name, frame in read.frames.items():
+        table = RAW_TABLES[name]
+        for column, dtype in frame.schema.items():
+            found = _bad_values(frame, column, dtype)
+            if found is not None:
+                bad, why = found
+                raise UnreadableTrial(read.trial.path, ", ".join(table.files) or name,
+                                      f"{name}.{column}: {bad.len():,} values {why} (the first {bad[0]!r})")
 
 
 def _pool() -> ThreadPoolExecutor:

@@ -204,3 +204,29 @@ def test_numbers_that_are_not_numbers_are_refused_naming_the_file(upstream, tmp_
     assert ids == [GOOD_ID]
     assert len(refusals) == 1 and refusals[0].startswith(f"refused {hostile}: ") and said in refusals[0], refusals
     only_the_good_run(tmp_path / "store")
+
+
+def test_the_import_command_counts_what_it_refused_and_says_when_it_cannot_list(upstream, tmp_path):
+    import subprocess
+    import sys
+
+    from tests.support.projects import make_project, project_env
+
+    for number in range(25):
+        (upstream / "runs" / f"empty{number:02d}" / "run_date=2026-11-21" / "run_ts=1795219200" / "run_tag=t").mkdir(
+            parents=True)
+    env = project_env(make_project(tmp_path / "project", "suites: []\n"))
+    cli = str(Path(sys.executable).parent / "substrate-bench")
+    done = subprocess.run([cli, "import", str(upstream)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert sum(line.startswith("refused ") for line in lines) == 20
+    assert "… and 5 more refused (most often: holds no status.json, which every upstream run has: not a run ×5)" \
+        in done.stderr
+    assert "Traceback" not in done.stderr and GOOD_ID in done.stdout
+    unreachable = {**env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "x",
+                   "AWS_SECRET_ACCESS_KEY": "x", "AWS_MAX_ATTEMPTS": "1"}
+    done = subprocess.run([cli, "import", "s3://nowhere/prefix"], capture_output=True, text=True, env=unreachable,
+                          timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("Error: s3://nowhere/prefix cannot be listed: ")

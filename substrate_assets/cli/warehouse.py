@@ -4,6 +4,7 @@ run store) and ``sql`` (read-only queries)."""
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,9 @@ import click
 from substrate_assets.cli.output import print_rows, wide_console
 from substrate_assets.cli.warehouse_choice import WAREHOUSE_OPTION, chosen_warehouse, existing_warehouse
 from substrate_assets.project import store_directory
+
+# Refusals printed one by one; past these, counted by reason (an import of thousands of bad runs stays readable).
+SHOWN_REFUSALS = 20
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -61,16 +65,21 @@ def import_command(root: str, slo_wake_p99_ms: float | None, slo_failure_ratio: 
     with ThreadPoolExecutor(1, thread_name_prefix="instance") as opening:
         instance = opening.submit(_open_instance)
         from substrate_assets.app.loads import import_upstream
+        from substrate_assets.results.importer import SourceUnreadable
         from substrate_assets.results.layout import RunStore
         from substrate_assets.warehouse.lake import WarehouseUnavailable
 
         try:
             outcome = import_upstream(root, RunStore(store_directory()), chosen_warehouse(), instance.result,
                                       on_wait=_say_waiting, slo=slo or None)
-        except WarehouseUnavailable as error:
+        except (WarehouseUnavailable, SourceUnreadable) as error:
             raise click.ClickException(str(error)) from None
-    for refusal in outcome.refused:
+    for refusal in outcome.refused[:SHOWN_REFUSALS]:
         click.echo(str(refusal), err=True)
+    if len(outcome.refused) > SHOWN_REFUSALS:
+        reasons = Counter(refusal.reason for refusal in outcome.refused[SHOWN_REFUSALS:]).most_common(3)
+        click.echo(f"… and {len(outcome.refused) - SHOWN_REFUSALS:,} more refused (most often: "
+                   + "; ".join(f"{reason} ×{count:,}" for reason, count in reasons) + ")", err=True)
     console = wide_console()
     if not outcome.runs and not outcome.refused:
         raise click.ClickException(f"no upstream runs under {root} (expected runs/<name>/run_date=…/run_ts=…/"

@@ -55,6 +55,10 @@ class UploadInProgress(FileNotFoundError):
     """The run directory is still being uploaded (its ``.uploading`` marker is there)."""
 
 
+class SourceUnreadable(ValueError):
+    """The root an import was given cannot be listed at all (a bucket out of reach, a URL no filesystem reads)."""
+
+
 class RunRefused(ValueError):
     """A run that does not enter the store: where it is and why, in one line."""
 
@@ -286,7 +290,11 @@ def import_all(root: str, store: RunStore, check: RunCheck | None = None,
                slo: Mapping[str, float] | None = None) -> ImportBatch:
     """Every whole run under ``root`` (runs still being uploaded are left for next time), each refused on its own:
     the others still enter the store."""
-    filesystem, runs, refused = find_runs(root)
+    try:
+        filesystem, runs, refused = find_runs(root)
+    except Exception as error:  # an unreachable bucket, a bad URL, credentials refused: one line, not a traceback
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise SourceUnreadable(f"{root} cannot be listed: {type(error).__name__}: {first}") from error
     for line in store.sweep_dead_staging():  # an import killed mid-copy would hold its run's id forever
         log.warning("%s", line)
     batch = ImportBatch(refused=list(refused))

@@ -230,3 +230,15 @@ def test_the_import_command_counts_what_it_refused_and_says_when_it_cannot_list(
                           timeout=300)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("Error: s3://nowhere/prefix cannot be listed: ")
+
+
+def test_runs_copied_by_an_import_whose_load_fails_leave_the_store_with_it(upstream, tmp_path):
+    from substrate_assets.app.loads import import_upstream
+
+    store = RunStore(tmp_path / "store")
+    not_a_database = tmp_path / "warehouse.duckdb"
+    not_a_database.write_bytes(b"this is no DuckDB file" * 100)
+    with pytest.raises(Exception):  # noqa: B017 - whatever DuckDB says of the file; what matters is the store
+        import_upstream(str(upstream), store, not_a_database, instance=lambda: None)
+    assert not list((tmp_path / "store" / "runs").rglob("status.json"))
+    assert not list((tmp_path / "store" / ".staging").iterdir())

@@ -7,6 +7,7 @@ on another thread (see :func:`import_upstream`)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,9 +60,17 @@ def import_upstream(root: str, store: RunStore, warehouse: Warehouse, instance: 
     runs = [run for run in batch.imported if run.trial_dir not in unreadable_dirs]
     if not runs:
         return ImportOutcome([], {}, [], [], refused)
-    with connect(warehouse, on_wait=on_wait) as connection:
-        refreshed = load_and_refresh(connection, read, preview_rows=PREVIEW_ROWS,
-                                     figures_of=[run.trial_id for run in runs])
+    try:
+        with connect(warehouse, on_wait=on_wait) as connection:
+            refreshed = load_and_refresh(connection, read, preview_rows=PREVIEW_ROWS,
+                                         figures_of=[run.trial_id for run in runs])
+    except BaseException:
+        # The load is one transaction and did not happen: the runs this import copied leave the store with it, so
+        # the store holds nothing the warehouse does not (runs that were there before stay).
+        for run in batch.imported:
+            if run.copied:
+                shutil.rmtree(run.trial_dir, ignore_errors=True)
+        raise
     from substrate_assets.defs.warehouse.metadata import figure_metadata, report_loads
 
     report_loads(instance(), [part.trial for part in read], refreshed.raw, refreshed.models, refreshed.tests,

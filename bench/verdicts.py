@@ -89,15 +89,22 @@ def false_verdicts(comparison: Comparison) -> tuple[bool, bool]:
     return "regressed" in verdicts, "improved" in verdicts
 
 
+def false_figures(comparison: Comparison) -> list[str]:
+    return [f"{row.figure} {row.verdict} {row.change_pct:+.1f} % (p {row.p_value:.2g})"
+            if row.change_pct is not None and row.p_value is not None else f"{row.figure} {row.verdict}"
+            for row in comparison.figures if row.verdict in ("regressed", "improved")]
+
+
 def primary(rows: Iterable[FigureComparison]) -> FigureComparison:
     return next(row for row in rows if row.primary)
 
 
-def back_to_back(sequence: list[str], k: int) -> list[tuple[list[str], Side, Side]]:
+def back_to_back(sequence: list[str], k: int, step: int | None = None) -> list[tuple[list[str], Side, Side]]:
     """Consecutive, non-overlapping (history, first group, second group) of a sequence in time order, as `run
-    --repeat k` twice runs them: each side a group, at one moment of the machine."""
+    --repeat k` twice runs them: each side a group, at one moment of the machine. A ``step`` under ``2k`` gives
+    overlapping comparisons, one from every start."""
     found = []
-    for number, start in enumerate(range(HISTORY % (2 * k), len(sequence) - 2 * k + 1, 2 * k)):
+    for number, start in enumerate(range(HISTORY % (2 * k), len(sequence) - 2 * k + 1, step or 2 * k)):
         if start < 3:
             continue
         history = sequence[max(0, start - HISTORY):start]
@@ -106,12 +113,12 @@ def back_to_back(sequence: list[str], k: int) -> list[tuple[list[str], Side, Sid
     return found
 
 
-def as_rounds(sequence: list[str], k: int) -> list[tuple[list[str], Side, Side]]:
+def as_rounds(sequence: list[str], k: int, step: int | None = None) -> list[tuple[list[str], Side, Side]]:
     """Consecutive, non-overlapping blocks of ``2k`` trials of a sequence taken as ab takes its rounds (A B, B A, A B,
     …), with the trials before a block as its history: rounds of identical configurations, to which an effect can be
-    added on one side."""
+    added on one side. A ``step`` under ``2k`` gives overlapping blocks, one from every start."""
     found = []
-    for number, start in enumerate(range(HISTORY % (2 * k), len(sequence) - 2 * k + 1, 2 * k)):
+    for number, start in enumerate(range(HISTORY % (2 * k), len(sequence) - 2 * k + 1, step or 2 * k)):
         if start < 3:
             continue
         block = sequence[start:start + 2 * k]
@@ -201,6 +208,27 @@ def length_table(connection, trial_ids: list[str], full_s: float) -> None:
 DESIGNS = {"back to back (`run --repeat k` twice)": back_to_back, "rounds (`ab --rounds k`)": as_rounds}
 
 
+def every_start(connection, thresholds: Thresholds, sequence: list[str], sides: list[int]) -> None:
+    """The primary figure's A/A comparisons from every start of the sequence: overlapping, so not independent, but
+    many more than the disjoint ones, enough to see whether its p-values fall below a level as often as they should."""
+    print("\n## Identical trials, a comparison from every start (overlapping): "
+          "is the primary figure's test calibrated?\n")
+    print("| design | trials a side | comparisons | false verdicts (primary) | p below its level | p < 0.1 | p < 0.2 "
+          "| p < 0.5 |")
+    print("|---|---|---|---|---|---|---|---|")
+    level = thresholds.false_alarm_rate * thresholds.primary_share
+    for design, cut in DESIGNS.items():
+        for k in sides:
+            rows = [primary(compare(connection, first, second, thresholds,
+                                    History(tuple(history), "the trials before")).figures)
+                    for history, first, second in cut(sequence, k, 1)]
+            p_values = np.array([row.p_value for row in rows if row.p_value is not None])
+            false = sum(row.verdict in ("regressed", "improved") for row in rows)
+            print(f"| {design} | {k} | {len(rows)} | {rate(false, len(rows))} | "
+                  + " | ".join(f"{np.mean(p_values < cut_at) * 100:.0f} % (expected {cut_at * 100:.0f} %)"
+                               for cut_at in (level, 0.1, 0.2, 0.5)) + " |", flush=True)
+
+
 def aa_tables(connection, thresholds: Thresholds, sequence: list[str], sides: list[int], delays: dict[float, int],
               curve_delays: dict[float, int]) -> list[dict]:
     print("\n## Identical trials in time order: false verdicts, and effects added to real noise\n")
@@ -208,7 +236,7 @@ def aa_tables(connection, thresholds: Thresholds, sequence: list[str], sides: li
           "primary no change | primary inconclusive | stated could-detect (median) | "
           + " | ".join(f"+{effect:g} % found" for effect in EFFECTS) + " |")
     print("|---|---|---|---|---|---|---|---|---|" + "---|" * len(EFFECTS))
-    curve = []
+    curve, culprits = [], []
     for design, cut in DESIGNS.items():
         for k in sides:
             splits = cut(sequence, k)
@@ -218,6 +246,8 @@ def aa_tables(connection, thresholds: Thresholds, sequence: list[str], sides: li
                 comparison = compare(connection, first, second, thresholds,
                                      History(tuple(history), "the trials before"))
                 up, down = false_verdicts(comparison)
+                if up or down:
+                    culprits.append(f"{design.split(' (')[0]}, {k} a side: " + "; ".join(false_figures(comparison)))
                 false_any += up or down
                 false_up += up
                 false_down += down
@@ -241,6 +271,10 @@ def aa_tables(connection, thresholds: Thresholds, sequence: list[str], sides: li
                   f"{np.median(stated) if stated else float('nan'):.1f} % | "
                   + " | ".join(f"{rate(found[effect], total)} (p50: {p50_found[effect]}/{total})"
                                for effect in EFFECTS) + " |", flush=True)
+    if culprits:
+        print("\nThe false verdicts, figure by figure:\n")
+        for line in culprits:
+            print(f"- {line}")
     return curve
 
 
@@ -404,6 +438,7 @@ def main() -> None:
                       f"{math.expm1(detectable(drifting, HISTORY - 1, level, margin)) * 100:.1f} %")
             length_table(connection, aa, float(get_suite(args.suite).duration_s))
             curve = aa_tables(connection, thresholds, aa, sides, delays, curve_delays)
+            every_start(connection, thresholds, aa, sides)
             real = ab_table(connection, thresholds, trials, "ab", "Real injected delays, ab rounds (quiet)")
             real += ab_table(connection, thresholds, trials, "load",
                              "Real injected delays, ab rounds under a background-load schedule")

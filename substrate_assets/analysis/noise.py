@@ -92,9 +92,17 @@ def pooled_noise(sides: Sequence[np.ndarray], history: np.ndarray) -> Noise | No
     return Noise(math.sqrt(total / df), df, repeats, used)
 
 
+# Past this a shift on the log scale is no change a double holds as a percentage (e^709.8 overflows).
+MAX_LOG_SHIFT = 700.0
+
+
 def as_change(shift: float, scale: Scale) -> float:
-    """A shift on the figure's scale as the change people read: percent on the ratio scale, else the unit's."""
-    return math.expm1(shift) * 100 if scale == "ratio" else shift
+    """A shift on the figure's scale as the change people read: percent on the ratio scale (infinite past what a
+    double holds: the bar of a t test with one degree of freedom at a small level can be that far), else the
+    unit's."""
+    if scale != "ratio":
+        return shift
+    return math.expm1(shift) * 100 if shift < MAX_LOG_SHIFT else math.inf
 
 
 def successive_spread(values: Sequence[float], scale: Scale) -> float | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from dataclasses import asdict
 from typing import Any, Literal
 
@@ -38,7 +39,7 @@ def figure_text(value: float | None, unit: str, signed: bool = False) -> str:
 
 
 def percent_text(value: float | None) -> str:
-    return "null" if value is None else f"{value:+.1f} %"
+    return "null" if value is None else "+∞ %" if value == math.inf else f"{value:+.1f} %"
 
 
 def p_value_text(value: float | None) -> str:
@@ -90,7 +91,7 @@ def detectable_text(row: FigureComparison) -> str:
     if row.detectable is None:
         return "unknown"
     if row.scale == "ratio":
-        return f"≥ {row.detectable:.1f} %"
+        return "none: too few trials" if row.detectable == math.inf else f"≥ {row.detectable:.1f} %"
     return f"≥ {figure_text(row.detectable, row.unit)}"
 
 
@@ -130,7 +131,8 @@ def plain_row(row: FigureComparison) -> dict[str, Any]:
         interval = values.pop(name)
         values[f"{name}_low"] = interval["low"] if interval else None
         values[f"{name}_high"] = interval["high"] if interval else None
-    return {name: values[name] for name in FIELDS}
+    # JSON has no infinity: a change past what a double holds (a bar no data could reach) is written "inf".
+    return {name: "inf" if values[name] == math.inf else values[name] for name in FIELDS}
 
 
 def outcome(comparison: Comparison) -> Outcome:

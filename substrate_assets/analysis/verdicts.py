@@ -310,8 +310,11 @@ def _verdict(common: dict, estimate: Estimate, level: float, bound: float, text:
         return FigureComparison(**common, verdict=_direction(estimate.shift, common["better"]), trials_needed=needed)
     if outcome == "no change":
         return FigureComparison(**common, verdict="no change", trials_needed=needed)
-    could = f"{as_change(detectable(estimate.error, estimate.df, level, bound), scale):.1f} %" if scale == "ratio" \
-        else f"{common['detectable']:.4g} {common['unit']}"
+    if scale == "ratio":
+        reach = as_change(detectable(estimate.error, estimate.df, level, bound), scale)
+        could = "∞ %" if reach == math.inf else f"{reach:.1f} %"
+    else:
+        could = f"{common['detectable']:.4g} {common['unit']}"
     more = f"about {needed} trials a side would settle it" if needed else \
         "more than 100 trials a side would be needed to settle it"
     return FigureComparison(**common, verdict="inconclusive", trials_needed=needed, why=(

@@ -320,3 +320,20 @@ def test_rounds_on_the_same_drifting_machine_find_a_ten_percent_slowdown():
             else:
                 false += verdict in ("regressed", "improved")
     assert found / draws >= 0.8 and false / draws <= 0.05
+
+
+def test_a_bar_past_what_a_double_holds_is_an_infinite_detectable_change_not_an_overflow():
+    """One trial a side and one degree of freedom at a secondary figure's level: the t test's bar (t ≈ 900) times a
+    noise of a factor of three is a shift no percentage holds; the figure is inconclusive, saying so, and every
+    output writes it."""
+    import json
+
+    from substrate_assets.analysis.verdict_text import detectable_text, plain_row
+
+    row = scalar_figure("Step p99", "ms", "lower", "latency", [10.0, 100.0], [30.0], [])
+    judged = judge([row], THRESHOLDS.model_copy(update={"false_alarm_rate": 0.0007}))[0]
+    assert judged.verdict == "inconclusive" and judged.detectable == math.inf
+    assert detectable_text(judged) == "none: too few trials"
+    assert "could detect ≥ ∞ %" in judged.why
+    assert plain_row(judged)["detectable"] == "inf"
+    json.dumps(plain_row(judged), allow_nan=False)  # what compare --format json writes of the row

@@ -217,6 +217,13 @@ def test_the_import_command_counts_what_it_refused_and_says_when_it_cannot_list(
             parents=True)
     env = project_env(make_project(tmp_path / "project", "suites: []\n"))
     cli = str(Path(sys.executable).parent / "substrate-bench")
+    done = subprocess.run([cli, "import", str(upstream), "--max-runs", "25"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"Error: {upstream} holds 26 runs, more than the 25 one import takes; nothing was imported (--max-runs takes "
+        "more)"]
+    assert not list((tmp_path / "project").rglob("status.json"))
     done = subprocess.run([cli, "import", str(upstream)], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
@@ -242,3 +249,75 @@ def test_runs_copied_by_an_import_whose_load_fails_leave_the_store_with_it(upstr
         import_upstream(str(upstream), store, not_a_database, instance=lambda: None)
     assert not list((tmp_path / "store" / "runs").rglob("status.json"))
     assert not list((tmp_path / "store" / ".staging").iterdir())
+
+
+def test_a_trial_id_the_warehouse_holds_for_another_trial_is_refused_naming_both(upstream, tmp_path):
+    """Two projects sharing one warehouse (as machines share the lake), each with its own store: a run of the same
+    suite and second under another tag names the same trial id, and must not replace the first one's rows."""
+    import dagster as dg
+
+    from substrate_assets.app.loads import import_upstream
+    from substrate_assets.warehouse.connection import connect
+    from substrate_assets.warehouse.trial_writes import TrialIdTaken, load_trials
+
+    warehouse = tmp_path / "warehouse.duckdb"
+    first_store = RunStore(tmp_path / "first")
+    with dg.DagsterInstance.ephemeral() as instance:
+        first = import_upstream(str(upstream), first_store, warehouse, instance=lambda: instance)
+        assert [run.trial_id for run in first.runs] == [GOOD_ID] and not first.refused
+        with connect(warehouse, read_only=True) as connection:
+            before = connection.execute("SELECT trial_dir, (SELECT count(*) FROM request_samples) "
+                                        "FROM trial_manifests").fetchall()
+
+        other = tmp_path / "other-upstream"
+        same_second = run_dir(other, name="glutton_baseline_5_users", ts=1795132800, date="2026-11-20", tag="other")
+        second = import_upstream(str(other), RunStore(tmp_path / "second"), warehouse, instance=lambda: instance)
+    assert second.runs == []
+    assert [str(refusal) for refusal in second.refused] == [
+        f"refused {same_second}: trial {GOOD_ID} is already in the warehouse from {before[0][0]}; "
+        f"{tmp_path / 'second' / 'runs' / 'glutton_baseline_5_users' / 'run_date=2026-11-20' / 'run_ts=1795132800'}"
+        "/run_tag=other names the same id and is refused (a trial id names one trial)"]
+    assert not list((tmp_path / "second" / "runs").rglob("status.json"))
+    with connect(warehouse) as connection:
+        assert connection.execute("SELECT trial_dir, (SELECT count(*) FROM request_samples) "
+                                  "FROM trial_manifests").fetchall() == before
+        # The warehouse's own guarantee, whatever path a load comes by.
+        with pytest.raises(TrialIdTaken, match=f"trial {GOOD_ID} is already in the warehouse"):
+            load_trials(connection, [TrialDirectory(same_second)])
+        # The same trial loaded again (here from where its first store is) replaces its own rows.
+        load_trials(connection, [TrialDirectory(first.runs[0].trial_dir)])
+        assert connection.execute("SELECT trial_dir, (SELECT count(*) FROM request_samples) "
+                                  "FROM trial_manifests").fetchall() == before
+
+
+def test_a_long_import_counts_its_runs_as_it_goes():
+    import io
+
+    from rich.console import Console
+
+    from substrate_assets.cli.output import COUNT_LINE_EVERY_S, count_display
+
+    written = io.StringIO()
+    now = [0.0]
+    display, counted = count_display(Console(file=written, width=200), "runs imported", clock=lambda: now[0])
+    with display:
+        for done in range(1, 6):
+            now[0] += COUNT_LINE_EVERY_S / 2
+            counted(done, 5)
+    # Off a terminal: a line each time the interval has passed, none for the last run (the summary follows it).
+    assert written.getvalue().splitlines() == ["2 of 5 runs imported", "4 of 5 runs imported"]
+
+
+@pytest.mark.parametrize(("header", "said"), [
+    (",".join(f"c{number}" for number in range(1_000_000)), "stats.csv: its header is longer than 16 KiB; no Locust "
+                                                            "CSV's is"),
+    (",".join(f"c{number}" for number in range(200)), "stats.csv: a header of 200 columns or more; a Locust CSV has "
+                                                      "at most 128"),
+])
+def test_a_csv_header_no_locust_csv_has_is_refused_before_it_is_read(upstream, tmp_path, header, said):
+    hostile = run_dir(upstream)
+    (hostile / "stats.csv").write_text(header + "\n")
+    ids, refusals = imported(upstream, tmp_path / "store")
+    assert ids == [GOOD_ID]
+    assert refusals == [f"refused {hostile}: {said}"]
+    only_the_good_run(tmp_path / "store")

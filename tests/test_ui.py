@@ -194,6 +194,30 @@ def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
     assert "suite: quick-smoke" in seen["run-trial-launchpad"]
 
 
+def test_the_ui_answers_only_requests_addressed_to_this_machine(running_ui):
+    """A web page whose name was made to resolve to 127.0.0.1 (DNS rebinding) sends its own name as the Host."""
+    import http.client
+
+    def get(host: str) -> tuple[int, bytes]:
+        connection = http.client.HTTPConnection("127.0.0.1", running_ui.port, timeout=30)
+        try:
+            connection.request("GET", "/server_info", headers={"Host": host})
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    for host in (f"127.0.0.1:{running_ui.port}", f"localhost:{running_ui.port}"):
+        status, body = get(host)
+        assert status == 200 and b"dagster_webserver_version" in body, (host, status, body[:200])
+    status, body = get(f"attacker.example:{running_ui.port}")
+    assert status == 421
+    assert body == (b"This server answers only requests addressed to 127.0.0.1 or localhost; this one named "
+                    + f"'attacker.example:{running_ui.port}'.\n".encode())
+    assert f"refused a request addressed to 'attacker.example:{running_ui.port}'" in \
+        (running_ui.project / "ui.err").read_text()
+
+
 # SIGINT to a job a script started in the background (where it is ignored) is the hard case, with a real dagster dev;
 # SIGTERM, and a child that ignores the polite request, are driven below with a process tree of the test's own.
 def test_the_ui_stops_with_all_its_processes(running_ui):

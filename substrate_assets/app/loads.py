@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import duckdb
+
+from substrate_assets.results.import_limits import MAX_RUNS
 from substrate_assets.results.importer import ImportedRun, RunRefused, import_all
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
@@ -21,9 +24,11 @@ from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.location import Warehouse
 from substrate_assets.warehouse.models.discovery import models_directory
 from substrate_assets.warehouse.preview import PREVIEW_ROWS
+from substrate_assets.warehouse.raw_tables import ensure_schema
 from substrate_assets.warehouse.rebuild import Rebuilt, rebuild
 from substrate_assets.warehouse.refresh import load_and_refresh
-from substrate_assets.warehouse.trial_rows import check_staged_trial, read_trials
+from substrate_assets.warehouse.trial_rows import TrialFrames, check_staged_trial, read_trials
+from substrate_assets.warehouse.trial_writes import TrialIdTaken, refuse_taken_ids
 
 if TYPE_CHECKING:
     import dagster as dg
@@ -42,14 +47,15 @@ class ImportOutcome:
 
 def import_upstream(root: str, store: RunStore, warehouse: Warehouse, instance: Callable[[], dg.DagsterInstance],
                     on_wait: Callable[[str], None] | None = None,
-                    slo: Mapping[str, float] | None = None) -> ImportOutcome:
+                    slo: Mapping[str, float] | None = None, *, max_runs: int = MAX_RUNS,
+                    on_progress: Callable[[int, int], None] | None = None) -> ImportOutcome:
     """Copy every upstream run under ``root`` into the store — each read whole first, exactly as the warehouse
     loads it, and refused (nothing copied) when any file does not read — then load them all in one pass (raw
     tables, models, column tests; one transaction, :func:`load_and_refresh`) and record each load, so the imported
     trials show in the UI beside native ones. A refused run does not stop the others. ``instance`` is asked for
     once the warehouse is written: a caller may open it meanwhile (importing Dagster and opening an instance take
     longer than loading one run)."""
-    batch = import_all(root, store, check=check_staged_trial, slo=slo)
+    batch = import_all(root, store, check=check_staged_trial, slo=slo, max_runs=max_runs, on_progress=on_progress)
     refused = list(batch.refused)
     # Read before the warehouse is opened, so the lock is held only to write. Runs copied now are read a second time
     # here (their staging read names the staging directory as trial_dir); runs already in the store, a first.
@@ -62,6 +68,17 @@ def import_upstream(root: str, store: RunStore, warehouse: Warehouse, instance: 
         return ImportOutcome([], {}, [], [], refused)
     try:
         with connect(warehouse, on_wait=on_wait) as connection:
+            ensure_schema(connection)
+            taken = _taken(connection, read)
+            if taken:
+                refused += [RunRefused(run.source, taken[run.trial_dir]) for run in runs if run.trial_dir in taken]
+                for run in runs:
+                    if run.trial_dir in taken and run.copied:
+                        shutil.rmtree(run.trial_dir, ignore_errors=True)
+                runs = [run for run in runs if run.trial_dir not in taken]
+                read = [part for part in read if part.trial.path not in taken]
+                if not runs:
+                    return ImportOutcome([], {}, [], [], refused)
             refreshed = load_and_refresh(connection, read, preview_rows=PREVIEW_ROWS,
                                          figures_of=[run.trial_id for run in runs])
     except BaseException:
@@ -78,6 +95,17 @@ def import_upstream(root: str, store: RunStore, warehouse: Warehouse, instance: 
                  figures=figure_metadata(refreshed.densities))
     return ImportOutcome(runs, {name: table.total for name, table in refreshed.raw.items()},
                          [table.name for table in refreshed.models], refreshed.tests, refused)
+
+
+def _taken(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames]) -> dict[Path, str]:
+    """The runs of ``read`` whose trial id the warehouse holds for another trial, each with why."""
+    taken = {}
+    for part in read:
+        try:
+            refuse_taken_ids(connection, [part])
+        except TrialIdTaken as error:
+            taken[part.trial.path] = str(error)
+    return taken
 
 
 def rebuild_warehouse(store: RunStore, warehouse: Warehouse, instance: dg.DagsterInstance,

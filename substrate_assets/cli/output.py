@@ -4,6 +4,7 @@ every 10 s elsewhere)."""
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -55,5 +56,36 @@ def progress_display(console: Console) -> tuple[contextlib.AbstractContextManage
                  "actors": progress.running_actors}
         bar.update(task, total=progress.duration_s, completed=min(progress.elapsed_s, progress.duration_s),
                    phase=progress.phase, **{key: "-" if value is None else value for key, value in shown.items()})
+
+    return bar, update
+
+
+# A count printed as a line (off a terminal) at most this often: a long import says it is alive, a short one says
+# nothing.
+COUNT_LINE_EVERY_S = 10.0
+
+
+def count_display(console: Console, what: str, clock: Callable[[], float] = time.monotonic
+                  ) -> tuple[contextlib.AbstractContextManager[Any], Callable[[int, int], None]]:
+    """(the display to hold open while ``what`` are worked through, the handler of ``(done, total)``): a bar with
+    the counts on a terminal, elsewhere a line every ``COUNT_LINE_EVERY_S``."""
+    if not console.is_terminal:
+        last = [clock()]
+
+        def line(done: int, total: int) -> None:
+            if clock() - last[0] >= COUNT_LINE_EVERY_S and done < total:
+                last[0] = clock()
+                console.print(f"{done:,} of {total:,} {what}", highlight=False)
+
+        return contextlib.nullcontext(), line
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bar
+
+    bar = Bar(TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+              console=console, transient=True)
+    task = bar.add_task(what, total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, total=total, completed=done)
 
     return bar, update

@@ -13,11 +13,28 @@ import click
 @click.option("--port", type=int, default=3000, show_default=True)
 def ui(port: int) -> None:
     """The Dagster UI (and daemon: sensors, automation) on 127.0.0.1, on the project's instance. Ctrl-C, SIGTERM or
-    SIGHUP stops it with every process it started, from a terminal or from a script."""
+    SIGHUP stops it with every process it started, from a terminal or from a script. Only requests addressed to
+    127.0.0.1 or localhost are answered (a web page cannot reach it by rebinding its own name)."""
     from substrate_assets.app.dagster_ui import run_ui, ui_command
+    from substrate_assets.processes.host_guard import HostGuard, free_port, listening_socket
     from substrate_assets.project import DAGSTER_HOME_ENV, dagster_home, project_root
 
     dagster = shutil.which("dagster", path=os.path.dirname(sys.executable)) or "dagster"
     env = {**os.environ, DAGSTER_HOME_ENV: str(dagster_home())}
+    try:
+        listening = listening_socket(port)
+    except OSError as error:
+        raise click.ClickException(f"127.0.0.1:{port} cannot be listened on ({error.strerror}): --port takes "
+                                   "another") from None
+    say = lambda line: click.echo(line, err=True)  # noqa: E731
+    # Dagster's webserver answers any Host: it listens on a port of its own, behind the guard on the one people use.
+    webserver_port = free_port()
+    guard = HostGuard(listening, webserver_port,
+                      on_refused=lambda host: say(f"refused a request addressed to {host!r}, not to this machine"))
     click.echo(f"Dagster UI on http://127.0.0.1:{port} ({DAGSTER_HOME_ENV}={env[DAGSTER_HOME_ENV]}); Ctrl-C stops it")
-    sys.exit(run_ui(ui_command(dagster, port), str(project_root()), env, lambda line: click.echo(line, err=True)))
+    guard.start()
+    try:
+        code = run_ui(ui_command(dagster, webserver_port), str(project_root()), env, say)
+    finally:
+        guard.stop()
+    sys.exit(code)

@@ -9,10 +9,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.console import Console
 
-from substrate_assets.cli.output import print_rows, wide_console
+from substrate_assets.cli.output import count_display, print_rows, wide_console
 from substrate_assets.cli.warehouse_choice import WAREHOUSE_OPTION, chosen_warehouse, existing_warehouse
 from substrate_assets.project import store_directory
+from substrate_assets.results.import_limits import MAX_RUNS
 
 # Refusals printed one by one; past these, counted by reason (an import of thousands of bad runs stays readable).
 SHOWN_REFUSALS = 20
@@ -49,11 +51,14 @@ def _exit_on_failed_tests(outcomes: list[Any], exit_now: bool = True) -> None:
               help="The SLO the imported runs' load points are judged by: the highest p99 wake latency, ms.")
 @click.option("--slo-failure-ratio", type=click.FloatRange(0, 1),
               help="The SLO the imported runs' load points are judged by: the highest share of failed requests.")
-def import_command(root: str, slo_wake_p99_ms: float | None, slo_failure_ratio: float | None) -> None:
+@click.option("--max-runs", type=click.IntRange(min=1), default=MAX_RUNS, show_default=True,
+              help="Refuse a ROOT holding more runs than this, before copying any.")
+def import_command(root: str, slo_wake_p99_ms: float | None, slo_failure_ratio: float | None,
+                   max_runs: int) -> None:
     """Import every upstream run under ROOT (runs/<name>/run_date=…/run_ts=…/run_tag=…/; a directory or a
     gs://, s3:// or other fsspec URL) as trials: each read whole first, then copied unchanged into the run store and
     loaded. A run whose files do not read is refused (one line naming the file; nothing of it is stored) and the
-    others still load; the exit code is then 1.
+    others still load; the exit code is then 1. A bar (or, off a terminal, a line every 10 s) counts the runs.
 
     Upstream runs record no SLO: --slo-* give the one a ladder run's capacity is found under (kept beside the run in
     the store, import.json). A run already in the store keeps what it was first imported with. Without a request log
@@ -65,14 +70,17 @@ def import_command(root: str, slo_wake_p99_ms: float | None, slo_failure_ratio: 
     with ThreadPoolExecutor(1, thread_name_prefix="instance") as opening:
         instance = opening.submit(_open_instance)
         from substrate_assets.app.loads import import_upstream
-        from substrate_assets.results.importer import SourceUnreadable
+        from substrate_assets.results.importer import SourceUnreadable, TooManyRuns
         from substrate_assets.results.layout import RunStore
         from substrate_assets.warehouse.lake import WarehouseUnavailable
 
+        display, counted = count_display(Console(stderr=True), "runs imported")
         try:
-            outcome = import_upstream(root, RunStore(store_directory()), chosen_warehouse(), instance.result,
-                                      on_wait=_say_waiting, slo=slo or None)
-        except (WarehouseUnavailable, SourceUnreadable) as error:
+            with display:
+                outcome = import_upstream(root, RunStore(store_directory()), chosen_warehouse(), instance.result,
+                                          on_wait=_say_waiting, slo=slo or None, max_runs=max_runs,
+                                          on_progress=counted)
+        except (WarehouseUnavailable, SourceUnreadable, TooManyRuns) as error:
             raise click.ClickException(str(error)) from None
     for refusal in outcome.refused[:SHOWN_REFUSALS]:
         click.echo(str(refusal), err=True)

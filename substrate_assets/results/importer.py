@@ -30,6 +30,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from substrate_assets.results.atomic import write_json
+from substrate_assets.results.import_limits import MAX_RUNS
 from substrate_assets.results.layout import RunStore, TrialExists, TrialKey
 from substrate_assets.results.trial_directory import IMPORT_JSON, TRIAL_JSON, UPLOADING, WORK
 from substrate_assets.results.upstream_files import (
@@ -38,6 +39,7 @@ from substrate_assets.results.upstream_files import (
     REQUIRED,
     Listed,
     cap_of,
+    check_csv_header,
     kind_of,
     run_key,
     take_local,
@@ -57,6 +59,10 @@ class UploadInProgress(FileNotFoundError):
 
 class SourceUnreadable(ValueError):
     """The root an import was given cannot be listed at all (a bucket out of reach, a URL no filesystem reads)."""
+
+
+class TooManyRuns(ValueError):
+    """The root holds more runs than one import takes: nothing of it is imported."""
 
 
 class RunRefused(ValueError):
@@ -220,10 +226,12 @@ def _copy(filesystem: fsspec.AbstractFileSystem, source: str, plan: RunPlan, sta
         target = staging / listed.name
         if _is_local(filesystem):
             take_local(Path(source), listed, target)
-            continue
-        filesystem.get_file(f"{source.rstrip('/')}/{listed.name}", str(target))
-        if target.stat().st_size > (cap_of(listed.name) or 0):
-            raise ValueError(f"{listed.name}: over its cap of {(cap_of(listed.name) or 0) // MIB} MiB")
+        else:
+            filesystem.get_file(f"{source.rstrip('/')}/{listed.name}", str(target))
+            if target.stat().st_size > (cap_of(listed.name) or 0):
+                raise ValueError(f"{listed.name}: over its cap of {(cap_of(listed.name) or 0) // MIB} MiB")
+        if listed.name.endswith(".csv"):
+            check_csv_header(target)
 
 
 def _copy_all(filesystem: fsspec.AbstractFileSystem, source: str, staging: Path) -> None:
@@ -287,24 +295,31 @@ def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunSto
 
 
 def import_all(root: str, store: RunStore, check: RunCheck | None = None,
-               slo: Mapping[str, float] | None = None) -> ImportBatch:
+               slo: Mapping[str, float] | None = None, *, max_runs: int = MAX_RUNS,
+               on_progress: Callable[[int, int], None] | None = None) -> ImportBatch:
     """Every whole run under ``root`` (runs still being uploaded are left for next time), each refused on its own:
-    the others still enter the store."""
+    the others still enter the store. TooManyRuns, before anything is copied, when ``root`` holds more than
+    ``max_runs``; ``on_progress(done, total)`` after each run."""
     try:
         filesystem, runs, refused = find_runs(root)
     except Exception as error:  # an unreachable bucket, a bad URL, credentials refused: one line, not a traceback
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise SourceUnreadable(f"{root} cannot be listed: {type(error).__name__}: {first}") from error
+    if len(runs) > max_runs:
+        raise TooManyRuns(f"{root} holds {len(runs):,} runs, more than the {max_runs:,} one import takes; nothing "
+                          "was imported (--max-runs takes more)")
     for line in store.sweep_dead_staging():  # an import killed mid-copy would hold its run's id forever
         log.warning("%s", line)
     batch = ImportBatch(refused=list(refused))
-    for source in runs:
+    for done, source in enumerate(runs, 1):
         try:
             batch.imported.append(import_run(filesystem, source, store, check, slo))
         except UploadInProgress as error:
             log.warning("skipped: %s", error)
         except RunRefused as refusal:
             batch.refused.append(refusal)
+        if on_progress is not None:
+            on_progress(done, len(runs))
     return batch
 
 

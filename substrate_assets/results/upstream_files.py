@@ -63,6 +63,26 @@ def cap_of(name: str) -> int | None:
     return KNOWN_FILES[f"{match['name']}.csv"] if match else None
 
 
+# Locust's CSVs have 4 to 30-odd columns; a header far past that, or too long to be one line of names, is refused
+# before a reader builds a frame of it (a million columns took 107 s and 1.9 GB to read).
+MAX_CSV_COLUMNS = 128
+MAX_CSV_HEADER_BYTES = 16 * 1024
+
+
+def check_csv_header(path: Path) -> None:
+    """ValueError naming the file when ``path``, one of the CSVs upstream writes, has a header no Locust CSV has."""
+    with open(path, "rb") as reading:
+        head = reading.read(MAX_CSV_HEADER_BYTES + 1)
+    line, newline, _ = head.partition(b"\n")
+    if not newline and len(head) > MAX_CSV_HEADER_BYTES:
+        raise ValueError(f"{path.name}: its header is longer than {MAX_CSV_HEADER_BYTES // 1024} KiB; no Locust "
+                         "CSV's is")
+    columns = line.count(b",") + 1
+    if columns > MAX_CSV_COLUMNS:
+        raise ValueError(f"{path.name}: a header of {columns:,} columns or more; a Locust CSV has at most "
+                         f"{MAX_CSV_COLUMNS}")
+
+
 def partition_problem(level: str, component: str) -> str | None:
     """What is wrong with one component of a run's path at a level of ``PARTITIONS`` (``<name>``, ``run_date=``…),
     or None."""

@@ -6,6 +6,11 @@ Every load — one raw asset's table for one trial, an import, a rebuild — goe
 do not read writes nothing; then one transaction deletes the trials' rows and inserts the new ones in every table:
 never duplicates, never half a table, never some tables of a trial. Each load is recorded in the bookkeeping
 (:mod:`~substrate_assets.warehouse.changes`), with a copy of its rows for the models' next update.
+
+A trial id names one trial: a load whose trial id the warehouse holds for another trial (another run-store path:
+another tag, as a second machine's trial or an upstream run of the same suite and second would be), or that names
+one id twice, is refused whole (:class:`TrialIdTaken`, both named) before anything is written. Replacing a trial's
+rows is for loading the same trial again, wherever its store is mounted.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import duckdb
 import polars as pl
 
 from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.results.trial_key import TrialKey
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.changes import ensure_bookkeeping, ensure_copy, held_and_staged, next_seq, record_loads
 from substrate_assets.warehouse.connection import transaction
@@ -25,6 +31,38 @@ from substrate_assets.warehouse.raw_tables import RAW_TABLES, RawTable, ensure_s
 from substrate_assets.warehouse.trial_rows import TrialFrames, read_trials
 
 SMALL_FRAME_ROWS = 1_000_000
+
+
+class TrialIdTaken(ValueError):
+    """A load names a trial id that another trial holds, in the warehouse or in the same load."""
+
+
+def _identity(trial_dir: str) -> str:
+    """What makes two directories one trial wherever its store is mounted: its run-store path (suite, start second,
+    tag); outside a run store, the directory itself."""
+    try:
+        return TrialKey.parse(trial_dir).relative_path
+    except ValueError:
+        return trial_dir
+
+
+def refuse_taken_ids(connection: duckdb.DuckDBPyConnection, read: Sequence[TrialFrames]) -> None:
+    """TrialIdTaken when two of ``read`` share an id, or the warehouse holds one of their ids for another trial."""
+    loading: dict[str, str] = {}
+    for part in read:
+        here = str(part.trial.path)
+        first = loading.setdefault(part.trial_id, here)
+        if _identity(first) != _identity(here):
+            raise TrialIdTaken(f"trial {part.trial_id} is named by two trials of one load: {first} and {here}; "
+                               "neither is loaded")
+    if not loading:
+        return
+    held = connection.execute("SELECT DISTINCT trial_id, trial_dir FROM trial_manifests "
+                              "WHERE list_contains(?, trial_id) AND trial_dir IS NOT NULL", [list(loading)]).fetchall()
+    for trial_id, trial_dir in held:
+        if _identity(trial_dir) != _identity(loading[trial_id]):
+            raise TrialIdTaken(f"trial {trial_id} is already in the warehouse from {trial_dir}; {loading[trial_id]} "
+                               "names the same id and is refused (a trial id names one trial)")
 
 
 def replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_ids: Iterable[str],
@@ -106,6 +144,7 @@ def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames],
     frames = {table.name: pl.concat([part.frames[table.name] for part in read]) if read
               else pl.DataFrame(schema=table.columns) for table in chosen}
     with transaction(connection):
+        refuse_taken_ids(connection, read)
         _write_load(connection, chosen, ids, frames, copy)
     loaded = {}
     for table in chosen:

@@ -1,6 +1,6 @@
 """A soak: one long trial of the coding session, and whether any process's memory or cost per request creeps.
 
-Runs ``substrate-bench run coding-session-soak`` (35 minutes of the reference coding session at a load this
+Runs ``substrate-bench run coding-session-soak`` (an hour of the reference coding session at a load this
 machine sustains; the trial lands in the warehouse like any other) and, every 10 s, samples each of its processes
 by role: the run (the ``substrate-bench`` command and Dagster), the trial's process (it holds the embedded
 runtime's router and control server), the driver (Locust) and the actor hosts. For each: RSS, CPU seconds, open

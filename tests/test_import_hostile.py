@@ -321,3 +321,31 @@ def test_a_csv_header_no_locust_csv_has_is_refused_before_it_is_read(upstream, t
     assert ids == [GOOD_ID]
     assert refusals == [f"refused {hostile}: {said}"]
     only_the_good_run(tmp_path / "store")
+
+
+@pytest.mark.parametrize(("name", "spoil", "said"), [
+    ("server_summary.json", lambda doc: {**doc, "node_psi": "high"},
+     "server_summary.json, stats.jsonl: does not read as server_telemetry: ValueError: node_psi is a string, where "
+     "an object goes"),
+    ("server_summary.json", lambda doc: {**doc, "cluster_packing": [1, 2]},
+     "server_summary.json, stats.jsonl: does not read as server_telemetry: ValueError: cluster_packing is a list, "
+     "where an object goes"),
+    ("server_summary.json", lambda doc: {**doc, "snapshots": {**doc["snapshots"], "size_p50_mb": {"x": 1}}},
+     "server_summary.json, stats.jsonl: does not read as server_telemetry: ValueError: snapshots.size_p50_mb is an "
+     "object, where a number goes"),
+    ("status.json", lambda doc: [doc],
+     "status.json, stats.jsonl, stats.csv: does not read as trial_manifests: ValueError: status.json is a list, "
+     "where an object goes"),
+    ("status.json", lambda doc: {**doc, "locust_exit_code": "zero"},
+     "status.json, stats.jsonl, stats.csv: does not read as trial_manifests: ValueError: status.json: "
+     "locust_exit_code is a string, where a whole number goes"),
+])
+def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(upstream, tmp_path, name, spoil, said):
+    import json
+
+    hostile = run_dir(upstream)
+    (hostile / name).write_text(json.dumps(spoil(json.loads((hostile / name).read_text()))))
+    ids, refusals = imported(upstream, tmp_path / "store")
+    assert ids == [GOOD_ID]
+    assert refusals == [f"refused {hostile}: {said}"]
+    only_the_good_run(tmp_path / "store")

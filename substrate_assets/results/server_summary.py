@@ -53,26 +53,65 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
+def kind_of_value(value: Any) -> str:
+    """What a JSON value is, in the words an error names it by."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
+
+
+def _block(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    """``parent[key]``, an object of the document (absent or null: not measured, empty); ValueError naming the key
+    when it is anything else."""
+    value = parent.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{where}{key} is {kind_of_value(value)}, where an object goes")
+    return value
+
+
+def _number(block: dict[str, Any], key: str, where: str) -> str | None:
+    """``block[key]`` as a row value: a number (or a numeric string), null when absent; ValueError naming the key
+    when it is anything else."""
+    value = block.get(key)
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            raise ValueError(f"{where}{key} is {value[:40]!r}, where a number goes") from None
+    elif value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+        raise ValueError(f"{where}{key} is {kind_of_value(value)}, where a number goes")
+    return _text(value)
+
+
 def flatten(summary: dict[str, Any]) -> dict[str, str | None]:
-    """The 45 keys of the ``server_summary`` stats.jsonl row, in the reference's order."""
-    packing = summary.get("cluster_packing", {}).get("summary", {})
-    node = summary.get("node_psi", {})
-    pod = summary.get("pod_psi", {})
-    snapshots = summary.get("snapshots", {})
+    """The 45 keys of the ``server_summary`` stats.jsonl row, in the reference's order. ValueError naming the key
+    (``node_psi.cpu_stall_pct``) where the document holds something else than its structure does."""
+    if not isinstance(summary, dict):
+        raise ValueError(f"the document is {kind_of_value(summary)}, where an object goes")
+    packing = _block(_block(summary, "cluster_packing", ""), "summary", "cluster_packing.")
+    node = _block(summary, "node_psi", "")
+    pod = _block(summary, "pod_psi", "")
+    snapshots = _block(summary, "snapshots", "")
     row: dict[str, str | None] = {}
     for p in ("p50", "p90", "p95", "p99"):
-        row[f"cluster_packing_{p}"] = _text(packing.get(p))
+        row[f"cluster_packing_{p}"] = _number(packing, p, "cluster_packing.summary.")
     for key, _ in PSI_RESOURCES:
+        stalls = {name: _block(block, f"{key}_stall_pct", f"{name}.") for name, block in
+                  (("node_psi", node), ("pod_psi", pod))}
         for p in ("p50", "p90", "p95", "p99"):
-            row[f"psi_{key}_stall_{p}"] = _text(node.get(f"{key}_stall_pct", {}).get(p))
-            row[f"pod_psi_{key}_stall_{p}"] = _text(pod.get(f"{key}_stall_pct", {}).get(p))
+            row[f"psi_{key}_stall_{p}"] = _number(stalls["node_psi"], p, f"node_psi.{key}_stall_pct.")
+            row[f"pod_psi_{key}_stall_{p}"] = _number(stalls["pod_psi"], p, f"pod_psi.{key}_stall_pct.")
     for p in ("p50", "p90", "p95", "p99", "avg"):
-        row[f"snapshot_size_{p}_mb"] = _text(snapshots.get(f"size_{p}_mb"))
-    row["checkpoints_in_window"] = _text(snapshots.get("checkpoints_in_window"))
+        row[f"snapshot_size_{p}_mb"] = _number(snapshots, f"size_{p}_mb", "snapshots.")
+    row["checkpoints_in_window"] = _number(snapshots, "checkpoints_in_window", "snapshots.")
     for kind in ("restore", "checkpoint"):
         for p in ("p50", "p90", "p95", "p99", "mean"):
-            row[f"{kind}_{p}_s"] = _text(snapshots.get(f"{kind}_{p}_s"))
-    row["checkpoint_mb_s"] = _text(snapshots.get("checkpoint_mb_s"))
+            row[f"{kind}_{p}_s"] = _number(snapshots, f"{kind}_{p}_s", "snapshots.")
+    row["checkpoint_mb_s"] = _number(snapshots, "checkpoint_mb_s", "snapshots.")
     assert tuple(row) == FLAT_KEYS
     return {key: row[key] for key in FLAT_KEYS}
 

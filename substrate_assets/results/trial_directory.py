@@ -46,7 +46,7 @@ from substrate_assets.results.readers import (
     read_stats_jsonl,
 )
 from substrate_assets.results.run_log import RunLog, read_run_log
-from substrate_assets.results.server_summary import FLAT_KEYS, flat_key_block, flatten
+from substrate_assets.results.server_summary import FLAT_KEYS, flat_key_block, flatten, kind_of_value
 from substrate_assets.results.stats_jsonl import FACT_KEYS, REPORTED_FIGURES, SERVER_SUMMARY, TRIAL_SUMMARY
 from substrate_assets.results.trial_key import EARLIEST_TS, LATEST_TS, TrialKey
 
@@ -171,7 +171,20 @@ class TrialDirectory:
 
     @cached_property
     def status(self) -> dict[str, Any]:
-        return self._json(STATUS_JSON) or {}
+        """status.json: Locust's exit code (a whole number) and whether it wrote its stats (true or false), each null
+        when not recorded; ValueError naming the key when the file holds anything else."""
+        status = self._json(STATUS_JSON)
+        if status is None:
+            return {}
+        if not isinstance(status, dict):
+            raise ValueError(f"{STATUS_JSON} is {kind_of_value(status)}, where an object goes")
+        code, generated = status.get("locust_exit_code"), status.get("stats_generated")
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+            raise ValueError(f"{STATUS_JSON}: locust_exit_code is {kind_of_value(code)}, where a whole number goes")
+        if generated is not None and not isinstance(generated, bool):
+            raise ValueError(f"{STATUS_JSON}: stats_generated is {kind_of_value(generated)}, where true or false "
+                             "goes")
+        return status
 
     @property
     def trial_id(self) -> str:

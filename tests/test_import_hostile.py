@@ -349,3 +349,21 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_its_key(upstream, tmp_path,
     assert ids == [GOOD_ID]
     assert refusals == [f"refused {hostile}: {said}"]
     only_the_good_run(tmp_path / "store")
+
+
+@pytest.mark.parametrize(("spoil", "said"), [
+    (lambda row: {**row, "measurements": "str"} if row["metric"] == "trial_summary" else row,
+     "stats.jsonl: the last trial_summary row's measurements is a string, where an object goes"),
+    (lambda row: [row] if row["metric"] == "server_summary" else row, ":6: not a JSON object but list"),
+])
+def test_a_stats_jsonl_row_of_the_wrong_kind_is_refused_naming_it(upstream, tmp_path, spoil, said):
+    import json
+
+    hostile = run_dir(upstream)
+    rows = [json.loads(line) for line in (hostile / "stats.jsonl").read_text().splitlines() if line.strip()]
+    (hostile / "stats.jsonl").write_text("".join(json.dumps(spoil(row)) + "\n" for row in rows))
+    ids, refusals = imported(upstream, tmp_path / "store")
+    assert ids == [GOOD_ID]
+    [refusal] = refusals
+    assert refusal.startswith(f"refused {hostile}: ") and said in refusal and "Error: 'str'" not in refusal
+    only_the_good_run(tmp_path / "store")

@@ -183,5 +183,26 @@ def read_stats_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+def last_rows_by_metric(path: Path) -> dict[str, dict[str, Any]]:
+    """The last stats.jsonl row of each metric (what a trial's figures are read from), in one pass holding one row
+    at a time: a file of millions of rows costs its largest row, not its size. ValueError naming the line when one
+    is not a JSON object."""
+    last: dict[str, dict[str, Any]] = {}
+    with path.open() as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as error:
+                raise ValueError(f"{path}:{number}: not JSON: {error}") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{number}: not a JSON object but {type(row).__name__}")
+            metric = row.get("metric")
+            if isinstance(metric, str):
+                last[metric] = row
+    return last
+
+
 def read_json(path: Path) -> Any:
     return json.loads(path.read_text())

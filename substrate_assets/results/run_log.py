@@ -19,7 +19,9 @@ as the runner logged them.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 SUBPROCESS_PREFIXES = ("[locust] ", "[boomer] ")
 COMMAND = "Running: "
@@ -40,26 +42,46 @@ class RunLog:
     ladder: str | None = None  # the --ladder spec on the runner's lines; None: not a ladder, or not logged
 
 
-def _first(pattern: re.Pattern[str], lines: list[str]) -> int | None:
+# A line of a log read at most this long (the rest of it is read as further lines): a log of one endless line must
+# not be held whole to find the runner's flags, which fit in far less.
+MAX_LINE_CHARS = 64 * 1024
+
+
+def log_lines(path: Path) -> Iterator[str]:
+    """The lines of the log at ``path``, one at a time, none longer than :data:`MAX_LINE_CHARS`."""
+    with path.open(errors="replace") as handle:
+        while line := handle.readline(MAX_LINE_CHARS):
+            yield line.rstrip("\r\n")
+
+
+def read_run_log(source: str | Iterable[str]) -> RunLog:
+    """What a run's log (its text, or its lines one by one: one pass, holding none of them) records."""
+    lines = source.splitlines() if isinstance(source, str) else source
+    config_users = flag_users = ramp_users = actors_per_user = None
+    ladder: str | None = None
+    shaped = commanded = False
     for line in lines:
-        match = pattern.search(line)
-        if match:
-            return int(match.group(1))
-    return None
-
-
-def read_run_log(text: str) -> RunLog:
-    lines = text.splitlines()
-    runner = [line for line in lines if not line.startswith(SUBPROCESS_PREFIXES)]
-    commands = [line for line in runner if line.startswith(COMMAND)]
-    locust = [line.removeprefix(SUBPROCESS_PREFIXES[0]) for line in lines if line.startswith(SUBPROCESS_PREFIXES[0])]
-    users = _first(_CONFIG_USERS, runner)
-    if users is None:
-        users = _first(_USERS_FLAG, [line for line in commands if " locust " in f"{line} "])
-    if users is None and not any(_SHAPE in line for line in locust):
-        users = _first(_RAMP, locust)
-    actors_per_user = _first(_ACTORS_PER_USER_FLAG, runner)
-    if actors_per_user is None and commands:
+        if line.startswith(SUBPROCESS_PREFIXES[0]):
+            said = line.removeprefix(SUBPROCESS_PREFIXES[0])
+            shaped = shaped or _SHAPE in said
+            if ramp_users is None and (match := _RAMP.search(said)):
+                ramp_users = int(match.group(1))
+            continue
+        if line.startswith(SUBPROCESS_PREFIXES):
+            continue
+        if config_users is None and (match := _CONFIG_USERS.search(line)):
+            config_users = int(match.group(1))
+        if actors_per_user is None and (match := _ACTORS_PER_USER_FLAG.search(line)):
+            actors_per_user = int(match.group(1))
+        if ladder is None and (match := _LADDER_FLAG.search(line)):
+            ladder = match.group(1)
+        if line.startswith(COMMAND):
+            commanded = True
+            if flag_users is None and " locust " in f"{line} " and (match := _USERS_FLAG.search(line)):
+                flag_users = int(match.group(1))
+    users = config_users if config_users is not None else flag_users
+    if users is None and not shaped:
+        users = ramp_users
+    if actors_per_user is None and commanded:
         actors_per_user = 1
-    ladder = next((match.group(1) for line in runner if (match := _LADDER_FLAG.search(line))), None)
     return RunLog(users=users, actors_per_user=actors_per_user, ladder=ladder)

@@ -39,13 +39,13 @@ from substrate_assets.results.readers import (
     RUNTIME_EVENTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
     STATS_SCHEMA,
+    last_rows_by_metric,
     read_requests,
     read_runtime_events,
     read_stats,
     read_stats_history,
-    read_stats_jsonl,
 )
-from substrate_assets.results.run_log import RunLog, read_run_log
+from substrate_assets.results.run_log import RunLog, log_lines, read_run_log
 from substrate_assets.results.server_summary import FLAT_KEYS, flat_key_block, flatten, kind_of_value
 from substrate_assets.results.stats_jsonl import FACT_KEYS, REPORTED_FIGURES, SERVER_SUMMARY, TRIAL_SUMMARY
 from substrate_assets.results.trial_key import EARLIEST_TS, LATEST_TS, TrialKey
@@ -146,6 +146,17 @@ def telemetry_figures(flat: dict[str, Any]) -> dict[str, float | int | None]:
     return values
 
 
+def _object_of(row: dict[str, Any], key: str, metric: str) -> dict[str, Any]:
+    """``row[key]``, an object of a stats.jsonl row (absent or null: empty); ValueError naming it otherwise."""
+    value = row.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ValueError(f"{STATS_JSONL}: the last {metric} row's {key} is {kind_of_value(value)}, where an object "
+                         "goes")
+    return value
+
+
 class TrialDirectory:
     """One trial directory, read into the same shape whatever wrote it."""
 
@@ -206,13 +217,12 @@ class TrialDirectory:
         return prefixed[0] if prefixed else None
 
     @cached_property
-    def _jsonl(self) -> list[dict[str, Any]]:
+    def _last_rows(self) -> dict[str, dict[str, Any]]:
         path = self.file(STATS_JSONL)
-        return read_stats_jsonl(path) if path is not None else []
+        return last_rows_by_metric(path) if path is not None else {}
 
     def _last_row(self, metric: str) -> dict[str, Any] | None:
-        rows = [row for row in self._jsonl if row.get("metric") == metric]
-        return rows[-1] if rows else None
+        return self._last_rows.get(metric)
 
     def jsonl_measurements(self, metric: str) -> dict[str, Any] | None:
         """The measurements of the last stats.jsonl row of ``metric`` (``trial_summary``, ``server_summary``).
@@ -221,20 +231,20 @@ class TrialDirectory:
         row = self._last_row(metric)
         if row is None:
             return None
-        return row.get("measurements") or row.get("raw_configuration") or {}
+        return _object_of(row, "measurements", metric) or _object_of(row, "raw_configuration", metric) or {}
 
     @cached_property
     def run_log(self) -> RunLog:
         """What logs.txt records of how the run was started (users, actors per user); nothing without one."""
         path = self.file(LOGS_TXT)
-        return read_run_log(path.read_text(errors="replace")) if path is not None else RunLog()
+        return read_run_log(log_lines(path)) if path is not None else RunLog()
 
     def reported_figures(self) -> dict[str, Any]:
         """The density figures the trial's own trial_summary row reported, as ``reported_<figure>`` numbers, and
         ``has_trial_summary``; all null when it wrote no such row. The newest and intermediate rows keep them in
         ``measurements``; the oldest under ``frontiers``, naming actors per pod the A/P ratio (``ap_ratio_p50``)."""
         row = self._last_row(TRIAL_SUMMARY)
-        figures = (row.get("measurements") or {}) if row is not None else {}
+        figures = _object_of(row, "measurements", TRIAL_SUMMARY) if row is not None else {}
         if row is not None and not figures and isinstance(row.get("frontiers"), dict):
             figures = {key.replace("ap_ratio_", "actors_per_pod_"): value for key, value in row["frontiers"].items()}
         return {"has_trial_summary": row is not None,

@@ -32,14 +32,14 @@ from substrate_assets.results.readers import (
     RUNTIME_EVENTS_SCHEMA,
     STATS_HISTORY_SCHEMA,
     STATS_SCHEMA,
+    last_rows_by_metric,
     read_json,
     read_requests,
     read_runtime_events,
     read_stats,
     read_stats_history,
-    read_stats_jsonl,
 )
-from substrate_assets.results.run_log import read_run_log
+from substrate_assets.results.run_log import log_lines, read_run_log
 from substrate_assets.results.server_summary import FLAT_KEYS, flatten
 from substrate_assets.results.stats_jsonl import REPORTED_FIGURES
 from substrate_assets.results.trial_directory import (
@@ -236,22 +236,11 @@ RAW_TABLES: dict[str, RawTable] = {table.name: table for table in (
 )}
 
 
-def _stats_jsonl_rows(path: Path) -> list[dict[str, Any]]:
-    """stats.jsonl as TrialDirectory reads it, and each row an object (the readers take any JSON value)."""
-    rows = read_stats_jsonl(path)
-    with path.open() as handle:
-        numbers = [number for number, line in enumerate(handle, start=1) if line.strip()]
-    for number, row in zip(numbers, rows, strict=True):
-        if not isinstance(row, dict):
-            raise ValueError(f"{path}:{number}: not a JSON object but {type(row).__name__}")
-    return rows
-
-
 # Each file a raw table reads, with the reader TrialDirectory reads it with: run alone, it says which file broke.
 FILE_READERS: dict[str, Callable[[Path], Any]] = {
-    TRIAL_JSON: read_json, STATUS_JSON: read_json, SERVER_SUMMARY_JSON: read_json, STATS_JSONL: _stats_jsonl_rows,
+    TRIAL_JSON: read_json, STATUS_JSON: read_json, SERVER_SUMMARY_JSON: read_json, STATS_JSONL: last_rows_by_metric,
     STATS_CSV: read_stats, STATS_HISTORY_CSV: read_stats_history, REQUESTS_PARQUET: read_requests,
-    LOGS_TXT: lambda path: read_run_log(path.read_text(errors="replace")),
+    LOGS_TXT: lambda path: read_run_log(log_lines(path)),
     LOAD_STEPS_JSON: read_load_steps, RUNTIME_EVENTS_PARQUET: read_runtime_events,
 }
 

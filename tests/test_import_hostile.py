@@ -185,6 +185,21 @@ def test_a_ladder_of_more_steps_than_any_suite_may_have_is_refused(tmp_path):
     assert not list((tmp_path / "store").rglob("stats_history.csv"))
 
 
+def test_a_ladder_on_a_line_longer_than_any_runner_logs_is_refused(tmp_path):
+    # The log is read in 64 KiB pieces; a spec cut by a piece's end would otherwise be read as a shorter ladder.
+    ladder = ROOT / "tests" / "data" / "upstream_ladder_runs" / "runs"
+    root = tmp_path / "upstream"
+    shutil.copytree(ladder, root / "runs")
+    logs = next(root.rglob("logs.txt"))
+    flag = "    --ladder 5:20s,10:30s,15:25s,20:40s"
+    padding = "x" * (64 * 1024 - len(flag) + len("5:20s,10:3"))
+    logs.write_text(logs.read_text().replace(flag, padding + flag, 1))
+    ids, refusals = imported(root, tmp_path / "store")
+    assert ids == []
+    assert len(refusals) == 1
+    assert "--ladder: its line runs past 65,536 characters, longer than any line a runner logs" in refusals[0]
+
+
 @pytest.mark.parametrize(("spoil", "said"), [
     (lambda run: (run / "stats.csv").write_text((run / "stats.csv").read_text().replace(",190.2,", ",NaN,")),
      "not a finite number (the first nan)"),

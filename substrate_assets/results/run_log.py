@@ -13,13 +13,15 @@ without it ran one actor per user: neither the runner (``--actors-per-user or 1`
 defaults to 1) gives a user more. A log that records no command says nothing, and neither figure is guessed.
 
 A ladder run (upstream's ladder shape) passes ``--ladder 10:60s,20:60s`` among the extra flags: the planned steps,
-as the runner logged them.
+as the runner logged them. A log is read in pieces of at most 64 KiB; a ``--ladder`` longer than a piece is counted
+step by step across the pieces it runs on (a hundred steps fit in two), so its length is known without holding it.
 """
 
 from __future__ import annotations
 
+import io
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,6 +42,10 @@ class RunLog:
     users: int | None = None
     actors_per_user: int | None = None
     ladder: str | None = None  # the --ladder spec on the runner's lines; None: not a ladder, or not logged
+    # How many steps that spec lists, counted to its end even where the spec outgrew the piece of line kept in
+    # ``ladder``; None with ``ladder``.
+    ladder_steps: int | None = None
+    ladder_whole: bool = True  # False: the spec ran past the piece kept in ``ladder``, which holds its start only
 
 
 # A line of a log read at most this long (the rest of it is read as further lines): a log of one endless line must
@@ -50,17 +56,39 @@ MAX_LINE_CHARS = 64 * 1024
 def log_lines(path: Path) -> Iterator[str]:
     """The lines of the log at ``path``, one at a time, none longer than :data:`MAX_LINE_CHARS`."""
     with path.open(errors="replace") as handle:
-        while line := handle.readline(MAX_LINE_CHARS):
-            yield line.rstrip("\r\n")
+        yield from _pieces(handle)
 
 
-def read_run_log(source: str | Iterable[str]) -> RunLog:
-    """What a run's log (its text, or its lines one by one: one pass, holding none of them) records."""
-    lines = source.splitlines() if isinstance(source, str) else source
+def _pieces(handle: io.TextIOBase) -> Iterator[str]:
+    while line := handle.readline(MAX_LINE_CHARS):
+        yield line.rstrip("\r\n")
+
+
+def _cut(line: str, end: int) -> bool:
+    """Whether a value ending at ``end`` of this piece may go on in the next: the piece is as long as a piece may be
+    (so it may have been cut from a longer line) and the value runs to its end."""
+    return end == len(line) == MAX_LINE_CHARS
+
+
+_VALUE = re.compile(r"\S*")
+
+
+def read_run_log(source: str | Iterator[str]) -> RunLog:
+    """What a run's log (its text, or its pieces from :func:`log_lines`: one pass, holding none of them) records."""
+    lines = _pieces(io.StringIO(source)) if isinstance(source, str) else source
     config_users = flag_users = ramp_users = actors_per_user = None
     ladder: str | None = None
-    shaped = commanded = False
+    ladder_steps: int | None = None
+    ladder_whole: bool = True  # False: the spec ran past the piece kept in ``ladder``, which holds its start only
+    ladder_goes_on = shaped = commanded = False
+    ladder_whole = True
     for line in lines:
+        if ladder_goes_on and ladder_steps is not None:
+            rest = _VALUE.match(line)
+            assert rest is not None  # \S* matches every string
+            ladder_steps += rest.group().count(",")
+            ladder_goes_on = _cut(line, rest.end())
+            continue
         if line.startswith(SUBPROCESS_PREFIXES[0]):
             said = line.removeprefix(SUBPROCESS_PREFIXES[0])
             shaped = shaped or _SHAPE in said
@@ -75,6 +103,9 @@ def read_run_log(source: str | Iterable[str]) -> RunLog:
             actors_per_user = int(match.group(1))
         if ladder is None and (match := _LADDER_FLAG.search(line)):
             ladder = match.group(1)
+            ladder_steps = ladder.count(",") + 1
+            ladder_goes_on = _cut(line, match.end(1))
+            ladder_whole = not ladder_goes_on
         if line.startswith(COMMAND):
             commanded = True
             if flag_users is None and " locust " in f"{line} " and (match := _USERS_FLAG.search(line)):
@@ -84,4 +115,5 @@ def read_run_log(source: str | Iterable[str]) -> RunLog:
         users = ramp_users
     if actors_per_user is None and commanded:
         actors_per_user = 1
-    return RunLog(users=users, actors_per_user=actors_per_user, ladder=ladder)
+    return RunLog(users=users, actors_per_user=actors_per_user, ladder=ladder, ladder_steps=ladder_steps,
+                  ladder_whole=ladder_whole)

@@ -33,7 +33,13 @@ import polars as pl
 
 from substrate_assets.analysis.statistics import measured
 from substrate_assets.families import family_of_rows
-from substrate_assets.results.load_steps import LoadStep, ladder_spec, parse_ladder, read_load_steps
+from substrate_assets.results.load_steps import (
+    MAX_LADDER_STEPS,
+    LoadStep,
+    ladder_spec,
+    parse_ladder,
+    read_load_steps,
+)
 from substrate_assets.results.readers import (
     REQUESTS_SCHEMA,
     RUNTIME_EVENTS_SCHEMA,
@@ -45,7 +51,7 @@ from substrate_assets.results.readers import (
     read_stats,
     read_stats_history,
 )
-from substrate_assets.results.run_log import RunLog, log_lines, read_run_log
+from substrate_assets.results.run_log import MAX_LINE_CHARS, RunLog, log_lines, read_run_log
 from substrate_assets.results.server_summary import FLAT_KEYS, flat_key_block, flatten, kind_of_value
 from substrate_assets.results.stats_jsonl import FACT_KEYS, REPORTED_FIGURES, SERVER_SUMMARY, TRIAL_SUMMARY
 from substrate_assets.results.trial_key import EARLIEST_TS, LATEST_TS, TrialKey
@@ -353,6 +359,12 @@ class TrialDirectory:
         does not say. A ValueError naming the log when the spec does not read."""
         if self.run_log.ladder is None:
             return None
+        if self.run_log.ladder_steps is not None and self.run_log.ladder_steps > MAX_LADDER_STEPS:
+            raise ValueError(f"{self.trial_id}: {LOGS_TXT}: --ladder: a ladder of {self.run_log.ladder_steps:,} "
+                             f"steps is too long: at most {MAX_LADDER_STEPS}")
+        if not self.run_log.ladder_whole:
+            raise ValueError(f"{self.trial_id}: {LOGS_TXT}: --ladder: its line runs past {MAX_LINE_CHARS:,} "
+                             "characters, longer than any line a runner logs")
         try:
             return parse_ladder(self.run_log.ladder)
         except ValueError as error:

@@ -37,3 +37,23 @@ BOOMER = "Running: /app/boomer-worker --user-class glutton --master-web-port 556
 ])
 def test_what_a_log_records(log, expected):
     assert read_run_log(log) == expected
+
+
+def test_a_ladder_longer_than_a_piece_of_line_is_counted_to_its_end():
+    steps = ",".join(f"{users}:1s" for users in range(1, 200_001))
+    run_log = read_run_log(f"  extra flags:\n    --ladder {steps} --actors-per-user 2\nRunning: x\n")
+    assert run_log.ladder_steps == 200_000
+    assert not run_log.ladder_whole
+    assert steps.startswith(run_log.ladder or "-") and len(run_log.ladder or "") < 64 * 1024
+
+
+def test_a_ladder_cut_by_the_end_of_a_piece_is_not_whole():
+    # The spec is short, but the line it sits on is longer than a piece: the piece kept holds only its start.
+    padding = "x" * (64 * 1024 - len(" --ladder 10:60s,20:6"))
+    run_log = read_run_log(f"{padding} --ladder 10:60s,20:60s,30:60s\n")
+    assert (run_log.ladder, run_log.ladder_steps, run_log.ladder_whole) == ("10:60s,20:6", 3, False)
+
+
+def test_a_ladder_on_a_line_of_its_own_is_whole():
+    run_log = read_run_log("    --ladder 10:60s,20:60s\nmore\n")
+    assert (run_log.ladder, run_log.ladder_steps, run_log.ladder_whole) == ("10:60s,20:60s", 2, True)

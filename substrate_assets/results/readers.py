@@ -13,11 +13,12 @@ A CSV cut short (Locust stopped while rewriting it, a full disk) or not text at 
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 
@@ -68,45 +69,80 @@ class DamagedCsv(pl.exceptions.ComputeError, ValueError):
         super().__init__(f"{path}:{line}: {reason}" if line is not None else f"{path}: {reason}")
 
 
+_CHUNK = 1 << 20
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
+
+
 def csv_damage(path: Path, data: bytes | None = None) -> DamagedCsv | None:
     """Why the CSV at ``path`` (whose bytes are ``data``, when already read) cannot be trusted row by row, or None.
 
     polars pads a row with missing fields with nulls and reads a value cut mid-number as the shorter number, so
     both are looked for here first: a record whose field count differs from the header's, and a last record
-    without its line end (every CSV writer ends each row with one)."""
-    data = path.read_bytes() if data is None else data
-    if not data:
-        return None
-    if b"\0" in data:
-        at = data.index(b"\0")
-        return DamagedCsv(path, data.count(b"\n", 0, at) + 1, f"binary data (a NUL byte at byte {at}), not CSV text")
+    without its line end (every CSV writer ends each row with one). A file is read in pieces, never held whole."""
+    with (path.open("rb") if data is None else io.BytesIO(data)) as stream:
+        return _binary_damage(path, stream) or _record_damage(path, stream)
+
+
+def _binary_damage(path: Path, stream: io.BufferedIOBase | io.BytesIO) -> DamagedCsv | None:
+    """A NUL byte or bytes that are not UTF-8, with the line and byte where they are."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = lines = 0
+    while chunk := stream.read(_CHUNK):
+        if b"\0" in chunk:
+            at = chunk.index(b"\0")
+            return DamagedCsv(path, lines + chunk.count(b"\n", 0, at) + 1,
+                              f"binary data (a NUL byte at byte {offset + at}), not CSV text")
+        try:
+            decoder.decode(chunk)
+        except UnicodeDecodeError as error:
+            held = len(error.object) - len(chunk)  # the bytes of a character the previous piece began
+            return DamagedCsv(path, lines + error.object.count(b"\n", 0, error.start) + 1,
+                              f"not UTF-8 text ({error.reason} at byte {offset - held + error.start}): binary data, "
+                              "not CSV text")
+        offset += len(chunk)
+        lines += chunk.count(b"\n")
     try:
-        text = data.decode("utf-8")
+        decoder.decode(b"", final=True)
     except UnicodeDecodeError as error:
-        return DamagedCsv(path, data.count(b"\n", 0, error.start) + 1,
-                          f"not UTF-8 text ({error.reason} at byte {error.start}): binary data, not CSV text")
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader)
-        for record in reader:
-            if len(record) != len(header) and record:
-                return DamagedCsv(path, reader.line_num, f"{len(record)} fields where the header has "
-                                  f"{len(header)}: the row is cut short or the file is not Locust's")
-    except csv.Error as error:
-        return DamagedCsv(path, reader.line_num, f"not CSV: {error}")
-    if not text.endswith(("\n", "\r")):
-        return DamagedCsv(path, reader.line_num, "the last row has no line end: the file was cut short while "
-                          "being written")
+        at = offset - len(error.object) + error.start
+        return DamagedCsv(path, lines + 1, f"not UTF-8 text ({error.reason} at byte {at}): binary data, not CSV text")
     return None
 
 
-def typed_locust_csv(raw: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def _record_damage(path: Path, stream: io.BufferedIOBase | io.BytesIO) -> DamagedCsv | None:
+    """A record whose field count is not its header's, text that is not CSV, or a last record cut short."""
+    if stream.seek(0, io.SEEK_END) == 0:
+        return None
+    stream.seek(-1, io.SEEK_END)
+    ended = stream.read(1) in (b"\n", b"\r")
+    stream.seek(0)
+    text = io.TextIOWrapper(stream, encoding="utf-8", newline="")
+    try:
+        reader = csv.reader(text)
+        try:
+            header = next(reader)
+            for record in reader:
+                if len(record) != len(header) and record:
+                    return DamagedCsv(path, reader.line_num, f"{len(record)} fields where the header has "
+                                      f"{len(header)}: the row is cut short or the file is not Locust's")
+        except csv.Error as error:
+            return DamagedCsv(path, reader.line_num, f"not CSV: {error}")
+        if not ended:
+            return DamagedCsv(path, reader.line_num, "the last row has no line end: the file was cut short while "
+                              "being written")
+        return None
+    finally:
+        text.detach()  # the caller's stream is the caller's to close
+
+
+def typed_locust_csv(raw: Frame, schema: dict[str, pl.DataType]) -> Frame:
     """A Locust CSV read as text (``infer_schema=False``) with its columns named and typed as ``schema`` says: what
     :func:`read_stats` returns, for files parsed elsewhere (a rebuild parses many at once)."""
-    frame = raw.rename({column: measurement_key(column) for column in raw.columns})
+    frame = raw.rename({column: measurement_key(column) for column in raw.collect_schema().names()})
+    present = set(frame.collect_schema().names())
     columns = []
     for name, dtype in schema.items():
-        if name not in frame.columns:
+        if name not in present:
             columns.append(pl.lit(None, dtype=dtype).alias(name))
             continue
         text = pl.col(name).str.strip_chars()
@@ -124,12 +160,14 @@ def typed_locust_csv(raw: pl.DataFrame, schema: dict[str, pl.DataType]) -> pl.Da
 
 
 def _read_csv(path: Path, schema: dict[str, pl.DataType]) -> pl.DataFrame:
-    data = path.read_bytes()  # read once: checked, then parsed from memory
-    damage = csv_damage(path, data)
+    damage = csv_damage(path)
     if damage is not None:
         raise damage
-    raw = pl.read_csv(io.BytesIO(data), infer_schema=False)
-    return typed_locust_csv(raw, schema)
+    if path.stat().st_size == 0:
+        raise pl.exceptions.NoDataError(f"{path}: empty CSV")
+    # Typed as it is read, in batches: the file is never held as text (a cell as text costs more than its number).
+    raw = pl.scan_csv(path, infer_schema=False)
+    return typed_locust_csv(raw, schema).collect(engine="streaming")
 
 
 def read_stats(path: Path) -> pl.DataFrame:

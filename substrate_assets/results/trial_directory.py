@@ -23,7 +23,9 @@ both forms.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import cached_property
 from pathlib import Path
@@ -168,6 +170,17 @@ class TrialDirectory:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._held: dict[str, pl.DataFrame] | None = None
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """Within it, each of the trial's tables of rows (its CSVs, its parquet files) is read once however many
+        tables are built from it, and let go at its end: a large stats_history.csv is not held twice."""
+        self._held = {}
+        try:
+            yield
+        finally:
+            self._held = None
 
     def _json(self, name: str) -> Any:
         found = self.file(name)
@@ -386,8 +399,13 @@ class TrialDirectory:
         return None if start is None or end is None else (start, end)
 
     def _frame(self, name: str, read: Any, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+        if self._held is not None and name in self._held:
+            return self._held[name]
         path = self.file(name)
-        return read(path) if path is not None else pl.DataFrame(schema=schema)
+        frame = read(path) if path is not None else pl.DataFrame(schema=schema)
+        if self._held is not None:
+            self._held[name] = frame
+        return frame
 
     def stats(self) -> pl.DataFrame:
         """stats.csv, typed (empty when Locust wrote none)."""

@@ -90,12 +90,13 @@ def read_trial(trial: TrialDirectory, tables: Collection[str] | None = None) -> 
         trial_id = trial.trial_id
     except Exception as error:  # trial.json does not read: one line saying so, not a traceback
         raise _diagnose(trial, RAW_TABLES["trial_manifests"], error) from error
-    for name in (tables if tables is not None else RAW_TABLES):
-        table = RAW_TABLES[name]
-        try:
-            frames[name] = table.frame(trial)
-        except Exception as error:  # any failure to read is the trial's, reported as one line
-            raise _diagnose(trial, table, error) from error
+    with trial.reading():
+        for name in (tables if tables is not None else RAW_TABLES):
+            table = RAW_TABLES[name]
+            try:
+                frames[name] = table.frame(trial)
+            except Exception as error:  # any failure to read is the trial's, reported as one line
+                raise _diagnose(trial, table, error) from error
     return TrialFrames(trial, trial_id, frames)
 
 

@@ -75,6 +75,15 @@ def test_an_upstream_run_reads_like_a_native_trial():
     assert all(value is None for value in oldest.server_telemetry().values())
 
 
+
+def test_while_reading_a_file_of_rows_is_read_once_and_let_go_after():
+    trial = TrialDirectory(NEWEST)
+    assert trial.stats_history() is not trial.stats_history()  # outside: read each time, nothing held
+    with trial.reading():
+        history = trial.stats_history()
+        assert trial.stats_history() is history and trial.stats() is trial.stats()
+    assert trial.stats_history() is not history
+
 def test_typed_facts_from_a_native_manifest(tmp_path):
     trial = TrialDirectory(native_trial(tmp_path, exit_code=0, generated=True, interrupted=False))
     facts = trial.cluster_facts()

@@ -46,6 +46,14 @@ HEADLINE_ROWS: dict[str, tuple[str, ...]] = {
     "burst": ("ActorTimeToResume", "TimeToAllResumed", "TimeToAllSuspended"),
     "sweperf": ("CycleCEL", "TaskWallClock"),
 }
+# The requests that answer each family's question, judged in every comparison of its trials beside its wake row and,
+# by their geometric mean, primary with it: glutton and durdir ask how long a parked actor takes to resume, spawn how
+# long an actor takes to become ready, burst how long one of a cohort takes to resume. An agent session's and
+# sweperf's question is their wake row itself.
+QUESTION_ROWS: dict[str, tuple[str, ...]] = {
+    "agentsession": (), "glutton": ("ResumeActor",), "durdir": ("ResumeActor",), "spawn": ("ActorTimeToReady",),
+    "burst": ("ActorTimeToResume",), "sweperf": (),
+}
 # Families that run one batch or cohort per Locust process: one user, as upstream runs them.
 ONE_USER_FAMILIES = ("spawn", "burst")
 

@@ -99,7 +99,7 @@ def side_values(trials: Sequence[float | None], what: str) -> tuple[tuple[float,
     return (), f"{what} measured it in {len(measured)} of its {len(trials)} trials" if measured else None
 
 
-def _percentile_row(figure: str, per_mille: int, label: str, baseline: Sequence[np.ndarray],
+def percentile_row(figure: str, per_mille: int, label: str, baseline: Sequence[np.ndarray],
                     candidate: Sequence[np.ndarray], history: Sequence[float], note: str | None = None) -> Measured:
     values, whys = {}, []
     for role, trials in (("the baseline", baseline), ("the candidate", candidate)):
@@ -121,7 +121,7 @@ def latency_figures(name: str, baseline: Sequence[np.ndarray], candidate: Sequen
     """The p50 and p99 of request ``name``: each trial's own floor-index percentile from its samples (ascending; an
     empty array is a trial without the request). ``history`` maps ``p50``/``p99`` to the baseline configuration's
     earlier trials' values."""
-    return [_percentile_row(f"{name} {label}", per_mille, label, baseline, candidate, (history or {}).get(label, ()))
+    return [percentile_row(f"{name} {label}", per_mille, label, baseline, candidate, (history or {}).get(label, ()))
             for label, per_mille in LATENCY_PERCENTILES]
 
 
@@ -147,7 +147,7 @@ def wake_figures(name: str, baseline: Sequence[TrialWakes], candidate: Sequence[
                         _per_trial(candidate, mixed), _per_trial(history, mixed),
                         note=f"geometric mean at a common mix of paths: {mix_text(mix)}"))
     for path in (path for path in WAKE_PATHS if path in mix):
-        rows.append(_percentile_row(f"{name} p50 ({path})", 500, "p50", [trial.on_path(path) for trial in baseline],
+        rows.append(percentile_row(f"{name} p50 ({path})", 500, "p50", [trial.on_path(path) for trial in baseline],
                                     [trial.on_path(path) for trial in candidate],
                                     [float(floor_index(trial.on_path(path), 500)) for trial in history]))
     rows.append(_scalar(f"{name} slow share", "share", "lower", "share", _per_trial(baseline, slow_share),

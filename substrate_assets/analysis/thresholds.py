@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from substrate_assets.analysis.figure_spec import RequestFigure
 
 # The suite's false-alarm budget goes mostly to its primary figures (statistics.md §5: weighted Bonferroni).
 PRIMARY_SHARE = 0.8
@@ -38,3 +40,24 @@ class Thresholds(BaseModel):
                                             "`compare` names them, e.g. 'ResumeActor p50'); by default the wake's "
                                             "path geometric mean where the runtime knows each wake's path, else its "
                                             "geometric mean.")
+    figures: tuple[str, ...] = Field((), description="Request rows judged beside the family's own, each "
+                                     "NAME[:gmean|p50|p99|mean] (a row named alone is its geometric mean), e.g. "
+                                     "'ResumeActor:p99': any request name the trials recorded in their request log.")
+
+    @field_validator("figures")
+    @classmethod
+    def _figures_read(cls, figures: tuple[str, ...]) -> tuple[str, ...]:
+        for spec in figures:
+            RequestFigure.parse(spec)  # NotAFigure (a ValueError) says what goes there
+        return figures
+
+    def requested(self) -> tuple[RequestFigure, ...]:
+        """The request rows' figures ``figures`` names."""
+        return tuple(RequestFigure.parse(spec) for spec in self.figures)
+
+    def judging(self, specs: tuple[str, ...]) -> Thresholds:
+        """These thresholds, judging the figures ``specs`` name (``--figure``) as the comparison's primary ones: the
+        question the person came with."""
+        wanted = tuple(RequestFigure.parse(spec) for spec in specs)
+        return self.model_copy(update={"figures": (*self.figures, *specs),
+                                       "primary": tuple(dict.fromkeys(figure.figure for figure in wanted))})

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from substrate_assets.cli.compare import EXIT_CODES_HELP, FORMAT, show_comparison, thresholds_of
+from substrate_assets.cli.compare import EXIT_CODES_HELP, FIGURE, FORMAT, show_comparison, thresholds_of
 from substrate_assets.cli.output import wide_console
 from substrate_assets.cli.trials import INJECT_WAKE_DELAY, exit_stopped
 from substrate_assets.cli.warehouse_choice import chosen_warehouse, warehouse_said_unavailable
@@ -24,8 +24,10 @@ DEFAULT_ROUNDS = 4
 @click.option("--rounds", type=click.IntRange(min=1, max=MAX_REPEAT), default=DEFAULT_ROUNDS, show_default=True,
               help="Trials of each suite.")
 @INJECT_WAKE_DELAY
+@FIGURE
 @FORMAT
-def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None, output_format: str) -> None:
+def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None, figures: tuple[str, ...],
+       output_format: str) -> None:
     """Run ROUNDS trials of SUITE_A and of SUITE_B alternately (A B, B A, A B, …, so a slow spell of the machine falls
     on both sides alike), each through the asset graph as `run` does, then compare B's group (the candidate) with A's
     (the baseline) as `compare` does, round by round: the two trials of a round ran back to back and share the
@@ -38,6 +40,7 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
     from substrate_assets.app.main_job import MachineTooBusy, MainJobError, ab_rounds, run_ab
     from substrate_assets.app.stopped import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
+    from substrate_assets.warehouse.compare_figures import FigureNotRecorded
     from substrate_assets.warehouse.compare_trials import compare
     from substrate_assets.warehouse.connection import connect
     from substrate_assets.warehouse.sides import select_side
@@ -68,6 +71,10 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
     groups = [plan[0].group, plan[1].group]
     with warehouse_said_unavailable(), connect(chosen_warehouse(), read_only=True) as connection:
         baseline, candidate = (select_side(connection, group) for group in groups if group)
-        thresholds, source = thresholds_of(suite_b)
-        comparison = compare(connection, baseline, candidate, thresholds)
+        thresholds, source = thresholds_of(suite_b, figures)
+        try:
+            comparison = compare(connection, baseline, candidate, thresholds)
+        except FigureNotRecorded as error:
+            click.echo(f"groups {groups[0]} and {groups[1]} are kept, but not compared: {error}", err=True)
+            sys.exit(2)
     sys.exit(show_comparison(comparison, source, output_format))

@@ -62,22 +62,47 @@ def print_table(comparison: Comparison, source: str) -> None:
         console.print(f"[yellow]to settle[/yellow]: {advice}", highlight=False)
 
 
-def thresholds_of(suite: str | None) -> tuple[Thresholds, str]:
+def thresholds_of(suite: str | None, figures: tuple[str, ...] = ()) -> tuple[Thresholds, str]:
+    """The thresholds of ``suite`` (see :func:`compare_thresholds`), judging ``figures`` (``--figure``) as the
+    primary ones when given; and where they come from."""
     from substrate_assets.suites import SuiteError, compare_thresholds, load_suites
 
     try:
-        return compare_thresholds(suite, load_suites())
+        thresholds, source = compare_thresholds(suite, load_suites())
     except SuiteError as error:
         raise click.ClickException(f"suites.yaml does not read, so the suite's thresholds are unknown: {error}") \
             from None
+    if not figures:
+        return thresholds, source
+    return thresholds.judging(figures), f"{source}, primary as --figure asks"
 
 
-def judged(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> tuple[Comparison, str]:
-    """The comparison of the two sides by the thresholds of the candidate's suite, and where those come from."""
+def judged(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side,
+           figures: tuple[str, ...] = ()) -> tuple[Comparison, str]:
+    """The comparison of the two sides by the thresholds of the candidate's suite (``figures`` asked for as the
+    primary ones), and where those come from."""
     from substrate_assets.warehouse.compare_trials import compare, suite_of
 
-    thresholds, source = thresholds_of(suite_of(connection, candidate))
+    thresholds, source = thresholds_of(suite_of(connection, candidate), figures)
     return compare(connection, baseline, candidate, thresholds), source
+
+
+def _figures_read(_context: click.Context, _parameter: click.Parameter, specs: tuple[str, ...]) -> tuple[str, ...]:
+    from substrate_assets.analysis.figure_spec import NotAFigure, RequestFigure
+
+    for spec in specs:
+        try:
+            RequestFigure.parse(spec)
+        except NotAFigure as error:
+            raise click.BadParameter(str(error)) from None
+    return specs
+
+
+FIGURE = click.option(
+    "--figure", "figures", multiple=True, metavar="NAME[:gmean|p50|p99|mean]", callback=_figures_read,
+    help="Judge the request row NAME (any name the trials' request logs recorded, e.g. ResumeActor:p99; alone, its "
+    "geometric mean) from each trial's exact samples, as the comparison's primary figure; repeatable. A row no "
+    "trial recorded is refused, naming the rows they did.")
 
 
 def show_comparison(comparison: Comparison, source: str, output_format: str) -> int:
@@ -108,20 +133,23 @@ FORMAT = click.option("--format", "output_format", type=click.Choice(["table", "
               "7+ characters): BASELINE and CANDIDATE are those, instead of trial or group ids.")
 @click.option("--last", type=click.IntRange(min=1), help="Only each group's N most recent trials.")
 @INCLUDE_DISTURBED
+@FIGURE
 @WAREHOUSE_OPTION
 @FORMAT
 def compare_command(baseline: str, candidate: str, suite: str | None, last: int | None, include_disturbed: bool,
-                    warehouse_setting: str | None, output_format: str) -> None:
+                    figures: tuple[str, ...], warehouse_setting: str | None, output_format: str) -> None:
     """Compare CANDIDATE with BASELINE: trial ids, group ids (`run --repeat`, `ab`), or with --suite a suite's
     trials by tag or version; disturbed trials (run while the machine was busy with other work) are left out. Each
     trial contributes its own figures — the wake's geometric mean (at a common mix of wake paths, where the runtime
     knows them: the primary figure), each path's p50, the slow share, upstream's p50 and p99, the steps' p50 and p99,
-    densities, capacity under the SLO, the failure ratio (as counts) — and each figure is judged against the
-    trial-to-trial noise of both sides' repeats and of the baseline configuration's recent history: its change, its
-    interval, the noise, the change the rule could detect, and a verdict: regressed or improved (the change reaches
-    the suite's threshold and its test is below the figure's level), no change (an equivalence test puts it inside
-    ±threshold), or inconclusive when the data cannot tell. The two groups of one `ab` run are judged round by
-    round."""
+    the rows that answer the family's question (glutton's and durdir's ResumeActor: its geometric mean, primary too,
+    its p50 and p99), any --figure, densities, capacity under the SLO, the failure ratio (as counts) — and each
+    figure is judged against the trial-to-trial noise of both sides' repeats and of the baseline configuration's
+    recent history: its change, its interval, the noise, the change the rule could detect, and a verdict: regressed
+    or improved (the change reaches the suite's threshold and its test is below the figure's level), no change (an
+    equivalence test puts it inside ±threshold), or inconclusive when the data cannot tell. The two groups of one
+    `ab` run are judged round by round."""
+    from substrate_assets.warehouse.compare_figures import FigureNotRecorded
     from substrate_assets.warehouse.connection import connect
     from substrate_assets.warehouse.lake import WarehouseUnavailable
     from substrate_assets.warehouse.sides import AllDisturbed, SideNotFound, select_side
@@ -130,10 +158,12 @@ def compare_command(baseline: str, candidate: str, suite: str | None, last: int 
     try:
         with connect(warehouse, read_only=True) as connection:
             sides = [select_side(connection, spec, suite, last, include_disturbed) for spec in (baseline, candidate)]
-            comparison, source = judged(connection, *sides)
+            comparison, source = judged(connection, *sides, figures)
     except AllDisturbed as error:
         click.echo(f"Error: {error}", err=True)
         sys.exit(4)
+    except FigureNotRecorded as error:
+        raise click.UsageError(str(error)) from None
     except (SideNotFound, WarehouseUnavailable) as error:
         raise click.ClickException(str(error)) from None
     sys.exit(show_comparison(comparison, source, output_format))

@@ -12,6 +12,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from substrate_assets.cli.compare import FIGURE
 from substrate_assets.cli.output import print_rows, progress_display, shown, wide_console
 from substrate_assets.cli.warehouse_choice import chosen_warehouse, warehouse_said_unavailable
 from substrate_assets.families import WAKE_ROWS
@@ -223,11 +224,13 @@ def _show_trial(console: Console, trial_id: str) -> None:
     _show_capacity(console, trial_id)
 
 
-def _show_verdict(console: Console, candidate: str) -> None:
+def _show_verdict(console: Console, candidate: str, figures: tuple[str, ...] = ()) -> None:
     """The trial or group ``candidate`` judged against its configuration's history, as trial_run's check judges a
-    trial: the verdict line, the figures that regressed or that the data cannot judge, and what would settle them."""
+    trial (``figures``, from ``--figure``, as the primary ones): the verdict line, the figures that regressed or that
+    the data cannot judge, and what would settle them."""
     from substrate_assets.analysis.verdict_text import SHOWN_COLUMNS, settling_advice, shown_row, summary
     from substrate_assets.cli.compare import thresholds_of
+    from substrate_assets.warehouse.compare_figures import FigureNotRecorded
     from substrate_assets.warehouse.compare_trials import judge_against_history, suite_of
     from substrate_assets.warehouse.connection import connect
     from substrate_assets.warehouse.sides import SideNotFound, select_side
@@ -238,8 +241,12 @@ def _show_verdict(console: Console, candidate: str) -> None:
         except SideNotFound as error:
             console.print(f"verdict: none, {error}", style="yellow", highlight=False)
             return
-        thresholds, source = thresholds_of(suite_of(connection, side))
-        comparison = judge_against_history(connection, side, thresholds)
+        thresholds, source = thresholds_of(suite_of(connection, side), figures)
+        try:
+            comparison = judge_against_history(connection, side, thresholds)
+        except FigureNotRecorded as error:
+            console.print(f"verdict: none, {error}", style="yellow", highlight=False)
+            return
     if comparison is None:
         console.print("verdict: none yet, no earlier trial of this suite and configuration to judge against",
                       highlight=False)
@@ -311,7 +318,8 @@ def _show_group(console: Console, group: str, trial_ids: tuple[str, ...]) -> Non
 @click.option("--repeat", type=click.IntRange(min=1, max=MAX_REPEAT), help="Trials to run back to back as one group, "
               "judged together (default: the suite's repeat).")
 @INJECT_WAKE_DELAY
-def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None) -> None:
+@FIGURE
+def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, figures: tuple[str, ...]) -> None:
     """The main job: run SUITE's trials (its repeat, or --repeat) through the asset graph, print the last one's
     frontier and wake latency, and judge them against their configuration's history.
 
@@ -358,7 +366,7 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None) -
                 if outcome.group is not None:
                     _show_group(console, outcome.group, outcome.trial_ids)
                     console.print(f"group {outcome.group}: {', '.join(outcome.trial_ids)}", highlight=False)
-                _show_verdict(console, outcome.group or outcome.trial_id)
+                _show_verdict(console, outcome.group or outcome.trial_id, figures)
             if outcome.insight is not None:
                 console.print(outcome.insight.line(), highlight=False)
         except Stopped as stopped:

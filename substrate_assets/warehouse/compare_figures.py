@@ -5,11 +5,14 @@
   path, the geometric mean at a common mix of paths, each path's p50 and the slow share; and upstream's p50 and p99.
   History trials' values come from their own samples, as the sides'.
 - **Steps** (each ``Step_`` row's successful samples): p50 and p99; history values from ``step_latency``.
+- **Request rows** (:mod:`~substrate_assets.analysis.request_figures`): the rows that answer the family's question
+  (``QUESTION_ROWS``: glutton's ``ResumeActor gmean``, p50 and p99) and any the thresholds ask for
+  (``compare.figures``, ``--figure``), from each trial's own successful samples, history trials' included.
 - **Densities and capacity**: the marts' per-trial figures (``density_frontiers``, ``slo_capacity``).
 - **The failure ratio**: each trial's failed and all requests (its Aggregated stats row), judged as counts.
 
-**Primary figures**: those the suite names (``compare.primary``), else the wake's path geometric mean where present,
-else its geometric mean.
+**Primary figures**: those the suite names (``compare.primary``) or ``--figure`` asks for, else the wake's path
+geometric mean where present (else its geometric mean) and the geometric mean of each of the family's question rows.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import duckdb
 import numpy as np
 
 from substrate_assets.analysis.counts import Count
+from substrate_assets.analysis.figure_spec import STATISTICS, RequestFigure
 from substrate_assets.analysis.measured import (
     LATENCY_PERCENTILES,
     Measured,
@@ -29,14 +33,20 @@ from substrate_assets.analysis.measured import (
     scalar_figure,
     wake_figures,
 )
+from substrate_assets.analysis.request_figures import request_figure_row
 from substrate_assets.analysis.statistics import floor_index
 from substrate_assets.analysis.verdicts import Side
 from substrate_assets.analysis.wake_figures import TrialWakes
-from substrate_assets.warehouse.compare_samples import step_samples, wake_trials
+from substrate_assets.families import QUESTION_ROWS
+from substrate_assets.warehouse.compare_samples import recorded_rows, row_samples, step_samples, wake_trials
 from substrate_assets.warehouse.connection import has_table
 
 DENSITIES = (("actors_per_node", "actors"), ("actors_per_vcpu", "actors/vCPU"), ("actors_per_gb_ram", "actors/GiB"))
 _NO_WAKES = TrialWakes(np.empty(0))
+
+
+class FigureNotRecorded(ValueError):
+    """A figure asked for of a request row that no trial of either side recorded."""
 
 
 def _per_trial(connection: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str],
@@ -85,8 +95,11 @@ def wake_rows(name: str, by_trial: dict[str, TrialWakes], baseline: Side, candid
 
 
 def measured_figures(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side,
-                     history: Sequence[str] = (), primary: Sequence[str] | None = None) -> list[Measured]:
-    """Every figure of both sides' trials, with the history trials' values of each, primary ones marked."""
+                     history: Sequence[str] = (), primary: Sequence[str] | None = None,
+                     requests: Sequence[RequestFigure] = ()) -> list[Measured]:
+    """Every figure of both sides' trials, with the history trials' values of each, primary ones marked;
+    ``requests``: figures of request rows asked for besides the family's (FigureNotRecorded when no trial of either
+    side recorded the row)."""
     sides = [*baseline.trial_ids, *candidate.trial_ids]
     wakes = wake_trials(connection, [*sides, *history])
     figures: list[Measured] = []
@@ -99,6 +112,10 @@ def measured_figures(connection: duckdb.DuckDBPyConnection, baseline: Side, cand
         figures += latency_figures(name, [steps[name].get(trial, empty) for trial in baseline.trial_ids],
                                    [steps[name].get(trial, empty) for trial in candidate.trial_ids],
                                    past_steps.get(name))
+    wanted = request_figures(connection, sides, requests)
+    named = {row.figure for row in figures}  # a wake's or a step's own figure of the name stands
+    figures += [row for row in _request_rows(connection, wanted, baseline, candidate, history)
+                if row.figure not in named]
     everyone = [*sides, *history]
     densities = _per_trial(connection, "density_frontiers", [column for column, _ in DENSITIES], everyone)
     for column, unit in DENSITIES:
@@ -113,6 +130,39 @@ def measured_figures(connection: duckdb.DuckDBPyConnection, baseline: Side, cand
                                 [counts[trial] for trial in history if trial in counts]))
     base_moments, cand_moments = (side_moments(connection, side) for side in (baseline, candidate))
     return [with_moments(row, base_moments, cand_moments) for row in mark_primary(figures, primary)]
+
+
+def request_figures(connection: duckdb.DuckDBPyConnection, sides: Sequence[str],
+                    requests: Sequence[RequestFigure]) -> list[RequestFigure]:
+    """The request rows' figures a comparison of these trials judges: each of their families' question rows (its
+    geometric mean, p50 and p99) that they recorded, and ``requests``, in that order, each once."""
+    families = [str(row[0]) for row in connection.execute(
+        "SELECT DISTINCT family FROM trial_manifests WHERE list_contains(?::VARCHAR[], trial_id) AND family IS NOT "
+        "NULL ORDER BY ALL", [list(sides)]).fetchall()]
+    recorded = set(recorded_rows(connection, sides))
+    missing = sorted({figure.row for figure in requests} - recorded)
+    if missing:
+        said = ", ".join(sorted(recorded)) or "no request with a successful sample (an upstream run keeps no log)"
+        raise FigureNotRecorded(f"--figure {', '.join(missing)}: no trial of either side recorded a successful "
+                                f"request of that name; they recorded: {said}")
+    question = [RequestFigure(row, statistic) for family in families for row in QUESTION_ROWS.get(family, ())
+                if row in recorded for statistic in ("gmean", "p50", "p99")]
+    return list(dict.fromkeys([*question, *requests]))
+
+
+def _request_rows(connection: duckdb.DuckDBPyConnection, wanted: Sequence[RequestFigure], baseline: Side,
+                  candidate: Side, history: Sequence[str]) -> list[Measured]:
+    samples = row_samples(connection, sorted({figure.row for figure in wanted}),
+                          [*baseline.trial_ids, *candidate.trial_ids, *history])
+    empty = np.empty(0)
+    rows = []
+    for figure in sorted(wanted, key=lambda figure: (figure.row, STATISTICS.index(figure.statistic))):
+        by_trial = samples.get(figure.row, {})
+        rows.append(request_figure_row(
+            figure, [by_trial.get(trial, empty) for trial in baseline.trial_ids],
+            [by_trial.get(trial, empty) for trial in candidate.trial_ids],
+            [by_trial[trial] for trial in history if trial in by_trial]))
+    return rows
 
 
 def side_moments(connection: duckdb.DuckDBPyConnection, side: Side) -> list[str]:
@@ -142,7 +192,8 @@ def _scalar(figure: str, unit: str, table: dict[str, dict[str, float | None]], c
 
 
 def default_primary(figures: Sequence[Measured]) -> list[str]:
-    """Each wake row's path geometric mean where the comparison has one, else its geometric mean."""
+    """Each wake row's path geometric mean where the comparison has one, else its geometric mean; and each family
+    question row's geometric mean (every ``<row> gmean`` is one or the other)."""
     names = {row.figure for row in figures if row.baseline and row.candidate}
     chosen = []
     for row in figures:

@@ -1,6 +1,7 @@
 """The exact samples a comparison judges, read from the warehouse: each trial's wakes with their paths
 (``wake_samples``, the marts' population: every wake Locust counted, failed or not) and the successful samples of
-each ``Step_`` row (as ``step_latency`` counts them; rows Locust booked after its last stats write left out).
+each ``Step_`` row, or of any request row asked for (as ``step_latency`` counts them; rows Locust booked after its
+last stats write left out).
 
 One list per (name, trial) from DuckDB, each sorted by numpy (a third of the time of an ORDER BY over all of them)."""
 
@@ -20,11 +21,28 @@ TrialWakeSamples = dict[str, dict[str, TrialWakes]]
 
 def step_samples(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str]) -> TrialSamples:
     """Each ``Step_`` row's successful samples, by name and trial, ascending."""
-    found = connection.execute("""
+    return _successful(connection, trial_ids, "starts_with(name, 'Step_')", [])
+
+
+def row_samples(connection: duckdb.DuckDBPyConnection, rows: Sequence[str], trial_ids: Sequence[str]) -> TrialSamples:
+    """The successful samples of each request row of ``rows`` (by name), by name and trial, ascending."""
+    return _successful(connection, trial_ids, "list_contains(?::VARCHAR[], name)", [list(rows)]) if rows else {}
+
+
+def recorded_rows(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str]) -> list[str]:
+    """The names of the request rows the trials' request logs hold a successful sample of, in order."""
+    return [str(row[0]) for row in connection.execute(
+        "SELECT DISTINCT name FROM request_samples WHERE list_contains(?::VARCHAR[], trial_id) AND success "
+        "AND locust_counted IS NOT FALSE AND latency_ms IS NOT NULL ORDER BY name", [list(trial_ids)]).fetchall()]
+
+
+def _successful(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str], which: str,
+                parameters: list[object]) -> TrialSamples:
+    found = connection.execute(f"""
         SELECT name, trial_id, list(latency_ms) AS latencies FROM request_samples
         WHERE list_contains(?::VARCHAR[], trial_id) AND locust_counted IS NOT FALSE AND latency_ms IS NOT NULL
-          AND starts_with(name, 'Step_') AND success
-        GROUP BY ALL ORDER BY name, trial_id""", [list(trial_ids)]).fetchnumpy()
+          AND {which} AND success
+        GROUP BY ALL ORDER BY name, trial_id""", [list(trial_ids), *parameters]).fetchnumpy()
     samples: TrialSamples = {}
     for name, trial_id, latencies in zip(found["name"], found["trial_id"], found["latencies"], strict=True):
         samples.setdefault(str(name), {})[str(trial_id)] = np.sort(np.asarray(latencies, dtype=float))

@@ -118,7 +118,8 @@ def compare(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Si
         history = History((), "none: the baseline's trials ran more than one configuration") if configured is None \
             else history_window(connection, configured[0], configured[1],
                                 exclude=[*baseline.trial_ids, *candidate.trial_ids])
-    measured = measured_figures(connection, baseline, candidate, history.trial_ids, thresholds.primary)
+    measured = measured_figures(connection, baseline, candidate, history.trial_ids, thresholds.primary,
+                                thresholds.requested())
     pairs = rounds(baseline, candidate)
     figures = judge(measured, thresholds, pairs)
     warnings = [f"left out of the {role}: {line}" for role, side in (("baseline", baseline), ("candidate", candidate))

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import numpy as np
 import polars as pl
 
+from substrate_assets.families import WAKE_ROWS
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.results.readers import REQUESTS_SCHEMA
 from substrate_assets.runtime.events import EVENT_SCHEMA
@@ -31,12 +32,14 @@ def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str
                 tag: str = "local", sut_version: str | None = None, users: int = 4, failures: int = 0,
                 node_count: int = 1, completed: bool = True, group: str | None = None,
                 inject_wake_delay_ms: int | None = None, span_s: float = 58.0,
-                wake_paths: Sequence[str] | None = None, foreign_cpu_share: float | None = None) -> str:
+                wake_paths: Sequence[str] | None = None, foreign_cpu_share: float | None = None,
+                family: str = "agentsession") -> str:
     """A trial of ``suite`` (``completed``, or stopped before its end) whose request log holds ``latencies`` (request
     name → samples, all successful, spread evenly in their order over ``span_s`` seconds from the trial's second
     second) and whose Aggregated stats row counts ``failures`` more failed requests; its trial id. ``wake_paths``
     (one per WakeFirstTouch sample: restore_warm, restore_cold or unpause) writes the runtime's event log that tells
-    them; ``foreign_cpu_share`` the machine load trial.json records (over 0.05: disturbed)."""
+    them; ``foreign_cpu_share`` the machine load trial.json records (over 0.05: disturbed); ``family`` the workload
+    family whose wake row (WAKE_ROWS) the log marks as wakes."""
     key = TrialKey(suite, run_ts, tag)
     directory = store.trial_dir(key)
     directory.mkdir(parents=True)
@@ -47,7 +50,8 @@ def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str
         "started_at": started, "ended_at": ended, "completed": completed, "interrupted": not completed, "sut_version": sut_version,
         "script": {"name": "quick-session", "sha256": "0" * 64},
         "knobs": {"users": users, "duration_s": 60, "actors_per_user": 1,
-                  "inject_wake_delay_ms": inject_wake_delay_ms},
+                  "inject_wake_delay_ms": inject_wake_delay_ms,
+                  **({"family": family} if family != "agentsession" else {})},
         "cluster_facts": {"machine_type": "cpu", "node_count": node_count, "allocatable_cores": 2.0,
                           "allocatable_ram_gb": 23.5, "worker_pod_count": 8, "gke_version": None,
                           "worker_actor_capacity": "4", "worker_memory_limit_gb": None, "sandbox_class": "process"},
@@ -74,7 +78,7 @@ def write_trial(store: RunStore, suite: str, run_ts: int, latencies: Mapping[str
         "latency_ms": samples, "response_time_ms": [int(v) for v in samples], "response_length": 0,
         "success": True, "error": None, "session_id": "agent-x", "step": "s", "step_index": 0, "lap": 0,
         "phase": "steady", "locust_seq": list(range(1, total + 1)), "locust_counted": True,
-        "wake": [name == "WakeFirstTouch" for name in names],
+        "wake": [name == WAKE_ROWS[family] for name in names],
     }, schema=REQUESTS_SCHEMA)
     if wake_paths is not None:
         # Each wake of an actor of its own, so the wakes' spans never overlap within one actor.

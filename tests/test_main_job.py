@@ -53,6 +53,9 @@ def test_run_prints_the_trials_frontier_and_wake_latency(two_runs, project):
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     assert "density_frontiers (smoke-" in first.stdout and "wake_latency_distribution (smoke-" in first.stdout
     assert "actors_per_node" in first.stdout and "p99_ms" in first.stdout
+    # The successful wakes' twins (ok_*) are printed only when a wake failed.
+    failed = sql(project, "select n_failed from wake_latency_distribution")[0]["n_failed"]
+    assert ("ok_p99_ms" in first.stdout) == (failed > 0)
     [insight] = [line for line in first.stdout.splitlines() if line.startswith("time to insight: ")]
     seconds = float(insight.split()[3])  # the figure, whatever the machine made of it: a test times nothing
     assert seconds > 0 and "rows in every mart +" in insight and "recorded in Dagster +" in insight, insight

@@ -27,14 +27,22 @@ def shown(value: Any, column: str) -> str:
     return "null" if value is None else figure(value, column) if isinstance(value, float) else str(value)
 
 
-def print_rows(console: Console, title: str, columns: list[str], rows: list[tuple[Any, ...]]) -> None:
+def print_rows(console: Console, title: str, columns: list[str], rows: list[tuple[Any, ...]],
+               whole_cells: bool = False) -> None:
+    """A table of ``rows``; ``whole_cells``: never fold a value inside its cell (a query's result), however wide the
+    table gets: a table wider than the terminal is printed at its own width, its lines wrapped by the terminal."""
     if title:
         console.print(f"[bold]{title}[/bold]", highlight=False)
     table = Table()
     for column in columns:
-        table.add_column(column, overflow="fold")
+        table.add_column(column, overflow="fold", no_wrap=whole_cells)
     for row in rows:
         table.add_row(*(shown(value, column) for value, column in zip(row, columns, strict=True)))
+    if whole_cells:
+        needed = console.measure(table, options=console.options.update_width(1 << 20)).maximum
+        if needed > console.width:
+            console = Console(width=needed, file=console.file, force_terminal=console.is_terminal,
+                              color_system=console.color_system)  # type: ignore[arg-type]  # the name rich gave it
     console.print(table)
 
 

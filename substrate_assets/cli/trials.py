@@ -220,7 +220,13 @@ def _show_trial(console: Console, trial_id: str) -> None:
         if not result.rows:
             console.print(f"{table}: no row for {trial_id}", highlight=False)
             continue
-        _print_one_row(console, f"{table} ({trial_id})", result.columns[1:], result.rows[0][1:])
+        columns, row = result.columns[1:], result.rows[0][1:]
+        values = dict(zip(columns, row, strict=True))
+        if table == "wake_latency_distribution" and values.get("n_failed") == 0:
+            # No wake failed: the successful wakes' twins (ok_*) repeat every figure.
+            kept = [index for index, column in enumerate(columns) if not column.startswith("ok_")]
+            columns, row = [columns[index] for index in kept], tuple(row[index] for index in kept)
+        _print_one_row(console, f"{table} ({trial_id})", columns, row)
     _show_capacity(console, trial_id)
 
 

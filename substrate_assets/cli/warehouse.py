@@ -180,4 +180,4 @@ def sql(statement: str, output: str, warehouse_setting: str | None) -> None:
         click.echo(json.dumps([dict(zip(result.columns, row, strict=True)) for row in result.rows], default=str,
                               indent=1))
     else:
-        print_rows(wide_console(), "", result.columns, result.rows)
+        print_rows(wide_console(), "", result.columns, result.rows, whole_cells=True)

@@ -59,11 +59,19 @@ def configuration_differences(connection: duckdb.DuckDBPyConnection, baseline: S
         "WHERE trial_id IN (SELECT unnest(?))", [[*baseline.trial_ids, *candidate.trial_ids]]).fetchall()
     differences = []
     for index, column in enumerate(CONFIGURATION_COLUMNS, start=1):
-        sides = [sorted({"null" if row[index] is None else str(row[index]) for row in rows if row[0] in side.trial_ids})
+        sides = [sorted({_shown(row[index]) for row in rows if row[0] in side.trial_ids})
                  for side in (baseline, candidate)]
         if sides[0] != sides[1]:
-            differences.append(f"{column}: {', '.join(sides[0]) or '?'} → {', '.join(sides[1]) or '?'}")
+            differences.append(f"{column}: {', '.join(sides[0]) or 'not known'} → {', '.join(sides[1]) or 'not known'}")
     return differences
+
+
+def _shown(value: object) -> str:
+    """A configuration value as a difference line shows it: null is not recorded; an empty mode is the family's own
+    default (suspend, and its resume)."""
+    if value is None:
+        return "null"
+    return "the family's default" if value == "" else str(value)
 
 
 def configuration_of(connection: duckdb.DuckDBPyConnection,

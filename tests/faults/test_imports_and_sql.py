@@ -322,3 +322,12 @@ def test_sql_refuses_to_reach_past_the_warehouse(queryable: tuple[Path, Path], t
     # and the warehouse itself still opens for reading
     allowed = cli("sql", "SELECT trial_id FROM trials ORDER BY 1", "--format", "csv")
     assert allowed.exit_code == 0 and allowed.stdout.splitlines() == ["trial_id", GOOD, BAD], allowed.output
+
+
+def test_sql_never_folds_a_value_inside_its_cell(queryable: tuple[Path, Path]) -> None:
+    # 300 characters in one cell and a dozen columns beside it: far wider than the 200 columns of a pipe.
+    columns = ", ".join(f"'{'y' * 20}' AS c{n}" for n in range(12))
+    shown = cli("sql", f"SELECT repeat('x', 300) AS long_value, {columns}")
+    assert shown.exit_code == 0, shown.output
+    assert "x" * 300 in shown.stdout
+    assert all(line.count("y" * 20) in (0, 12) for line in shown.stdout.splitlines())

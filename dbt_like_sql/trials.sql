@@ -23,6 +23,7 @@ SELECT
     m.tag,
     m.sut_version,
     m.started_at,
+    m.machine_wait_s,
     m.ended_at,
     CASE
         WHEN m.completed THEN 'completed'

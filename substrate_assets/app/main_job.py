@@ -71,9 +71,11 @@ class Round:
     suite: str
     inject_wake_delay_ms: int | None = None
     group: str | None = None
+    wait_at_most_s: int | None = None
 
     def config(self) -> TrialConfig:
-        return TrialConfig(suite=self.suite, inject_wake_delay_ms=self.inject_wake_delay_ms, group=self.group)
+        return TrialConfig(suite=self.suite, inject_wake_delay_ms=self.inject_wake_delay_ms, group=self.group,
+                           wait_at_most_s=self.wait_at_most_s)
 
 
 def _quiet(_line: str) -> None:
@@ -160,25 +162,28 @@ def _warm_up() -> None:
 
 
 def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet,
-              repeat: int | None = None, inject_wake_delay_ms: int | None = None) -> JobOutcome:
+              repeat: int | None = None, inject_wake_delay_ms: int | None = None,
+              wait_at_most_s: int | None = None) -> JobOutcome:
     """The main job: validate the suite's script (agent sessions only; the other families run none), then
     ``repeat`` times (default: the suite's ``repeat``) run a trial of the suite as a run of the run_trial job (which
     names the trial's partition), load it into the raw tables, rebuild the models and judge it against its
     configuration's history, in one more run. Repeated trials form one group (trial.json's ``group``). ``say``
-    hears about dead runs freed, pools waited for and each trial started."""
+    hears about dead runs freed, pools waited for and each trial started; each trial queues for the machine at
+    most ``wait_at_most_s``."""
     repeat = repeat or suite.repeat
     group = group_id(suite.name, datetime.now(UTC), "x", repeat) if repeat > 1 else None
-    return _run_rounds(suite, [Round(suite.name, inject_wake_delay_ms, group)] * repeat, store, instance, say, group)
+    return _run_rounds(suite, [Round(suite.name, inject_wake_delay_ms, group, wait_at_most_s)] * repeat, store,
+                       instance, say, group)
 
 
 def ab_rounds(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None = None,
-              started: datetime | None = None) -> list[Round]:
+              started: datetime | None = None, wait_at_most_s: int | None = None) -> list[Round]:
     """``rounds`` trials of each suite, alternating A B, B A, A B, …: a slow spell of the machine falls on both
     sides alike (Abedi and Brecht's interleaved trials). A side's trials form a group (``a<N>``, ``b<N>``); an
     injected wake delay goes to B's trials, the candidate's."""
     started = started or datetime.now(UTC)
-    a = Round(suite_a, None, group_id(suite_a, started, "a", rounds))
-    b = Round(suite_b, inject_wake_delay_ms, group_id(suite_b, started, "b", rounds))
+    a = Round(suite_a, None, group_id(suite_a, started, "a", rounds), wait_at_most_s)
+    b = Round(suite_b, inject_wake_delay_ms, group_id(suite_b, started, "b", rounds), wait_at_most_s)
     return [trial for index in range(rounds) for trial in ((a, b) if index % 2 == 0 else (b, a))]
 
 

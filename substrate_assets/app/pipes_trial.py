@@ -3,12 +3,13 @@
 Launched by the ``trial_run`` asset — as a subprocess (``PipesSubprocessClient``) for the local
 backend, as the driver pod (``PipesK8sClient``) for the kubernetes backend. Extras: ``trial_id``,
 ``suite`` (the suite's settings as JSON, so the trial runs exactly what was launched), ``group`` (the group of
-repeated trials it is one of, or none), and for local trials ``store`` and ``scripts``. Progress goes to the
-run's logs every 10 s; the finished trial's figures come back as the materialization's metadata and the
-``trial_completed`` check.
+repeated trials it is one of, or none), and for local trials ``store``, ``scripts`` and maybe ``wait_at_most_s``
+(how long it may queue for the machine). Progress goes to the run's logs every 10 s; the finished trial's figures
+come back as the materialization's metadata and the ``trial_completed`` check.
 
-A local trial waits for the machine while another trial (a ``substrate-bench trial`` beside Dagster) runs,
-saying so in the run's logs. SIGTERM (a run terminated) stops the trial as Ctrl-C does: it lands what was
+A local trial queues for the machine while another trial (a ``substrate-bench trial`` beside Dagster, another
+checkout's) runs, saying in the run's logs its place, who holds the machine and when its turn comes at the
+earliest. SIGTERM (a run terminated) stops the trial as Ctrl-C does: it lands what was
 measured, marked interrupted. A local child also receives SIGHUP when the process that launched it dies (a
 ``substrate-bench run`` killed outright), and stops the same way, so it never runs on unowned beside the next trial.
 """
@@ -52,6 +53,7 @@ def main() -> None:
                 result = run_local_trial(suite, RunStore(Path(pipes.get_extra("store"))),
                                          ScriptLibrary(Path(pipes.get_extra("scripts"))),
                                          on_progress=log_lines(pipes.log.info), key=key, wait_for_machine=True,
+                                         wait_at_most_s=pipes.extras.get("wait_at_most_s"),
                                          on_notice=pipes.log.warning, group=group)
         except KeyboardInterrupt:
             pipes.log.error(f"trial {trial_id} stopped by {stop.signal_name} before it landed; nothing was kept")

@@ -10,7 +10,7 @@ import click
 
 from substrate_assets.cli.compare import EXIT_CODES_HELP, FIGURE, FORMAT, show_comparison, thresholds_of
 from substrate_assets.cli.output import wide_console
-from substrate_assets.cli.trials import INJECT_WAKE_DELAY, exit_stopped
+from substrate_assets.cli.trials import INJECT_WAKE_DELAY, WAIT_AT_MOST, exit_stopped
 from substrate_assets.cli.warehouse_choice import chosen_warehouse, warehouse_said_unavailable
 from substrate_assets.project import store_directory
 from substrate_assets.suites import MAX_REPEAT, SuiteError, get_suite
@@ -24,10 +24,11 @@ DEFAULT_ROUNDS = 4
 @click.option("--rounds", type=click.IntRange(min=1, max=MAX_REPEAT), default=DEFAULT_ROUNDS, show_default=True,
               help="Trials of each suite.")
 @INJECT_WAKE_DELAY
+@WAIT_AT_MOST
 @FIGURE
 @FORMAT
-def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None, figures: tuple[str, ...],
-       output_format: str) -> None:
+def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None, wait_at_most_s: int | None,
+       figures: tuple[str, ...], output_format: str) -> None:
     """Run ROUNDS trials of SUITE_A and of SUITE_B alternately (A B, B A, A B, …, so a slow spell of the machine falls
     on both sides alike), each through the asset graph as `run` does, then compare B's group (the candidate) with A's
     (the baseline) as `compare` does, round by round: the two trials of a round ran back to back and share the
@@ -49,7 +50,7 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
         suites = get_suite(suite_a), get_suite(suite_b).with_overrides(inject_wake_delay_ms=inject_wake_delay_ms)
     except SuiteError as error:
         raise click.UsageError(str(error)) from None
-    plan = ab_rounds(suite_a, suite_b, rounds, inject_wake_delay_ms)
+    plan = ab_rounds(suite_a, suite_b, rounds, inject_wake_delay_ms, wait_at_most_s=wait_at_most_s)
     console = wide_console()
     with stopping_on_signals():
         try:

@@ -18,6 +18,7 @@ from substrate_assets.cli.warehouse_choice import chosen_warehouse, warehouse_sa
 from substrate_assets.families import WAKE_ROWS
 from substrate_assets.project import scripts_directory, store_directory
 from substrate_assets.suites import KUBERNETES_SECTION_MISSING, MAX_REPEAT, Suite, SuiteError, get_suite, hold_problem
+from substrate_assets.suites.sections import parse_run_time
 from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound
 
 if TYPE_CHECKING:
@@ -28,6 +29,21 @@ INJECT_WAKE_DELAY = click.option(
     "--inject-wake-delay-ms", type=click.IntRange(min=0), help="The embedded runtime adds N ms to every wake before "
     "the actor answers: a slowdown of known size, to check that a comparison finds it (a configuration of its own; "
     "0 adds none).")
+
+
+def _wait_limit(_context: click.Context, _parameter: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    try:
+        return parse_run_time(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
+WAIT_AT_MOST = click.option(
+    "--wait-at-most", "wait_at_most_s", metavar="DURATION", callback=_wait_limit, help="While another trial holds "
+    "this machine, a trial queues for it (saying its place, who holds it and when its turn comes at the earliest); "
+    "past DURATION (90s, 10m, 1h) it stops waiting, having run nothing (trial: exit 2). Default: as long as it takes.")
 
 
 def _fail_with_problems(error: ScriptError) -> None:
@@ -140,20 +156,22 @@ def _print_manifests(suite: Suite) -> None:
 @click.option("--namespace", help="kubernetes: namespace of the trial's pods.")
 @click.option("--locust-workers", type=click.IntRange(min=0), help="kubernetes: Locust worker pods (0: none).")
 @click.option("--wait", "wait_for_machine", is_flag=True, help="When another trial is running on this machine, "
-              "wait for it to end instead of refusing.")
+              "queue for it instead of refusing.")
+@WAIT_AT_MOST
 @click.option("--sut-version", help="The version of the system under test (a Substrate commit or image digest) to "
               "record; default: the suite's sut_version, else this checkout's commit (local) or the tag.")
 @INJECT_WAKE_DELAY
 def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: float | None, duration: str | None,
           think_scale: float | None, lifecycle_mode: str | None, resume_mode: str | None,
           actor_memory: str | None, backend: str | None, dry_run: bool, image: str | None, object_store: str | None,
-          namespace: str | None, locust_workers: int | None, wait_for_machine: bool, sut_version: str | None,
-          inject_wake_delay_ms: int | None) -> None:
+          namespace: str | None, locust_workers: int | None, wait_for_machine: bool, wait_at_most_s: int | None,
+          sut_version: str | None, inject_wake_delay_ms: int | None) -> None:
     """Run one trial of SUITE on the local backend and print its trial directory and summary.
 
     One local trial runs on a machine at a time: while another runs, this one is refused (exit 2) or, with
-    --wait, waits for it. Ctrl-C or SIGTERM stops the trial, which keeps what was measured until then (exit 130
-    or 143).
+    --wait (or --wait-at-most), queues for it; its started_at is when its load started, the wait kept beside it
+    (machine_wait_s). Ctrl-C or SIGTERM stops the trial, which keeps what was measured until then (exit 130 or
+    143).
 
     Trials on the kubernetes backend run through Dagster (`substrate-bench run SUITE` or the UI);
     with --dry-run this command prints the objects such a trial would submit.
@@ -189,7 +207,8 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
             with display:
                 result = run_local_trial(suite, RunStore(store or store_directory()),
                                          ScriptLibrary(scripts_directory()), on_progress=update,
-                                         wait_for_machine=wait_for_machine,
+                                         wait_for_machine=wait_for_machine or wait_at_most_s is not None,
+                                         wait_at_most_s=wait_at_most_s,
                                          on_notice=lambda line: console.print(line, highlight=False,
                                                                               soft_wrap=True))
         except KeyboardInterrupt:
@@ -324,8 +343,10 @@ def _show_group(console: Console, group: str, trial_ids: tuple[str, ...]) -> Non
 @click.option("--repeat", type=click.IntRange(min=1, max=MAX_REPEAT), help="Trials to run back to back as one group, "
               "judged together (default: the suite's repeat).")
 @INJECT_WAKE_DELAY
+@WAIT_AT_MOST
 @FIGURE
-def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, figures: tuple[str, ...]) -> None:
+def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, wait_at_most_s: int | None,
+        figures: tuple[str, ...]) -> None:
     """The main job: run SUITE's trials (its repeat, or --repeat) through the asset graph, print the last one's
     frontier and wake latency, and judge them against their configuration's history.
 
@@ -358,7 +379,7 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, f
                           f"{instance.root_directory}", highlight=False)
             try:
                 outcome = run_suite(suite, RunStore(store_directory()), instance, say=click.echo, repeat=repeat,
-                                    inject_wake_delay_ms=inject_wake_delay_ms)
+                                    inject_wake_delay_ms=inject_wake_delay_ms, wait_at_most_s=wait_at_most_s)
             except MachineTooBusy as error:
                 click.echo(str(error), err=True)
                 sys.exit(4)

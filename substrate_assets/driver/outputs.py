@@ -162,6 +162,13 @@ class TrialRecord:
     disturbed_because: list[str] = field(default_factory=list)
     # The group of repeated trials this one belongs to (``substrate-bench run --repeat``, ``ab``); None alone.
     group: str | None = None
+    # How long a local trial waited in the machine's queue before its load started; None where there is none.
+    machine_wait_s: float | None = None
+
+    @property
+    def run_start(self) -> int:
+        """The run window's first second: when the load started (a key may be minted before the trial waited)."""
+        return int(self.started.timestamp())
 
     def judge_machine_load(self, load: MachineLoad | None) -> None:
         """Keep ``load`` and judge it by the suite's disturbance limits: a disturbed trial says so in a warning."""
@@ -222,7 +229,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
     rows = [*per_request_rows(staging / STATS_CSV, **envelope), trial_summary_row(
         envelope, stats_csv=staging / STATS_CSV, stats_history_csv=staging / STATS_HISTORY_CSV, facts=record.facts,
-        run_start=key.run_ts, run_end=int(record.ended.timestamp()), metadata=suite.metadata,
+        run_start=record.run_start, run_end=int(record.ended.timestamp()), metadata=suite.metadata,
         users=suite.peak_users)] if generated else []
     rows.append({**envelope, "metric": "server_summary", "measurements": flatten(server_summary)})
     write_stats_jsonl(staging / STATS_JSONL, rows)
@@ -242,6 +249,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
         "run_date": key.run_date,
         "data_timestamp": data_timestamp(started),
         "started_at": started.isoformat().replace("+00:00", "Z"),
+        "machine_wait_s": None if record.machine_wait_s is None else round(record.machine_wait_s, 3),
         "ended_at": record.ended.isoformat().replace("+00:00", "Z"),
         "completed": completed,
         "interrupted": record.interrupted,
@@ -256,7 +264,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
             "path": str(record.script.path)},
         "knobs": {**suite.recorded_knobs(), "atespace": ATESPACE},
         "cluster_facts": record.facts,
-        "run_start": key.run_ts,
+        "run_start": record.run_start,
         "run_end": int(record.ended.timestamp()),
         "suite_config": suite.model_dump(),
         "metadata": suite.metadata,
@@ -277,7 +285,7 @@ def measure_server_summary(staging: Path, record: TrialRecord, *,
     """Server telemetry inside the steady-state window, as upstream's server_summary.json: harvested from the
     suite's Prometheus when it has one, else — on the local backend — computed from the embedded runtime's exact
     events and per-second samples (``runtime_frames``), else not measured (nulls)."""
-    start_ts, end_ts = record.key.run_ts, int(record.ended.timestamp())
+    start_ts, end_ts = record.run_start, int(record.ended.timestamp())
     window = window_from_history(staging / STATS_HISTORY_CSV, start_ts, end_ts)
     if window.whole_run_because is not None:
         record.warnings.append(f"the steady window is the whole run [{start_ts}, {end_ts}], because "

@@ -50,21 +50,23 @@ log = logging.getLogger(__name__)
 def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
                     on_progress: Callable[[Progress], None] | None = None,
                     runtime_overrides: dict[str, Any] | None = None, key: TrialKey | None = None,
-                    wait_for_machine: bool = True, on_notice: Callable[[str], None] | None = None,
-                    group: str | None = None) -> TrialResult:
+                    wait_for_machine: bool = True, wait_at_most_s: float | None = None,
+                    on_notice: Callable[[str], None] | None = None, group: str | None = None) -> TrialResult:
     """Run ``suite`` once against the embedded runtime and return its finished trial directory.
 
     ``key`` fixes the trial's id and path (a Dagster trial partition does); by default the
     current second is used. ``group`` names the group of repeated trials it is one of (trial.json's ``group``).
 
-    One local trial runs on a machine at a time (``machine_lock``): when another holds it, this one waits, or
-    with ``wait_for_machine`` False raises ``MachineBusy`` (a ``TrialRefused``) having run nothing. Holding it,
+    One local trial runs on a machine at a time (``machine_lock``): when another holds it, this one queues for it
+    (at most ``wait_at_most_s``), or with ``wait_for_machine`` False raises ``MachineBusy`` (a ``TrialRefused``)
+    having run nothing; the wait is kept beside the load's start in trial.json (``machine_wait_s``). Holding it,
     the trial first removes what dead trials and runtimes left (their staging, state and live directories).
     Both say so in one line each through ``on_notice`` (default: the log).
     """
     loaded = library.load(suite.script) if suite.script is not None else None
     say = on_notice or log.warning
-    with hold_machine(wait=wait_for_machine, on_wait=say) as machine:
+    with hold_machine(wait=wait_for_machine, on_wait=say, wait_at_most_s=wait_at_most_s, suite=suite.name,
+                      load_s=suite.duration_s) as machine:
         for line in [*store.sweep_dead_staging(), *sweep_runtime_leftovers()]:
             say(line)
         if key is None:
@@ -74,7 +76,8 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
         machine.name_trial(key.trial_id)
         try:
             return run_claimed_trial(suite, store, loaded, key, on_progress=on_progress,
-                                     runtime_overrides=runtime_overrides, group=group)
+                                     runtime_overrides=runtime_overrides, group=group,
+                                     machine_wait_s=machine.waited_s, on_load_start=machine.load_started)
         except KeyboardInterrupt:
             # Stopped before Locust measured anything, or a second time while landing: a staging directory is
             # not a trial, and removing it frees the trial id to run again.
@@ -84,17 +87,21 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
 
 def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, key: TrialKey, *,
                       on_progress: Callable[[Progress], None] | None = None,
-                      runtime_overrides: dict[str, Any] | None = None, group: str | None = None) -> TrialResult:
+                      runtime_overrides: dict[str, Any] | None = None, group: str | None = None,
+                      machine_wait_s: float | None = None,
+                      on_load_start: Callable[[float], None] | None = None) -> TrialResult:
     """The trial in ``key``'s claimed staging directory, from the runtime's start to the rename into runs/: the
     local counterpart of ``run_cluster_trial``, which likewise runs a trial whose key was settled before it
-    (:func:`run_local_trial` holds the machine and claims the key; a caller of this must hold both)."""
+    (:func:`run_local_trial` holds the machine and claims the key; a caller of this must hold both).
+
+    The trial started when its load did (``on_load_start`` hears when), whenever its key was minted: a Dagster
+    partition's key is, before the trial waits for the machine; ``machine_wait_s`` is how long it waited."""
     staging = store.staging_dir(key)
     work = staging / WORK
     work.mkdir(exist_ok=True)  # the claim made it, to hold the owner record
     script_file = work / WORK_SCRIPT if loaded is not None else None
     if script_file is not None and loaded is not None:
         script_file.write_text(loaded.text)
-    started = datetime.fromtimestamp(key.run_ts, UTC)
     notes: list[str] = [f"trial {key.trial_id}: suite {suite.name}, {workload_line(suite, loaded)}, backend local"]
     config = runtime_config(suite, runtime_overrides)
     report = progress_reporter(on_progress, suite.duration_s)
@@ -124,6 +131,9 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
             sampler.take(state, users)
             return state
 
+        started = datetime.now(UTC)
+        if on_load_start is not None:
+            on_load_start(started.timestamp())
         locust = drive_locust(command, work, suite, clock, report, sample, on_start=sampler.watch_driver)
         exit_code, interrupted = locust.exit_code, locust.cut_short
         ended = datetime.now(UTC)
@@ -140,7 +150,8 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
                             "snapshot_fsync": config.snapshot_fsync,
                             "inject_wake_delay_ms": config.inject_wake_delay_ms}
         record = TrialRecord(key, suite, loaded, "local", command, exit_code, started, ended, interrupted, facts,
-                             runtime_settings, notes, warnings=host_start_warnings(events), group=group)
+                             runtime_settings, notes, warnings=host_start_warnings(events), group=group,
+                             machine_wait_s=machine_wait_s)
         if locust.overran:
             record.warnings.append(locust.overrun_warning())
         if landing.stopped:

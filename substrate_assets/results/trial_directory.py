@@ -333,6 +333,7 @@ class TrialDirectory:
             "disturbed": machine_load.get("disturbed") if isinstance(machine_load.get("disturbed"), bool) else None,
             "disturbed_because": "; ".join(str(line) for line in machine_load.get("disturbed_because") or []) or None,
             "group_id": manifest.get("group"), "inject_wake_delay_ms": knobs.get("inject_wake_delay_ms"),
+            "machine_wait_s": measured(manifest.get("machine_wait_s")),
         }
 
     def cluster_facts(self) -> dict[str, Any]:

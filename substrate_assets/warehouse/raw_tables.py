@@ -84,6 +84,8 @@ MANIFEST_SCHEMA: dict[str, pl.DataType] = {
     "disturbed": pl.Boolean(), "disturbed_because": pl.Utf8(),
     # The group of repeated trials it is one of, and the wake delay injected into the embedded runtime.
     "group_id": pl.Utf8(), "inject_wake_delay_ms": pl.Int64(),
+    # How long a local trial waited for the machine before its load started; null where there is no queue.
+    "machine_wait_s": pl.Float64(),
 }
 CLUSTER_FACTS_SCHEMA: dict[str, pl.DataType] = {
     "machine_type": pl.Utf8(), "node_count": pl.Int64(), "allocatable_cores": pl.Float64(),

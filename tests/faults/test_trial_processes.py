@@ -11,9 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
+import time
+from datetime import datetime
 from pathlib import Path
 
 import polars as pl
@@ -159,15 +162,20 @@ def test_one_trial_at_a_time_and_a_kill_9_leaves_nothing_running_and_nothing_the
     trial_id, pid = staging.name, first.process.pid
 
     refused = trials("refused")
-    queued = trials("queued", "--wait", duration="3s")
     assert refused.wait() == 2, refused.said
-    assert (f"trial refused, nothing was run: another trial is running on this machine (trial {trial_id}, pid "
-            f"{pid}); pass --wait to queue behind it") in refused.said
-    wait_until(lambda: "waiting for it to end" in queued.said, "the queued trial to say it waits")
-    assert (f"another trial is running on this machine (trial {trial_id}, pid {pid}): waiting for it to end "
-            "(Ctrl-C to stop)") in queued.said
+    holding = rf"trial {trial_id}, pid {pid}, its load ends at \d\d:\d\d:\d\d UTC \(in 59m\d\ds\)"
+    assert re.search(rf"trial refused, nothing was run: another trial is running on this machine \({holding}\); "
+                     "pass --wait to queue behind it", refused.said), refused.said
+    launched_at = time.time()
+    queued = trials("queued", "--wait", duration="3s")
+    wait_until(lambda: "in the queue" in queued.said, "the queued trial to say it waits")
+    seen_waiting_at = time.time()
+    assert re.search(rf"another trial is running on this machine \({holding}\): waiting, number 1 in the queue; "
+                     r"its turn not before \d\d:\d\d:\d\d UTC \(in 59m\d\ds\) \(Ctrl-C to stop\)", queued.said), \
+        queued.said
     assert not queued.children() and list(first.store.glob(".staging/*")) == [staging]  # nothing started
 
+    killed_at = time.time()
     first.process.kill()
     assert first.wait() == -signal.SIGKILL
     wait_until(lambda: not [child for child in children if _running(child)],
@@ -175,13 +183,19 @@ def test_one_trial_at_a_time_and_a_kill_9_leaves_nothing_running_and_nothing_the
     # The kernel freed the lock with its holder; the queued trial, now holding it, removes what the dead one left.
     assert queued.wait() in (0, 1), queued.said
     said = queued.said
-    assert "the machine is free: this trial starts" in said
+    assert re.search(r"the machine is free after \d+s in the queue: this trial starts", said), said
     for path in [staging, *dirs]:
         assert not path.exists()
         what = "trial" if path == staging else "runtime"
         assert f"removed leftovers of a dead {what}: {path} (owner pid {pid} gone: " in said, said
     assert said.index("the machine is free") < said.index("removed leftovers")
-    assert _landed(queued.store).name != trial_id and not list(queued.store.glob(".staging/*"))
+    landed = _landed(queued.store)
+    assert landed.name != trial_id and not list(queued.store.glob(".staging/*"))
+    # It started when its load did, after the wait, which is kept beside it.
+    manifest = json.loads((landed / "trial.json").read_text())
+    started = datetime.fromisoformat(manifest["started_at"]).timestamp()
+    assert started >= killed_at and manifest["run_start"] == int(started)
+    assert killed_at - seen_waiting_at <= manifest["machine_wait_s"] <= started - launched_at
 
 
 def test_the_lock_names_its_holder_and_is_free_again_after_it(tmp_path, monkeypatch):

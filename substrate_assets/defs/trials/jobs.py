@@ -52,6 +52,9 @@ class TrialConfig(dg.Config):
                               "(`substrate-bench run --repeat`, `ab`); null for a trial of its own.")
     knobs: KnobsConfig | None = Field(default=None, description="Family knobs instead of the suite's (merged "
                                       "into its knobs:); null keeps the suite's.")
+    wait_at_most_s: int | None = Field(default=None, ge=1, description="A local trial queues for the machine while "
+                                       "another trial holds it; past this many seconds it stops waiting and the run "
+                                       "fails, having run nothing. Null waits as long as it takes.")
 
     def chosen_suite(self, suites: SuitesResource) -> Suite:
         """The suite with this config's changes, validated as suites.yaml is; dg.Failure names what is wrong."""
@@ -84,7 +87,7 @@ def trial(context: dg.OpExecutionContext, config: TrialConfig, pipes_subprocess_
                                                    **({SCRIPT_TAG: suite.script} if suite.script else {}),
                                                    **({GROUP_TAG: config.group} if config.group else {})})
     invocation = launch_trial(context, suite, trial_id, pipes_subprocess_client, pipes_k8s_client, run_store,
-                              script_library, deployment, config.group)
+                              script_library, deployment, config.group, config.wait_at_most_s)
     for result in invocation.get_results(implicit_materializations=False):
         if isinstance(result, dg.MaterializeResult):
             version = {DATA_VERSION_TAG: result.data_version.value} if result.data_version else {}

@@ -105,7 +105,6 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path | None, *,
     loaded = load_script_file(script_file) if script_file is not None else None
     check_before_load(loaded, settings.control_endpoint, settings.router_url, control_tls=settings.control_tls,
                       template=suite.template)
-    started = datetime.fromtimestamp(key.run_ts, UTC)
     root = Path(tempfile.mkdtemp(prefix="substrate-trial-"))
     staging = root / key.trial_id
     work = staging / WORK
@@ -127,6 +126,7 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path | None, *,
     report = progress_reporter(on_progress, suite.duration_s)
     try:
         report("starting", clock)
+        started = datetime.now(UTC)  # the load's start, not the partition's: a run may wait in Dagster's queue
         locust = drive_locust(command, work, suite, clock, report)
         exit_code, interrupted = locust.exit_code, locust.cut_short
         notes.extend(locust.notes())

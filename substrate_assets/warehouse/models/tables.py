@@ -39,8 +39,9 @@ def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tupl
     if limit > 0:
         found = []
         for name, _ in tables:
-            cursor = connection.execute(f"SELECT (SELECT count(*) FROM {name}) AS count_rows, * FROM {name} "
-                                        f"LIMIT {limit}")
+            newest = _newest_first(connection, name, books)
+            cursor = connection.execute(f"SELECT (SELECT count(*) FROM {name}) AS count_rows, * FROM {name} AS t "
+                                        f"{newest} LIMIT {limit}")
             names = [d[0] for d in cursor.description][1:]
             preview = cursor.fetchall()
             # An empty preview is an empty table (the count rides on each preview row).
@@ -53,6 +54,29 @@ def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tupl
     return [BuiltTable(name, rows, booked_columns(connection, name, books), preview,
                        None if updated is None else tuple(updated))
             for (name, updated), (rows, preview) in zip(tables, found, strict=True)]
+
+
+def _newest_first(connection: duckdb.DuckDBPyConnection, name: str, books: changes.Books | None) -> str:
+    """The ORDER BY that puts a table's newest rows first in its preview: by the row's own started_at, else by its
+    trial's (trial_manifests), then trial id; nothing for a table with neither (a person looks at the newest trial,
+    and a table's scan order is its oldest rows first)."""
+    columns = {column for column, _ in booked_columns(connection, name, books)}
+    if "started_at" in columns:
+        return 'ORDER BY t."started_at" DESC NULLS LAST' + (', t."trial_id" DESC' if "trial_id" in columns else "")
+    if "trial_id" in columns and name != "trial_manifests" and _has_manifests(connection, books):
+        return ('ORDER BY (SELECT max(m.started_at) FROM trial_manifests AS m WHERE m.trial_id = t.trial_id) '
+                'DESC NULLS LAST, t."trial_id" DESC')
+    return ""
+
+
+def _has_manifests(connection: duckdb.DuckDBPyConnection, books: changes.Books | None) -> bool:
+    if books is not None and "trial_manifests" in books.columns:
+        return any(column == "started_at" for column, _ in books.columns["trial_manifests"])
+    # Asked of the catalog, not by DESCRIBE: an error would abort the refresh's transaction.
+    return connection.execute(
+        "SELECT count(*) > 0 FROM information_schema.columns WHERE table_catalog = current_database() AND "
+        "table_schema = current_schema() AND table_name = 'trial_manifests' AND column_name = 'started_at'"
+    ).fetchone()[0]
 
 
 def booked_columns(connection: duckdb.DuckDBPyConnection, name: str,

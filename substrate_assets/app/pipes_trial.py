@@ -73,7 +73,8 @@ def main() -> None:
                 "backend": suite.backend,
                 "completed": result.completed,
                 **({"failure": result.failure} if result.failure else {}),
-                "locust_exit_code": result.locust_exit_code,
+                # Text: a code is a label, not a figure to chart across trials.
+                "locust_exit_code": {"raw_value": str(result.locust_exit_code), "type": "text"},
                 "requests": summary.requests,
                 "failures": summary.failures,
                 "steps_completed": summary.steps_completed,

@@ -311,3 +311,28 @@ def test_a_step_of_three_noise_floors_is_still_found():
     assert gated.min_magnitude > 0.05
     [change] = series_changes(series(values))
     assert (change.trial_number, change.direction) == (21, "regressed")
+
+
+def test_a_change_point_a_refresh_finds_is_a_warning_naming_it_once(warehouse, path):
+    history(warehouse)
+    build_and_check(warehouse)
+    warehouse.execute("DELETE FROM change_points")  # as before the trials that moved the levels landed
+    warehouse.close()
+    [marts] = model_assets()
+
+    def judged() -> dg.AssetCheckEvaluation:
+        result = dg.materialize([marts], selection=dg.AssetSelection.assets("change_points"),
+                                instance=dg.DagsterInstance.ephemeral(),
+                                resources={"warehouse": WarehouseResource(database=str(path))})
+        [evaluation] = [found for found in result.get_asset_check_evaluations()
+                        if found.check_name == "no_new_change_point"]
+        return evaluation
+
+    found = judged()
+    assert not found.passed and found.severity == dg.AssetCheckSeverity.WARN
+    assert found.metadata["new_change_points"].value == 4
+    assert "ladder wake_p99_ms regressed +" in found.description and "at trial a-07 (after a-06)" in found.description
+    assert len(found.metadata["found"].value.splitlines()) == 2 + 4
+    # The next refresh finds the same change points: nothing new to warn of.
+    again = judged()
+    assert again.passed and again.metadata["new_change_points"].value == 0 and "found" not in again.metadata

@@ -80,6 +80,13 @@ NOISE_FLOOR_SPEC = _built_in_python(
     "fewer than 3 trials.")
 
 
+NO_NEW_CHANGE_POINT = "no_new_change_point"
+CHANGE_POINT_CHECK = dg.AssetCheckSpec(
+    NO_NEW_CHANGE_POINT, asset=CHANGE_POINTS,
+    description="Warns when a refresh finds a change point that was not there before: a headline figure of a "
+                "configuration moved to another level. The warning names each series, the trial the new level "
+                "starts at, the means before and after, the change and whether it regressed or improved.")
+
 # When the refresh's writes were committed and the warehouse closed: from then on a reader sees the rows.
 COMMITTED_AT = "committed_at"
 
@@ -96,6 +103,8 @@ class _Refresh:
     # The models not refreshed for it, each with its cause.
     skipped: dict[str, str] = field(default_factory=dict)
     change_points: dict[str, dg.MetadataValue] | None = None
+    # The change points this refresh found that the table did not hold before it (None: change_points not rebuilt).
+    new_change_points: list[MetricChange] | None = None
     noise_floor: dict[str, dg.MetadataValue] | None = None
 
 
@@ -129,10 +138,14 @@ def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], 
                 refresh.skipped.update(dict.fromkeys(sorted(python_built), refresh.blocking[METRIC_HISTORY]))
             elif CHANGE_POINTS in selected or not has_table(connection, CHANGE_POINTS):
                 # noise_floor is rebuilt with change_points, whose latest change point starts each window.
+                before = {_place(change) for change in read_change_points(connection)} \
+                    if has_table(connection, CHANGE_POINTS) else set()
                 built = update_change_points(connection, books)
                 if CHANGE_POINTS in selected:
+                    found = read_change_points(connection)
+                    refresh.new_change_points = [change for change in found if _place(change) not in before]
                     refresh.change_points = {**model_metadata(built), "change_points": dg.MetadataValue.md(
-                        change_points_markdown(read_change_points(connection)))}
+                        change_points_markdown(found))}
             else:
                 replace_noise_floor(connection)
             if NOISE_FLOOR in selected and NOISE_FLOOR not in refresh.skipped:
@@ -142,6 +155,23 @@ def _refreshed(connection: duckdb.DuckDBPyConnection, models: dict[str, Model], 
         if books is not None:
             drop_updated_rows(connection, books)
     return refresh
+
+
+def _place(change: MetricChange) -> tuple[str | None, str, str, str]:
+    return change.suite, change.configuration, change.metric, change.trial_id
+
+
+def change_point_check(new: list[MetricChange]) -> dg.AssetCheckResult:
+    """``no_new_change_point``: passes when the refresh found no change point the table lacked; else a warning
+    naming each new one."""
+    metadata: dict[str, dg.MetadataValue] = {"new_change_points": dg.MetadataValue.int(len(new))}
+    if new:
+        metadata["found"] = dg.MetadataValue.md(change_points_markdown(new))
+    description = None if not new else "; ".join(
+        f"{change.suite} {change.metric} {change.direction} {percent_text(change.change_pct)} at trial "
+        f"{change.trial_id} (after {change.previous_trial_id})" for change in new)
+    return dg.AssetCheckResult(asset_key=CHANGE_POINTS, check_name=NO_NEW_CHANGE_POINT, passed=not new,
+                               severity=dg.AssetCheckSeverity.WARN, metadata=metadata, description=description)
 
 
 def marts_asset(models: dict[str, Model], tests: dict[str, list[ColumnTest]],
@@ -156,7 +186,8 @@ def marts_asset(models: dict[str, Model], tests: dict[str, list[ColumnTest]],
 
     @dg.multi_asset(name="marts", specs=specs, can_subset=True, pool="duckdb",
                     check_specs=[check.spec() for model in models.values()
-                                 for check in column_checks(model.name, tests.get(model.name, []))],
+                                 for check in column_checks(model.name, tests.get(model.name, []))]
+                    + ([CHANGE_POINT_CHECK] if METRIC_HISTORY in models else []),
                     description="Refreshes the selected marts in one step, in build order.")
     def refresh_marts(context: dg.AssetExecutionContext, warehouse: WarehouseResource):  # noqa: ANN202
         selected = {key.to_user_string() for key in context.selected_asset_keys}
@@ -169,7 +200,9 @@ def marts_asset(models: dict[str, Model], tests: dict[str, list[ColumnTest]],
         if refresh.change_points is not None:
             with warehouse.read() as connection:
                 histories = suite_histories(connection)
-            yield dg.MaterializeResult(asset_key=CHANGE_POINTS,
+            judged = [change_point_check(refresh.new_change_points or [])] \
+                if CHANGE_POINT_CHECK.key in context.selected_asset_check_keys else []
+            yield dg.MaterializeResult(asset_key=CHANGE_POINTS, check_results=judged,
                                        metadata={**refresh.change_points, **committed, **histories})
         if refresh.noise_floor is not None:
             yield dg.MaterializeResult(asset_key=NOISE_FLOOR, metadata={**refresh.noise_floor, **committed})

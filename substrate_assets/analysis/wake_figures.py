@@ -12,7 +12,10 @@ the mix moves a few points: it jumps from trial to trial. Statistics that do not
   path (a restore on a cold host), which carries the mix itself.
 
 A path enters the common mix when every trial of the comparison took it at least :data:`MIN_PATH_WAKES` times (its
-mean log latency is then measured in each); wakes of other paths are left to the slow share.
+mean log latency is then measured in each); wakes of other paths are left to the slow share. The common paths must
+hold at least :data:`MIN_COMMON_SHARE` of every trial's wakes: trials that wake by different paths (suspend against
+pause: restores against unpauses) share no mix, and a figure of the few wakes one side took the other's way would
+judge its minority, not its wakes.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ WAKE_PATHS = ("unpause", "restore_warm", "restore_cold", "restore")
 # The path that waits for something the fast paths do not: a host's start.
 SLOW_PATH = "restore_cold"
 MIN_PATH_WAKES = 5
+MIN_COMMON_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -73,13 +77,15 @@ def gmean(trial: TrialWakes) -> float | None:
 
 def common_mix(trials: Sequence[TrialWakes]) -> dict[str, float] | None:
     """The paths every trial took at least MIN_PATH_WAKES times, each weighted by the trials' mean share of it
-    (renormalized over those paths); None when some trial has no known path or no path qualifies."""
+    (renormalized over those paths); None when some trial has no known path, no path qualifies, or the paths that do
+    hold less than MIN_COMMON_SHARE of some trial's wakes (the trials wake by different paths)."""
     if not trials or any(trial.known_paths == 0 for trial in trials):
         return None
     counts = [dict(zip(WAKE_PATHS, np.bincount(trial.paths[trial.paths >= 0], minlength=len(WAKE_PATHS)).tolist(),
                        strict=True)) for trial in trials]
     common = [path for path in WAKE_PATHS if all(found[path] >= MIN_PATH_WAKES for found in counts)]
-    if not common:
+    if not common or any(sum(found[path] for path in common) < MIN_COMMON_SHARE * sum(found.values())
+                         for found in counts):
         return None
     shares = {path: float(np.mean([found[path] / sum(found[p] for p in common) for found in counts]))
               for path in common}

@@ -242,6 +242,25 @@ def test_wake_figures_hold_the_mix_fixed_where_the_paths_are_known():
                                                                                "Wake p50 (restore_cold)"}
 
 
+def test_trials_that_wake_by_different_paths_share_no_mix():
+    """Suspend against pause, as ab glutton-baseline glutton-baseline-pause met it: the baseline restores, the
+    candidate unpauses and restores a few actors (6 of 200 wakes). Both took restore_warm five times or more, but a
+    figure of those 6 wakes would judge the candidate's minority: no path gmean, and the plain gmean is the figure."""
+    rng = np.random.default_rng(16)
+
+    def trial(paths: list[str]) -> TrialWakes:
+        latencies = [rng.lognormal(np.log(8 if path == "restore_warm" else 2), 0.3) for path in paths]
+        return TrialWakes.of(np.array(latencies), paths)
+
+    suspend = [trial(["restore_warm"] * 200) for _ in range(4)]
+    pause = [trial(["unpause"] * 194 + ["restore_warm"] * 6) for _ in range(4)]
+    figures = {row.figure for row in wake_figures("GluttonPing", suspend, pause)}
+    assert figures == {"GluttonPing gmean"}
+    # Within one mode a path every trial took often enough still makes the mix.
+    mostly = [trial(["restore_warm"] * 150 + ["restore_cold"] * 50) for _ in range(4)]
+    assert "GluttonPing path gmean" in {row.figure for row in wake_figures("GluttonPing", mostly, mostly)}
+
+
 def test_a_tail_percentile_of_few_samples_per_trial_gets_no_verdict():
     rng = np.random.default_rng(14)
     trials = [np.sort(rng.lognormal(np.log(100), 0.5, 900)) for _ in range(3)]

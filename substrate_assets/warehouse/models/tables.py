@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,10 +37,13 @@ def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tupl
     if not tables:
         return []
     limit = int(preview_rows)
+    columns = [booked_columns(connection, name, books) for name, _ in tables]
     if limit > 0:
         found = []
-        for name, _ in tables:
-            newest = _newest_first(connection, name, books)
+        # Whether trial_manifests has started_at: asked once, and only when a table is ordered by it.
+        manifests = functools.cache(lambda: _has_manifests(connection, books))
+        for (name, _), described in zip(tables, columns, strict=True):
+            newest = _newest_first(name, {column for column, _ in described}, manifests)
             cursor = connection.execute(f"SELECT (SELECT count(*) FROM {name}) AS count_rows, * FROM {name} AS t "
                                         f"{newest} LIMIT {limit}")
             names = [d[0] for d in cursor.description][1:]
@@ -51,19 +55,17 @@ def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tupl
         counts = dict(connection.execute(" UNION ALL ".join(
             f"SELECT {index} AS part, count(*) FROM {name}" for index, (name, _) in enumerate(tables))).fetchall())
         found = [(counts[index], []) for index in range(len(tables))]
-    return [BuiltTable(name, rows, booked_columns(connection, name, books), preview,
-                       None if updated is None else tuple(updated))
-            for (name, updated), (rows, preview) in zip(tables, found, strict=True)]
+    return [BuiltTable(name, rows, described, preview, None if updated is None else tuple(updated))
+            for (name, updated), described, (rows, preview) in zip(tables, columns, found, strict=True)]
 
 
-def _newest_first(connection: duckdb.DuckDBPyConnection, name: str, books: changes.Books | None) -> str:
+def _newest_first(name: str, columns: set[str], manifests: Callable[[], bool]) -> str:
     """The ORDER BY that puts a table's newest rows first in its preview: by the row's own started_at, else by its
     trial's (trial_manifests), then trial id; nothing for a table with neither (a person looks at the newest trial,
-    and a table's scan order is its oldest rows first)."""
-    columns = {column for column, _ in booked_columns(connection, name, books)}
+    and a table's scan order is its oldest rows first). ``manifests``: whether trial_manifests has started_at."""
     if "started_at" in columns:
         return 'ORDER BY t."started_at" DESC NULLS LAST' + (', t."trial_id" DESC' if "trial_id" in columns else "")
-    if "trial_id" in columns and name != "trial_manifests" and _has_manifests(connection, books):
+    if "trial_id" in columns and name != "trial_manifests" and manifests():
         return ('ORDER BY (SELECT max(m.started_at) FROM trial_manifests AS m WHERE m.trial_id = t.trial_id) '
                 'DESC NULLS LAST, t."trial_id" DESC')
     return ""

@@ -62,6 +62,24 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def _record(text: str | bytes) -> dict[str, Any]:
+    """What a holder or a waiter wrote (JSON); empty when it wrote nothing readable. Another user may write it."""
+    try:
+        record = json.loads(text or "{}")
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _pid(record: dict[str, Any]) -> int | None:
+    pid = record.get("pid")
+    return pid if isinstance(pid, int) and not isinstance(pid, bool) else None
+
+
+def _text(record: dict[str, Any], key: str) -> str | None:
+    return record[key] if isinstance(record.get(key), str) else None
+
+
 @dataclass(frozen=True)
 class Holder:
     """What the holding trial wrote into the lock file; every field None when it did not say (yet)."""
@@ -74,15 +92,11 @@ class Holder:
     @classmethod
     def read(cls, path: Path) -> Holder:
         try:
-            record = json.loads(path.read_text() or "{}")
-        except (OSError, ValueError):
+            record = _record(path.read_text())
+        except OSError:
             return cls()
-        if not isinstance(record, dict):
-            return cls()
-        pid = record.get("pid")
-        return cls(pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
-                   record["trial_id"] if isinstance(record.get("trial_id"), str) else None,
-                   _number(record.get("load_s")), _number(record.get("load_started_at")))
+        return cls(_pid(record), _text(record, "trial_id"), _number(record.get("load_s")),
+                   _number(record.get("load_started_at")))
 
     def load_ends_at(self) -> float | None:
         if self.load_started_at is None or self.load_s is None:
@@ -196,15 +210,8 @@ class Queue:
                     with contextlib.suppress(OSError):
                         os.unlink(name, dir_fd=self.directory)
                     continue
-                try:
-                    record = json.loads(os.read(descriptor, 4096) or b"{}")
-                except ValueError:
-                    record = {}
-                record = record if isinstance(record, dict) else {}
-                pid = record.get("pid")
-                live.append(Waiter(name, pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
-                                   record["suite"] if isinstance(record.get("suite"), str) else None,
-                                   _number(record.get("load_s"))))
+                record = _record(os.read(descriptor, 4096))
+                live.append(Waiter(name, _pid(record), _text(record, "suite"), _number(record.get("load_s"))))
             finally:
                 os.close(descriptor)
         return live
@@ -285,12 +292,12 @@ def hold_machine(*, wait: bool, on_wait: Callable[[str], None], wait_at_most_s: 
     held = False
     began = clock()
     try:
-        if not queue.waiters() and _try_lock(descriptor):
+        queued = len(queue.waiters())
+        if not queued and _try_lock(descriptor):
             waited = 0.0
         else:
             now = clock()
             if not wait:
-                queued = len(queue.waiters())
                 behind = f", {queued} trial{'s' if queued != 1 else ''} queued for it" if queued else ""
                 raise MachineBusy(f"another trial is running on this machine ({Holder.read(path).phrase(now)}"
                                   f"{behind}); pass --wait to queue behind it")

@@ -47,6 +47,10 @@ run_retries:
   retry_on_asset_or_op_failure: false
 telemetry:
   enabled: false
+# No welcome dialog over the UI asking for an e-mail address: this machine may have no way out, and a dialog over the
+# page hides what a person came to see.
+nux:
+  enabled: false
 # The UI's runs start within a second of being queued (Dagster's default looks every 5 s): a trial launched from the
 # UI is followed by three runs (its raw tables, the models, its comparison), each queued by warehouse_refresh.
 run_coordinator:

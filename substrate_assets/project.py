@@ -25,6 +25,9 @@ def project_root() -> Path:
 STORE_ENV = "SUBSTRATE_BENCH_STORE"
 WAREHOUSE_ENV = "SUBSTRATE_BENCH_WAREHOUSE"
 DEPLOYMENT_ENV = "SUBSTRATE_BENCH_DEPLOYMENT"
+SITE_ENV = "SUBSTRATE_BENCH_SITE"
+# Where people open the site: set by `substrate-bench ui`, which serves it; the site asset links to it.
+SITE_URL_ENV = "SUBSTRATE_BENCH_SITE_URL"
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
 INSTANCE_CONFIG = """\
 # The project's Dagster instance (created by substrate-bench). Every asset that writes the DuckDB
@@ -92,6 +95,12 @@ def warehouse_path() -> Path:
     """The DuckDB warehouse: ``$SUBSTRATE_BENCH_WAREHOUSE``, else ``<project>/warehouse.duckdb``."""
     configured = os.environ.get(WAREHOUSE_ENV)
     return Path(configured).resolve() if configured else project_root() / "warehouse.duckdb"
+
+
+def site_directory() -> Path:
+    """The benchmark site: ``$SUBSTRATE_BENCH_SITE``, else ``<project>/site``."""
+    configured = os.environ.get(SITE_ENV)
+    return Path(configured).resolve() if configured else project_root() / "site"
 
 
 # A warehouse setting that starts so names a DuckLake (warehouse/location.py reads it); anything else is a file.

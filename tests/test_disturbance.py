@@ -76,7 +76,7 @@ def test_each_disturbed_trial_says_so_in_its_manifest_and_the_trials_table(busy_
     assert len(records) == 3
     for record in records:
         metadata = record.asset_materialization.metadata
-        assert metadata["disturbed"].value is True and metadata["foreign_cpu_share"].value > 0
+        assert metadata["disturbed"].value is True and metadata["busy/foreign_cpu_share"].value > 0
         assert "CPU taken by other processes" in metadata["disturbed_because"].value
     checks = instance.event_log_storage.get_asset_check_execution_history(
         dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_history"), limit=5)

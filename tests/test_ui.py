@@ -101,16 +101,18 @@ RAW = sorted(["cluster_facts", "load_steps", "locust_stats", "request_samples", 
 
 def test_a_trial_launched_with_run_config_is_followed_by_its_raw_tables_the_marts_and_its_comparison(running_ui):
     """Each run_trial run named its own trial; tick by tick after it, the automation loaded its raw tables (one
-    step), then rebuilt the marts, then compared it, once, and then requested nothing more."""
+    step), then rebuilt the marts, then compared it, once, and built the benchmark site again, and then requested
+    nothing more."""
     import dagster as dg
 
     first, second = running_ui.trials
     assert first.startswith("smoke-") and second.startswith("smoke-") and first != second
     after_each = [running_ui.ticks[1:5], running_ui.ticks[5:9]]
     for trial, ticks in zip(running_ui.trials, after_each, strict=True):
-        assert [[run[0] for run in runs] for runs in ticks] == [[trial], [None], [trial], []]
+        assert [sorted(run[0] or "" for run in runs) for runs in ticks] == [[trial], [""], ["", trial], []]
         assert ticks[0][0][1:] == RAW and "capacity_history" in ticks[1][0]
-        assert ticks[2][0][1:] == ["no_regression_against_history"]
+        # After the marts, the trial's judgement and the benchmark site, in runs of their own.
+        assert sorted(run[1:] for run in ticks[2]) == [["benchmark_site"], ["no_regression_against_history"]]
     instance = dg.DagsterInstance.from_config(str(running_ui.project / ".dagster_home"))
     assert set(instance.get_dynamic_partitions("trial")) == {first, second}
     for run_id, trial in zip(running_ui.runs, running_ui.trials, strict=True):
@@ -185,10 +187,10 @@ def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
     assert all(group in seen["asset-graph"] for group in ("trials", "raw", "marts"))
     # A Dagster metadata entry reads as its key, then its value on a line of its own.
     lines = [line.strip() for line in seen["trial-run"].splitlines() if line.strip()]
-    shown = lines[lines.index("wake_p50_ms") + 1]  # Dagster drops a float's trailing .0
+    shown = lines[lines.index("smoke/wake_p50_ms") + 1]  # Dagster drops a float's trailing .0
     assert re.fullmatch(r"\d+(\.\d)?", shown) and float(shown) == round(p50, 1), (shown, p50)
     assert not re.search(r"\d\.\d{5,}", seen["trial-run"]), "an unrounded figure on the trial's page"
-    assert "actors_per_node" in seen["trial-manifests"] and "Show Table Schema" in seen["trial-manifests"]
+    assert "smoke/actors_per_node" in seen["trial-manifests"] and "Show Table Schema" in seen["trial-manifests"]
     assert "suite: quick-smoke" in seen["run-trial-launchpad"]
 
 

@@ -92,7 +92,7 @@ def import_upstream(root: str, store: RunStore, warehouse: Warehouse, instance: 
 
     report_loads(instance(), [part.trial for part in read], refreshed.raw, refreshed.models, refreshed.tests,
                  extra={run.trial_id: {"imported_from": run.source} for run in runs},
-                 figures=figure_metadata(refreshed.densities))
+                 figures=figure_metadata(refreshed.densities, {part.trial.trial_id: part.trial.suite for part in read}))
     return ImportOutcome(runs, {name: table.total for name, table in refreshed.raw.items()},
                          [table.name for table in refreshed.models], refreshed.tests, refused)
 

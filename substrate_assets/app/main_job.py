@@ -25,6 +25,7 @@ from substrate_assets.defs.trials.checks import NO_REGRESSION
 from substrate_assets.defs.trials.jobs import TRIAL_TAG, TrialConfig, run_config, run_trial_job
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
+from substrate_assets.defs.warehouse.site import benchmark_site
 from substrate_assets.processes.owner import Owner
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
@@ -72,10 +73,11 @@ class Round:
     inject_wake_delay_ms: int | None = None
     group: str | None = None
     wait_at_most_s: int | None = None
+    live: bool = False
 
     def config(self) -> TrialConfig:
         return TrialConfig(suite=self.suite, inject_wake_delay_ms=self.inject_wake_delay_ms, group=self.group,
-                           wait_at_most_s=self.wait_at_most_s)
+                           wait_at_most_s=self.wait_at_most_s, live=self.live)
 
 
 def _quiet(_line: str) -> None:
@@ -163,17 +165,17 @@ def _warm_up() -> None:
 
 def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet,
               repeat: int | None = None, inject_wake_delay_ms: int | None = None,
-              wait_at_most_s: int | None = None) -> JobOutcome:
+              wait_at_most_s: int | None = None, live: bool = False) -> JobOutcome:
     """The main job: validate the suite's script (agent sessions only; the other families run none), then
     ``repeat`` times (default: the suite's ``repeat``) run a trial of the suite as a run of the run_trial job (which
     names the trial's partition), load it into the raw tables, rebuild the models and judge it against its
     configuration's history, in one more run. Repeated trials form one group (trial.json's ``group``). ``say``
     hears about dead runs freed, pools waited for and each trial started; each trial queues for the machine at
-    most ``wait_at_most_s``."""
+    most ``wait_at_most_s``, and shows Locust's live web UI when ``live``."""
     repeat = repeat or suite.repeat
     group = group_id(suite.name, datetime.now(UTC), "x", repeat) if repeat > 1 else None
-    return _run_rounds(suite, [Round(suite.name, inject_wake_delay_ms, group, wait_at_most_s)] * repeat, store,
-                       instance, say, group)
+    return _run_rounds(suite, [Round(suite.name, inject_wake_delay_ms, group, wait_at_most_s, live)] * repeat,
+                       store, instance, say, group)
 
 
 def ab_rounds(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None = None,
@@ -196,7 +198,7 @@ def run_ab(suite_a: Suite, suite_b: Suite, rounds: list[Round], store: RunStore,
 
 def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance: dg.DagsterInstance, say: Say,
                 group: str | None, also_validate: Suite | None = None) -> JobOutcome:
-    wait_for_pools(instance, pools_of([trial_run, *raw_assets, *mart_assets]), say)
+    wait_for_pools(instance, pools_of([trial_run, *raw_assets, *mart_assets, benchmark_site]), say)
     _warm_up()
     validated = {}
     for chosen in (suite, also_validate):
@@ -242,9 +244,10 @@ def disturbed_because(store: RunStore, trial_id: str) -> str | None:
 
 
 def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:
-    """Load an existing trial's files again (raw tables replaced, models rebuilt); no load is generated."""
+    """Load an existing trial's files again (raw tables replaced, models rebuilt, the benchmark site built again); no
+    load is generated."""
     store.find(trial_id)
     instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
-    result = _materialize([*raw_assets, *mart_assets], instance, trial_id, say,
+    result = _materialize([*raw_assets, *mart_assets, benchmark_site], instance, trial_id, say,
                           checks=[dg.AssetCheckKey(trial_run.key, NO_REGRESSION)])
     return JobOutcome(trial_id, [_succeeded(result, f"reloading trial {trial_id}").run_id])

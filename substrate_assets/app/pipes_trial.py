@@ -29,7 +29,7 @@ from substrate_assets.driver.progress import log_lines
 from substrate_assets.driver.stopping import signals_stop_the_trial
 from substrate_assets.driver.trial import run_local_trial
 from substrate_assets.processes.parent_death import stop_when_parent_dies
-from substrate_assets.report.figures import rounded
+from substrate_assets.report.figures import charted_key, rounded
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.suites import Suite
 from substrate_assets.workload import ScriptLibrary
@@ -54,7 +54,8 @@ def main() -> None:
                                          ScriptLibrary(Path(pipes.get_extra("scripts"))),
                                          on_progress=log_lines(pipes.log.info), key=key, wait_for_machine=True,
                                          wait_at_most_s=pipes.extras.get("wait_at_most_s"),
-                                         on_notice=pipes.log.warning, group=group)
+                                         on_notice=pipes.log.warning, group=group,
+                                         live=bool(pipes.extras.get("live")))
         except KeyboardInterrupt:
             pipes.log.error(f"trial {trial_id} stopped by {stop.signal_name} before it landed; nothing was kept")
             raise SystemExit(stop.exit_code) from None
@@ -66,6 +67,20 @@ def main() -> None:
                        f"{summary.wake_figures()}; "
                        f"{summary.steps_completed} steps, {summary.failures} failures")
         # Named, as a run_trial job's op (which mints the partition) has no asset of its own to default to.
+        figures = {
+            "requests": summary.requests,
+            "failures": summary.failures,
+            "steps_completed": summary.steps_completed,
+            "sessions": summary.sessions,
+            "wake_n": summary.wake_n, "wake_failed": summary.wake_failed,
+            # Floats, rounded as every figure is shown.
+            **{name: {"raw_value": rounded(value, name), "type": "float"}
+               for name, value in (("wake_p50_ms", summary.wake_p50_ms), ("wake_p95_ms", summary.wake_p95_ms),
+                                   ("wake_p99_ms", summary.wake_p99_ms))},
+            "failure_ratio": {"raw_value": summary.failure_ratio, "type": "float"},
+            **machine_load_figures(result.machine_load),
+        }
+        # Named, as a run_trial job's op (which mints the partition) has no asset of its own to default to.
         pipes.report_asset_materialization(
             asset_key=TRIAL_RUN,
             metadata={
@@ -75,17 +90,10 @@ def main() -> None:
                 **({"failure": result.failure} if result.failure else {}),
                 # Text: a code is a label, not a figure to chart across trials.
                 "locust_exit_code": {"raw_value": str(result.locust_exit_code), "type": "text"},
-                "requests": summary.requests,
-                "failures": summary.failures,
-                "steps_completed": summary.steps_completed,
-                "sessions": summary.sessions,
-                "wake_n": summary.wake_n, "wake_failed": summary.wake_failed,
-                # Floats, so the asset's Plots chart them across trials; rounded as every figure is shown.
-                **{name: {"raw_value": rounded(value, name), "type": "float"}
-                   for name, value in (("wake_p50_ms", summary.wake_p50_ms), ("wake_p95_ms", summary.wake_p95_ms),
-                                       ("wake_p99_ms", summary.wake_p99_ms))},
-                "failure_ratio": {"raw_value": summary.failure_ratio, "type": "float"},
-                **machine_load_metadata(result.machine_load),
+                **machine_load_words(result.machine_load),
+                # Dagster charts a number across the asset's materializations: one key per suite, so a chart
+                # never mixes suites.
+                **{charted_key(suite.name, name): value for name, value in figures.items()},
             },
             data_version=trial_id,
         )
@@ -96,16 +104,18 @@ def main() -> None:
         )
 
 
-def machine_load_metadata(load: dict[str, Any] | None) -> dict[str, Any]:
-    """Whether the machine was busy with other work: ``disturbed`` and why, and each measured figure (rounded)."""
-    if not load:
-        return {}
-    found: dict[str, Any] = {name: {"raw_value": round(load[name], 4), "type": "float"}
-                             for name in ("foreign_cpu_share", "steal_share", "cpu_pressure")
-                             if load.get(name) is not None}
-    if load.get("disturbed") is not None:
+def machine_load_figures(load: dict[str, Any] | None) -> dict[str, Any]:
+    """How busy the machine was with other work: each measured figure, rounded."""
+    return {name: {"raw_value": round(load[name], 4), "type": "float"}
+            for name in ("foreign_cpu_share", "steal_share", "cpu_pressure") if load and load.get(name) is not None}
+
+
+def machine_load_words(load: dict[str, Any] | None) -> dict[str, Any]:
+    """Whether the machine was busy with other work: ``disturbed`` and why."""
+    found: dict[str, Any] = {}
+    if load and load.get("disturbed") is not None:
         found["disturbed"] = bool(load["disturbed"])
-    if load.get("disturbed_because"):
+    if load and load.get("disturbed_because"):
         found["disturbed_because"] = "; ".join(load["disturbed_because"])
     return found
 

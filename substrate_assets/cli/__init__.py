@@ -8,6 +8,7 @@ from substrate_assets.cli.compare import compare_command
 from substrate_assets.cli.report import report
 from substrate_assets.cli.runtime import runtime
 from substrate_assets.cli.scripts import validate
+from substrate_assets.cli.site import site
 from substrate_assets.cli.telemetry import telemetry
 from substrate_assets.cli.trials import materialize_trial, run, trial
 from substrate_assets.cli.ui import ui
@@ -20,5 +21,5 @@ def main() -> None:
 
 
 for command in (validate, trial, run, ab, materialize_trial, import_command, rebuild, sql, compare_command, report,
-                telemetry, runtime, ui):
+                site, telemetry, runtime, ui):
     main.add_command(command)

@@ -44,6 +44,9 @@ WAIT_AT_MOST = click.option(
     "--wait-at-most", "wait_at_most_s", metavar="DURATION", callback=_wait_limit, help="While another trial holds "
     "this machine, a trial queues for it (saying its place, who holds it and when its turn comes at the earliest); "
     "past DURATION (90s, 10m, 1h) it stops waiting, having run nothing (trial: exit 2). Default: as long as it takes.")
+LIVE = click.option("--live", is_flag=True, help="Watch the load: Locust's own web UI (its charts and tables, "
+                    "read-only) on a free port of 127.0.0.1 while the load runs; the address is printed first. The "
+                    "trial lands as a headless one does.")
 
 
 def _fail_with_problems(error: ScriptError) -> None:
@@ -158,6 +161,7 @@ def _print_manifests(suite: Suite) -> None:
 @click.option("--wait", "wait_for_machine", is_flag=True, help="When another trial is running on this machine, "
               "queue for it instead of refusing.")
 @WAIT_AT_MOST
+@LIVE
 @click.option("--sut-version", help="The version of the system under test (a Substrate commit or image digest) to "
               "record; default: the suite's sut_version, else this checkout's commit (local) or the tag.")
 @INJECT_WAKE_DELAY
@@ -165,7 +169,7 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
           think_scale: float | None, lifecycle_mode: str | None, resume_mode: str | None,
           actor_memory: str | None, backend: str | None, dry_run: bool, image: str | None, object_store: str | None,
           namespace: str | None, locust_workers: int | None, wait_for_machine: bool, wait_at_most_s: int | None,
-          sut_version: str | None, inject_wake_delay_ms: int | None) -> None:
+          live: bool, sut_version: str | None, inject_wake_delay_ms: int | None) -> None:
     """Run one trial of SUITE on the local backend and print its trial directory and summary.
 
     One local trial runs on a machine at a time: while another runs, this one is refused (exit 2) or, with
@@ -208,7 +212,7 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
                 result = run_local_trial(suite, RunStore(store or store_directory()),
                                          ScriptLibrary(scripts_directory()), on_progress=update,
                                          wait_for_machine=wait_for_machine or wait_at_most_s is not None,
-                                         wait_at_most_s=wait_at_most_s,
+                                         wait_at_most_s=wait_at_most_s, live=live,
                                          on_notice=lambda line: console.print(line, highlight=False,
                                                                               soft_wrap=True))
         except KeyboardInterrupt:
@@ -344,9 +348,10 @@ def _show_group(console: Console, group: str, trial_ids: tuple[str, ...]) -> Non
               "judged together (default: the suite's repeat).")
 @INJECT_WAKE_DELAY
 @WAIT_AT_MOST
+@LIVE
 @FIGURE
 def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, wait_at_most_s: int | None,
-        figures: tuple[str, ...]) -> None:
+        live: bool, figures: tuple[str, ...]) -> None:
     """The main job: run SUITE's trials (its repeat, or --repeat) through the asset graph, print the last one's
     frontier and wake latency, and judge them against their configuration's history.
 
@@ -379,7 +384,8 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, w
                           f"{instance.root_directory}", highlight=False)
             try:
                 outcome = run_suite(suite, RunStore(store_directory()), instance, say=click.echo, repeat=repeat,
-                                    inject_wake_delay_ms=inject_wake_delay_ms, wait_at_most_s=wait_at_most_s)
+                                    inject_wake_delay_ms=inject_wake_delay_ms, wait_at_most_s=wait_at_most_s,
+                                    live=live)
             except MachineTooBusy as error:
                 click.echo(str(error), err=True)
                 sys.exit(4)
@@ -396,8 +402,18 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, w
                 _show_verdict(console, outcome.group or outcome.trial_id, figures)
             if outcome.insight is not None:
                 console.print(outcome.insight.line(), highlight=False)
+            _show_site(console)
         except Stopped as stopped:
             exit_stopped(stopped)
+
+
+def _show_site(console: Console) -> None:
+    """Where the benchmark site the job built again is: its landing page, to open."""
+    from substrate_assets.project import site_directory
+
+    index = site_directory() / "index.html"
+    if index.is_file():
+        console.print(f"benchmark site: {index} (substrate-bench site --serve serves it)", highlight=False)
 
 
 @click.command("materialize")

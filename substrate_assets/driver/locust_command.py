@@ -30,12 +30,17 @@ def session_options(suite: Suite, script_file: str | None, control_endpoint: str
 
 
 def locust_command(suite: Suite, script_file: Path | None, work: Path, control_endpoint: str, router_url: str,
-                   extra: list[str] | None = None, control_tls: bool = False) -> list[str]:
+                   extra: list[str] | None = None, control_tls: bool = False,
+                   live_port: int | None = None) -> list[str]:
     """Locust headless with the suite's user class (AgentSessionUser, GluttonUser, …), writing its CSVs and the
     request log into ``work``: a flat load (``-u``, ``-r``, ``-t``), or a ladder suite's LoadTestShape with its
-    steps and the log of when each began."""
+    steps and the log of when each began. With ``live_port``, Locust's own web UI too, on 127.0.0.1 at that port,
+    started at once and quit when the load ends (``--autostart --autoquit 0``): the same load and files, its charts
+    to watch while it runs (the locustfile makes the UI read-only)."""
+    mode = ["--headless"] if live_port is None else [
+        "--autostart", "--autoquit", "0", "--web-host", "127.0.0.1", "--web-port", str(live_port)]
     return [
-        sys.executable, "-m", "locust", "-f", locustfiles(suite), "--headless", "--only-summary",
+        sys.executable, "-m", "locust", "-f", locustfiles(suite), *mode, "--only-summary",
         *load_options(suite, work), "--csv", str(work / LOCUST_CSV_PREFIX), "--loglevel", "INFO",
         *session_options(suite, None if script_file is None else str(script_file), control_endpoint, router_url,
                          str(work / REQUEST_LOG), control_tls),

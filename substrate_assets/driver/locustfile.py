@@ -52,6 +52,7 @@ from substrate_assets.driver.users.session import AgentSessionVU, TemplateCheck 
 from substrate_assets.driver.users.spawn import SpawnVU  # noqa: E402
 from substrate_assets.driver.users.sweperf import SweperfVU  # noqa: E402
 from substrate_assets.families import ATESPACE, KNOBS, LifecycleMode, ResumeMode  # noqa: E402
+from substrate_assets.processes.host_guard import is_local  # noqa: E402
 from substrate_assets.project import scripts_directory  # noqa: E402
 from substrate_assets.results.atomic import WriteFailed  # noqa: E402
 from substrate_assets.results.request_log import (  # noqa: E402
@@ -180,9 +181,26 @@ class Shared:
 _shared: Shared | None = None
 
 
+def read_only(web_ui: Any) -> None:
+    """Locust's web UI of a live trial shows the load and changes nothing: every request that is not a read (start,
+    stop, reset, a user count: Locust's controls are POSTs) is refused, as is one addressed to another host than
+    this machine (a web page elsewhere cannot read it by rebinding its name to 127.0.0.1)."""
+    from flask import request
+
+    @web_ui.app.before_request
+    def _refuse() -> tuple[str, int] | None:
+        if not is_local(request.headers.get("Host"), int(web_ui.port)):
+            return "This server answers only requests addressed to 127.0.0.1 or localhost.\n", 421
+        if request.method not in ("GET", "HEAD"):
+            return "This trial runs as its suite says: its live view is read-only.\n", 403
+        return None
+
+
 @events.init.add_listener
-def _init(environment: Environment, **_: Any) -> None:
+def _init(environment: Environment, web_ui: Any = None, **_: Any) -> None:
     global _shared
+    if web_ui is not None:
+        read_only(web_ui)
     if environment.parsed_options is None:
         return
     _shared = Shared(environment)

@@ -28,6 +28,7 @@ from substrate_assets.driver.preflight import Landing, TrialRefused, check_befor
 from substrate_assets.driver.progress import Progress, progress_reporter
 from substrate_assets.driver.samples import Sampler
 from substrate_assets.facts.local import local_cluster_facts
+from substrate_assets.processes.host_guard import free_port
 from substrate_assets.results.atomic import write_parquet
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.results.request_log import STOP_REASON_FILE, stop_reason
@@ -46,12 +47,16 @@ from substrate_assets.workload import ScriptFile, ScriptLibrary
 
 log = logging.getLogger(__name__)
 
+# What a live trial says before its load starts.
+LIVE_LINE = "live charts: Locust's web UI on {url} while the load runs (read-only)"
+
 
 def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
                     on_progress: Callable[[Progress], None] | None = None,
                     runtime_overrides: dict[str, Any] | None = None, key: TrialKey | None = None,
                     wait_for_machine: bool = True, wait_at_most_s: float | None = None,
-                    on_notice: Callable[[str], None] | None = None, group: str | None = None) -> TrialResult:
+                    on_notice: Callable[[str], None] | None = None, group: str | None = None,
+                    live: bool = False) -> TrialResult:
     """Run ``suite`` once against the embedded runtime and return its finished trial directory.
 
     ``key`` fixes the trial's id and path (a Dagster trial partition does); by default the
@@ -61,7 +66,9 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
     (at most ``wait_at_most_s``), or with ``wait_for_machine`` False raises ``MachineBusy`` (a ``TrialRefused``)
     having run nothing; the wait is kept beside the load's start in trial.json (``machine_wait_s``). Holding it,
     the trial first removes what dead trials and runtimes left (their staging, state and live directories).
-    Both say so in one line each through ``on_notice`` (default: the log).
+    Both say so in one line each through ``on_notice`` (default: the log). With ``live``, Locust's own web UI
+    shows the load's charts while it runs, read-only, on a free port of 127.0.0.1 (:data:`LIVE_LINE` says where,
+    through ``on_notice``); the trial lands as a headless one does.
     """
     loaded = library.load(suite.script) if suite.script is not None else None
     say = on_notice or log.warning
@@ -74,10 +81,14 @@ def run_local_trial(suite: Suite, store: RunStore, library: ScriptLibrary, *,
         else:
             store.claim(key)
         machine.name_trial(key.trial_id)
+        live_port = free_port() if live else None
+        if live_port is not None:
+            say(LIVE_LINE.format(url=f"http://127.0.0.1:{live_port}/"))
         try:
             return run_claimed_trial(suite, store, loaded, key, on_progress=on_progress,
                                      runtime_overrides=runtime_overrides, group=group,
-                                     machine_wait_s=machine.waited_s, on_load_start=machine.load_started)
+                                     machine_wait_s=machine.waited_s, on_load_start=machine.load_started,
+                                     live_port=live_port)
         except KeyboardInterrupt:
             # Stopped before Locust measured anything, or a second time while landing: a staging directory is
             # not a trial, and removing it frees the trial id to run again.
@@ -89,7 +100,8 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
                       on_progress: Callable[[Progress], None] | None = None,
                       runtime_overrides: dict[str, Any] | None = None, group: str | None = None,
                       machine_wait_s: float | None = None,
-                      on_load_start: Callable[[float], None] | None = None) -> TrialResult:
+                      on_load_start: Callable[[float], None] | None = None,
+                      live_port: int | None = None) -> TrialResult:
     """The trial in ``key``'s claimed staging directory, from the runtime's start to the rename into runs/: the
     local counterpart of ``run_cluster_trial``, which likewise runs a trial whose key was settled before it
     (:func:`run_local_trial` holds the machine and claims the key; a caller of this must hold both).
@@ -124,7 +136,7 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
         # Kept off the store's filesystem: when a full store stops the run, the reason still gets through.
         stop_reason_file = runtime.state_dir / STOP_REASON_FILE
         command = locust_command(suite, script_file, work, runtime.control_address, runtime.router_url,
-                                 extra=["--stop-reason-file", str(stop_reason_file)])
+                                 extra=["--stop-reason-file", str(stop_reason_file)], live_port=live_port)
         notes.append("locust: " + " ".join(command))
         def sample(users: int | None) -> dict[str, Any]:
             state = runtime.snapshot_state()

@@ -12,7 +12,7 @@ import altair as alt
 import duckdb
 
 from substrate_assets.report.html import Html, chart, note, section, table
-from substrate_assets.report.plots import HEIGHT, SERIES_COLOURS, WIDTH, _styled, _values, svg
+from substrate_assets.report.plots import HEIGHT, SERIES_COLOURS, WIDTH, inline_values, styled, svg
 from substrate_assets.warehouse.connection import has_table
 
 WINDOW_COLUMNS = ("window_index", "window_start_s", "window_end_s", "n_wakes", "n_failed_wakes", "p50_ms", "p99_ms",
@@ -35,9 +35,9 @@ def drift_chart(windows: Sequence[dict[str, Any]],
     tips = [alt.Tooltip("window:Q", format="d"), alt.Tooltip("minute:Q", title="from minute", format=",.1f"),
             alt.Tooltip("until_minute:Q", title="to minute", format=",.1f"), alt.Tooltip("wakes:Q", format=",d"),
             alt.Tooltip("percentile:N"), alt.Tooltip("latency_ms:Q", format=",.1f")]
-    lines = alt.Chart(_values(rows)).mark_line(point=True, strokeWidth=2).encode(x=x, y=y, color=percentile,
+    lines = alt.Chart(inline_values(rows)).mark_line(point=True, strokeWidth=2).encode(x=x, y=y, color=percentile,
                                                                                 tooltip=tips)
-    return _styled(lines.properties(width=WIDTH, height=HEIGHT, title=title))
+    return styled(lines.properties(width=WIDTH, height=HEIGHT, title=title))
 
 
 def drift_section(connection: duckdb.DuckDBPyConnection, trial_id: str) -> Html | None:

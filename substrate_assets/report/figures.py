@@ -82,9 +82,9 @@ ROUNDING_DIGITS = {"ms": 1, "ratio": 4, "density": 2, "pct": 1}
 
 def rounded(value: float | None, column: str = "", unit: str | None = None) -> float | None:
     """A float rounded as :func:`figure` shows it, for places that take a number (Dagster's float metadata, which
-    its Plots chart): milliseconds to 0.1, ratios to 4 dp, densities to 2 dp, percent changes to 0.1, p-values to
-    2 significant digits, anything else below 1 to 4 significant digits and above to 2 dp. None stays None: not
-    measured."""
+    it charts across materializations): milliseconds to 0.1, ratios to 4 dp, densities to 2 dp, percent changes to
+    0.1, p-values to 2 significant digits, anything else below 1 to 4 significant digits and above to 2 dp. None
+    stays None: not measured."""
     if value is None or math.isnan(value) or math.isinf(value):
         return value
     kind = _digits_for(column, unit)
@@ -93,3 +93,10 @@ def rounded(value: float | None, column: str = "", unit: str | None = None) -> f
     if kind == "p" or abs(value) < 1:
         return float(f"{value:.{2 if kind == 'p' else 4}g}")
     return round(value, 2)
+
+
+def charted_key(suite: str | None, name: str) -> str:
+    """A figure's metadata key where Dagster charts it across trials: one per suite (``quick-smoke/wake_p50_ms``),
+    so a chart never draws one suite's ~800 ms wakes on a line with another's ~5 ms; a trial of no known suite keeps
+    the plain name."""
+    return f"{suite}/{name}" if suite else name

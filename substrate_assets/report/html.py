@@ -13,6 +13,7 @@ import html
 import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -20,7 +21,8 @@ from typing import Any
 from substrate_assets.report.figures import MISSING, figure
 
 # Directions and verdicts a table colours, so a regression stands out in a column of them.
-MARKED_WORDS = frozenset({"regressed", "improved", "unchanged", "inconclusive", "met", "exceeded"})
+MARKED_WORDS = frozenset({"regressed", "improved", "unchanged", "no change", "inconclusive", "met", "exceeded",
+                          "disturbed"})
 
 CONTENT_SECURITY_POLICY = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -59,11 +61,36 @@ table.figures td:not(.num) { overflow-wrap: anywhere; }
 td.word-regressed, td.word-exceeded { color: #b3261e; font-weight: 600; }
 td.word-improved, td.word-met { color: #1e7a34; font-weight: 600; }
 td.word-inconclusive { color: #8a5a00; font-weight: 600; }
+td.word-disturbed { color: #8a5a00; }
+a { color: #1f5fa8; }
+nav { background: #2a3a4f; padding: 6px 32px; font-size: 13px; }
+nav a { color: #dbe6f5; margin-right: 18px; text-decoration: none; }
+nav a:hover { text-decoration: underline; }
 """
 
 
 class Html(str):
     """Markup this module built: put into a page as it is, never escaped again."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link to another page of a site, by a path relative to the page it is on: a table cell of one shows
+    ``label`` leading there."""
+
+    href: str
+    label: str
+
+
+def _href(link: Link) -> str:
+    # A page links only to pages beside it: a path of its own making, never a scheme a user's text could choose.
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", link.href) or link.href.startswith(("/", "\\")):
+        raise ValueError(f"{link.href!r} is not a relative path")
+    return link.href
+
+
+def anchor(link: Link) -> Html:
+    return Html(f'<a href="{text(_href(link))}">{text(link.label)}</a>')
 
 
 def text(value: Any) -> Html:
@@ -74,6 +101,8 @@ def text(value: Any) -> Html:
 def _cell(value: Any, column: str, unit: str | None) -> Html:
     if value is None:
         return Html(f'<td class="missing">{MISSING}</td>')
+    if isinstance(value, Link):
+        return Html(f"<td>{anchor(value)}</td>")
     numeric = isinstance(value, int | float | Decimal) and not isinstance(value, bool)
     classes = ["num"] if numeric else ["time"] if isinstance(value, datetime) else []
     if isinstance(value, str) and value in MARKED_WORDS:
@@ -152,13 +181,15 @@ def section(title: str, parts: Iterable[Html]) -> Html:
 
 
 def page(title: str, sections: Iterable[Html], *, subtitle: str | None = None, warehouse: str | None = None,
-         generated_at: datetime | None = None) -> str:
-    """The whole page: its title, when it was generated (UTC) and from which warehouse, then the sections."""
+         generated_at: datetime | None = None, navigation: Sequence[Link] = ()) -> str:
+    """The whole page: its title, when it was generated (UTC) and from which warehouse, the links of its site's
+    ``navigation`` when it is one of a site's pages, then the sections."""
     moment = (generated_at or datetime.now(UTC)).astimezone(UTC)
     meta = [f"generated {moment.strftime('%Y-%m-%d %H:%M:%S')} UTC"]
     if warehouse:
         meta.append(f"warehouse {warehouse}")
     sub = f'<div class="subtitle">{text(subtitle)}</div>' if subtitle else ""
+    nav = f"<nav>{''.join(anchor(link) for link in navigation)}</nav>\n" if navigation else ""
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
@@ -166,5 +197,5 @@ def page(title: str, sections: Iterable[Html], *, subtitle: str | None = None, w
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{text(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
         f"<header><h1>{text(title)}</h1>{sub}<div class=\"meta\">{text(' · '.join(meta))}</div></header>\n"
-        f"<main>\n{''.join(sections)}\n</main>\n</body>\n</html>\n"
+        f"{nav}<main>\n{''.join(sections)}\n</main>\n</body>\n</html>\n"
     )

@@ -35,6 +35,7 @@ from substrate_assets.report import plots
 from substrate_assets.report.drift import drift_section
 from substrate_assets.report.html import (
     Html,
+    Link,
     chart,
     heading,
     key_values,
@@ -206,7 +207,7 @@ def _steps_section(connection: duckdb.DuckDBPyConnection, trial_id: str) -> Html
 
 
 def trial_report(connection: duckdb.DuckDBPyConnection, trial_id: str, *,
-                 generated_at: datetime | None = None) -> str:
+                 generated_at: datetime | None = None, navigation: Sequence[Link] = ()) -> str:
     """One trial's page: its headline figures (the wake-latency distribution; what ran, the density frontier and
     the SLO capacity and knee), the wake-latency CDF, its load points (charted when there is more than one) and its
     step latencies. NotInWarehouse when the warehouse has no such trial."""
@@ -222,7 +223,7 @@ def trial_report(connection: duckdb.DuckDBPyConnection, trial_id: str, *,
         _steps_section(connection, trial_id),
     ]
     return page(f"Trial {trial_id}", sections, subtitle=subtitle or None, warehouse=_warehouse(connection),
-                generated_at=generated_at)
+                generated_at=generated_at, navigation=navigation)
 
 
 def _suite_known(connection: duckdb.DuckDBPyConnection, suite: str) -> bool:
@@ -300,7 +301,7 @@ def history_report(connection: duckdb.DuckDBPyConnection, suite: str, *, generat
     noise = _noise_floor(connection, suite)
     if history:
         parts.append(chart(plots.svg(_history_chart(suite, history, changes, noise)),
-                           "x: the trial's number within its configuration. Shaded: each configuration's noise floor, "
+                           "x: the trial's start (UTC). Shaded: each configuration's noise floor, "
                            "one trial-to-trial spread either side of its level, over the trials it was measured "
                            "from. Vertical rules: change points (red regressed, green improved); dashed: the means "
                            "before and after each."))
@@ -330,7 +331,8 @@ def history_report(connection: duckdb.DuckDBPyConnection, suite: str, *, generat
 
 def comparison_report(title: str, baseline_label: str, candidate_label: str, rows: list[dict[str, Any]],
                       samples: dict[str, np.ndarray], *, warehouse: str | None = None,
-                      generated_at: datetime | None = None, notes: Sequence[str] = ()) -> str:
+                      generated_at: datetime | None = None, notes: Sequence[str] = (),
+                      navigation: Sequence[Link] = ()) -> str:
     """A comparison's page: its rows as a table (every key given, in order) and the CDFs of the sample sets
     overlaid, baseline first and candidate second whatever order ``samples`` has."""
     ordered = {label: samples[label] for label in (baseline_label, candidate_label) if label in samples}
@@ -344,11 +346,12 @@ def comparison_report(title: str, baseline_label: str, candidate_label: str, row
     else:
         sections.append(section("Wake latency", [note("No samples to draw.")]))
     return page(title, sections, subtitle=f"baseline {baseline_label} · candidate {candidate_label}",
-                warehouse=warehouse, generated_at=generated_at)
+                warehouse=warehouse, generated_at=generated_at, navigation=navigation)
 
 
 def compared_page(connection: duckdb.DuckDBPyConnection, comparison: Comparison, source: str, *,
-                  warehouse: str | None = None, generated_at: datetime | None = None) -> str:
+                  warehouse: str | None = None, generated_at: datetime | None = None,
+                  navigation: Sequence[Link] = ()) -> str:
     """The page of ``substrate-bench compare``'s comparison: its figures as the command prints them, the verdict
     line, what differs between the sides, and both sides' wake CDFs overlaid."""
     # "null" is the terminal's word for not measured; a page shows a dash, as its other tables do.
@@ -367,4 +370,4 @@ def compared_page(connection: duckdb.DuckDBPyConnection, comparison: Comparison,
              *(f"Note: {line}" for line in comparison.warnings)]
     return comparison_report(f"{comparison.candidate.label} against {comparison.baseline.label}",
                              comparison.baseline.label, comparison.candidate.label, rows, samples,
-                             warehouse=warehouse, generated_at=generated_at, notes=notes)
+                             warehouse=warehouse, generated_at=generated_at, notes=notes, navigation=navigation)

@@ -50,11 +50,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _values(rows: Sequence[Mapping[str, Any]]) -> alt.Data:
+def inline_values(rows: Sequence[Mapping[str, Any]]) -> alt.Data:
     return alt.Data(values=[{key: _plain(value) for key, value in row.items()} for row in rows])
 
 
-def _styled(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+def styled(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
     return (chart.configure(font=FONT)
             .configure_view(stroke="#dddddd")
             .configure_axis(gridColor="#eeeeee", labelFontSize=11, titleFontSize=12)
@@ -62,8 +62,8 @@ def _styled(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
             .configure_legend(labelFontSize=11, titleFontSize=11, labelLimit=420))
 
 
-def _note(text: str, title: str, height: int = 120) -> alt.Chart:
-    return alt.Chart(_values([{"text": text}]), title=title).mark_text(fontSize=13, color="#555555").encode(
+def note_chart(text: str, title: str, height: int = 120) -> alt.Chart:
+    return alt.Chart(inline_values([{"text": text}]), title=title).mark_text(fontSize=13, color="#555555").encode(
         text="text:N").properties(width=WIDTH, height=height)
 
 
@@ -110,38 +110,38 @@ def latency_cdf(samples: Mapping[str, np.ndarray], title: str) -> alt.LayerChart
                               "offset": index})
     subtitle = "; ".join(counts) + (f" ({unshown} samples at 0 ms not drawn on the log scale)" if unshown else "")
     if not curve:
-        return _styled(_note("no wake latencies measured", title))
+        return styled(note_chart("no wake latencies measured", title))
     colour = alt.Color("series:N", scale=alt.Scale(domain=labels, range=colours),
                        legend=alt.Legend(title=None, orient="bottom-right") if len(labels) > 1 else None)
     x = alt.X("latency_ms:Q", scale=alt.Scale(type="log", nice=False), title="wake latency (ms, log scale)")
     y = alt.Y("fraction:Q", scale=alt.Scale(domain=[0, 1]), title="fraction of wakes at or below")
-    line = alt.Chart(_values(curve)).mark_line(interpolate="step-after", strokeWidth=2).encode(
+    line = alt.Chart(inline_values(curve)).mark_line(interpolate="step-after", strokeWidth=2).encode(
         x=x, y=y, color=colour,
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("latency_ms:Q", format=",.1f"),
                  alt.Tooltip("fraction:Q", format=".4f")])
-    levels = alt.Chart(_values([{"fraction": permille(name) / 1000, "percentile": name}
+    levels = alt.Chart(inline_values([{"fraction": permille(name) / 1000, "percentile": name}
                                 for name in MARKED_PERCENTILES])).mark_rule(
         color="#999999", strokeDash=[3, 3], strokeWidth=1).encode(y=alt.Y("fraction:Q"))
-    level_labels = alt.Chart(_values([{"fraction": permille(name) / 1000, "percentile": name}
+    level_labels = alt.Chart(inline_values([{"fraction": permille(name) / 1000, "percentile": name}
                                       for name in MARKED_PERCENTILES])).mark_text(
         align="left", dx=3, dy=-5, color="#777777", fontSize=10).encode(
         y=alt.Y("fraction:Q"), x=alt.value(0), text="percentile:N")
     layers: list[alt.Chart] = [levels, level_labels, line]
     if marks:
-        points = alt.Chart(_values(marks)).mark_point(filled=True, size=70, opacity=1).encode(
+        points = alt.Chart(inline_values(marks)).mark_point(filled=True, size=70, opacity=1).encode(
             x=x, y=y, color=colour, shape=alt.value("circle"),
             tooltip=[alt.Tooltip("series:N"), alt.Tooltip("percentile:N"),
                      alt.Tooltip("latency_ms:Q", format=",.1f")])
         # Stagger the labels of several series so that two close percentiles do not print over each other.
         for offset in sorted({mark["offset"] for mark in marks}):
-            text = alt.Chart(_values([m for m in marks if m["offset"] == offset])).mark_text(
+            text = alt.Chart(inline_values([m for m in marks if m["offset"] == offset])).mark_text(
                 align="left", dx=7, dy=12 + 13 * offset, fontSize=11, fontWeight="bold").encode(
                 x=x, y=y, color=colour, text="label:N")
             layers.append(text)
         layers.insert(3, points)
     chart = alt.layer(*layers).properties(
         width=WIDTH, height=HEIGHT, title=alt.TitleParams(title, subtitle=subtitle))
-    return _styled(chart)
+    return styled(chart)
 
 
 def _first(frame: pl.DataFrame, column: str, value: float | None) -> dict[str, Any] | None:
@@ -170,9 +170,9 @@ def load_points_chart(points: pl.DataFrame, slo_wake_p99_ms: float | None, knee_
             for name in ("step", "users", "actors_per_node", "wake_p99_ms", "failure_ratio") if name in columns]
     x = alt.X("x:Q", title=x_title, scale=alt.Scale(zero=True))
     y = alt.Y("wake_p99_ms:Q", title="wake p99 (ms)", scale=alt.Scale(zero=True))
-    line = alt.Chart(_values([row for row in rows if row["complete"]])).mark_line(color=SERIES_COLOURS[0]).encode(
+    line = alt.Chart(inline_values([row for row in rows if row["complete"]])).mark_line(color=SERIES_COLOURS[0]).encode(
         x=x, y=y, order="x:Q")
-    dots = alt.Chart(_values(rows)).mark_point(size=60, strokeWidth=2).encode(
+    dots = alt.Chart(inline_values(rows)).mark_point(size=60, strokeWidth=2).encode(
         x=x, y=y, tooltip=tips,
         color=alt.Color("point:N", scale=alt.Scale(domain=["complete", "cut short"],
                                                   range=[SERIES_COLOURS[0], "#aaaaaa"]),
@@ -181,7 +181,7 @@ def load_points_chart(points: pl.DataFrame, slo_wake_p99_ms: float | None, knee_
                                                 range=[SERIES_COLOURS[0], "white"]), legend=None))
     layers: list[alt.Chart] = [line, dots]
     if slo_wake_p99_ms is not None:
-        slo = _values([{"wake_p99_ms": slo_wake_p99_ms, "label": f"SLO: wake p99 ≤ {slo_wake_p99_ms:,.1f} ms"}])
+        slo = inline_values([{"wake_p99_ms": slo_wake_p99_ms, "label": f"SLO: wake p99 ≤ {slo_wake_p99_ms:,.1f} ms"}])
         layers.append(alt.Chart(slo).mark_rule(color=SLO_COLOUR, strokeDash=[6, 4], strokeWidth=2).encode(y=y))
         layers.append(alt.Chart(slo).mark_text(align="left", dy=-6, color=SLO_COLOUR, fontSize=11).encode(
             y=y, x=alt.value(4), text="label:N"))
@@ -191,7 +191,7 @@ def load_points_chart(points: pl.DataFrame, slo_wake_p99_ms: float | None, knee_
         row = _first(frame, "users", users)
         if row is None:
             continue
-        mark = _values([{**row, "label": f"{name}: {row['users']:,.0f} users"
+        mark = inline_values([{**row, "label": f"{name}: {row['users']:,.0f} users"
                          + (f", {row['actors_per_node']:,.2f} actors/node" if by_density else "")}])
         # A label right of its rule would run off a chart whose knee is at the far right: it goes left of it there.
         leftward = row["x"] / widest > 0.6
@@ -207,7 +207,7 @@ def load_points_chart(points: pl.DataFrame, slo_wake_p99_ms: float | None, knee_
     heading = alt.TitleParams(title, subtitle="no load point measured its wake p99 (the trial kept no request log)"
                               if unmeasured else "")
     chart = alt.layer(*layers).properties(width=WIDTH, height=HEIGHT, title=heading).resolve_scale(color="shared")
-    return _styled(chart)
+    return styled(chart)
 
 
 def _mean_segments(changes: list[dict[str, Any]], first: dict[str, float], last: dict[str, float],
@@ -232,7 +232,7 @@ def _mean_segments(changes: list[dict[str, Any]], first: dict[str, float], last:
     return segments
 
 
-def _value_scale(values: Sequence[float | None]) -> alt.Scale:
+def value_scale(values: Sequence[float | None]) -> alt.Scale:
     """The y scale of a history panel: its values' range, and around a constant series a band of ±5 % (else the
     renderer makes a one-value domain of a nearby round tick, and 0.17 reads as 0)."""
     measured = [value for value in values if value is not None and math.isfinite(value)]
@@ -277,7 +277,7 @@ def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
     its colour over the trials it was measured from; each change point a vertical rule coloured by direction
     (regressed red, improved green) and the means before and after it as dashed horizontal segments."""
     if history.height == 0:
-        return _styled(_note("no trials with figures", title))
+        return styled(note_chart("no trials with figures", title))
     configurations = list(dict.fromkeys(history.sort("trial_number")["configuration"].to_list()))
     colours = [SERIES_COLOURS[index % len(SERIES_COLOURS)] for index in range(len(configurations))]
     metrics = list(dict.fromkeys(history["metric"].to_list()))
@@ -297,11 +297,11 @@ def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
         value_title = f"{metric} ({unit})" if unit else metric
         trials = alt.Scale(type="utc", padding=12)
         x = alt.X("started_at:T", title="trial start (UTC)" if number == len(metrics) - 1 else None, scale=trials)
-        y = alt.Y("value:Q", title=unit or None, scale=_value_scale([row["value"] for row in rows]),
+        y = alt.Y("value:Q", title=unit or None, scale=value_scale([row["value"] for row in rows]),
                   axis=alt.Axis(format=",.4~g"))
         colour = alt.Color("configuration:N", scale=alt.Scale(domain=configurations, range=colours),
                            legend=alt.Legend(title="configuration", orient="right") if number == 0 else None)
-        series = alt.Chart(_values(rows)).mark_line(point=alt.OverlayMarkDef(filled=True, size=45)).encode(
+        series = alt.Chart(inline_values(rows)).mark_line(point=alt.OverlayMarkDef(filled=True, size=45)).encode(
             x=x, y=y, color=colour,
             tooltip=[alt.Tooltip("trial_number:Q", format="d", title="trial number"), alt.Tooltip("trial_id:N"),
                      alt.Tooltip("sut_version:N"),
@@ -313,7 +313,7 @@ def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
             if noise_floor is not None and noise_floor.height else []
         bands = noise_bands(floors, last, started)
         if bands:
-            layers.append(alt.Chart(_values(bands)).mark_rect(opacity=0.15).encode(
+            layers.append(alt.Chart(inline_values(bands)).mark_rect(opacity=0.15).encode(
                 x=alt.X("start:T", scale=trials), x2="end:T", y=alt.Y("low:Q"), y2="high:Q",
                 color=alt.Color("configuration:N", scale=alt.Scale(domain=configurations, range=colours),
                                 legend=None),
@@ -325,7 +325,7 @@ def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
             direction = alt.Color("direction:N", scale=alt.Scale(domain=list(DIRECTION_COLOURS),
                                                                range=list(DIRECTION_COLOURS.values())),
                                   legend=alt.Legend(title="change point", orient="right") if number == 0 else None)
-            layers.append(alt.Chart(_values(changes)).mark_rule(strokeWidth=2, opacity=0.8).encode(
+            layers.append(alt.Chart(inline_values(changes)).mark_rule(strokeWidth=2, opacity=0.8).encode(
                 x=x, color=direction,
                 tooltip=[alt.Tooltip("configuration:N"), alt.Tooltip("trial_number:Q", format="d",
                                                                      title="trial number"),
@@ -334,7 +334,7 @@ def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
                          alt.Tooltip("change_pct:Q", format="+.1f"), alt.Tooltip("p_value:Q", format=".2g")]))
             segments = _mean_segments(changes, first, last, started)
             if segments:
-                layers.append(alt.Chart(_values(segments)).mark_rule(
+                layers.append(alt.Chart(inline_values(segments)).mark_rule(
                     color=MEAN_COLOUR, strokeDash=[5, 3], strokeWidth=2).encode(
                     x=alt.X("start:T", scale=trials), x2="end:T", y=alt.Y("mean:Q"),
                     tooltip=[alt.Tooltip("side:N", title="mean"), alt.Tooltip("mean:Q", format=",.4~f")]))
@@ -344,17 +344,17 @@ def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
         panels.append(alt.layer(*layers, series).properties(width=WIDTH, height=PANEL_HEIGHT, title=panel_title)
                       .resolve_scale(color="independent"))
     chart = alt.vconcat(*panels, spacing=18, title=title).resolve_scale(color="independent")
-    return _styled(chart)
+    return styled(chart)
 
 
 def svg(chart: alt.TopLevelMixin) -> str:
     """The chart as an SVG document, rendered without a browser; its data are inline, and it fetches nothing."""
-    return vl_convert.vegalite_to_svg(chart.to_dict(), vl_version=VEGA_LITE_VERSION, allowed_base_urls=[])
+    return vl_convert.vegalite_to_svg(chart.to_dict(validate=False), vl_version=VEGA_LITE_VERSION, allowed_base_urls=[])
 
 
 def png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
     """The chart as a PNG at ``scale`` times its size (2: sharp on a high-density screen)."""
-    return vl_convert.vegalite_to_png(chart.to_dict(), vl_version=VEGA_LITE_VERSION, scale=scale,
+    return vl_convert.vegalite_to_png(chart.to_dict(validate=False), vl_version=VEGA_LITE_VERSION, scale=scale,
                                       allowed_base_urls=[])
 
 

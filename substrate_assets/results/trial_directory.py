@@ -199,6 +199,11 @@ class TrialDirectory:
         """trial.json; empty for an upstream run, which has none."""
         return self._json(TRIAL_JSON) or {}
 
+    @property
+    def suite(self) -> str | None:
+        """The suite it ran: trial.json's, else its run-store path's; None when neither says."""
+        return self.manifest.get("suite") or (self.key.suite if self.key else None)
+
     @cached_property
     def status(self) -> dict[str, Any]:
         """status.json: Locust's exit code (a whole number) and whether it wrote its stats (true or false), each null
@@ -297,7 +302,7 @@ class TrialDirectory:
         users = knobs.get("users") if manifest else self.run_log.users
         actors_per_user = knobs.get("actors_per_user", 1) if manifest else self.run_log.actors_per_user
         return {
-            "suite": manifest.get("suite") or (key.suite if key else None),
+            "suite": self.suite,
             # trial.json says since families existed (before, every native trial was an agent session); an
             # upstream run says by its rows.
             "family": (knobs.get("family", "agentsession") if manifest

@@ -56,8 +56,10 @@ def test_a_raw_asset_and_an_outside_load_record_the_same_metadata(store, tmp_pat
         assert recorded["dagster/column_schema"] == reported["dagster/column_schema"]
         assert recorded["preview"] == reported["preview"]
     # The trial's densities ride on its one manifest row, as floats Dagster's Plots chart across trials.
-    assert {"actors_per_node", "actors_per_vcpu", "actors_per_gb_ram"} <= set(metadata_of(in_run, "trial_manifests",
-                                                                                          NEWEST))
+    # Each under a key of the trial's suite: a chart never mixes suites.
+    suite = "glutton_baseline_5_users"
+    assert {f"{suite}/{name}" for name in ("actors_per_node", "actors_per_vcpu", "actors_per_gb_ram")} <= set(
+        metadata_of(in_run, "trial_manifests", NEWEST))
     assert metadata_of(outside, "locust_stats", NEWEST)["dagster/row_count"] == 5
 
 

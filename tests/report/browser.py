@@ -57,6 +57,8 @@ class Visit:
     body_text: str = ""
     # Key-value tables wider than their place: their right-aligned figures are scrolled out of sight.
     overflowing_key_values: int = 0
+    # Every link's target as the browser resolved it (an absolute URL).
+    links: list[str] = field(default_factory=list)
 
 
 OVERFLOWING_KEY_VALUES = """
@@ -94,7 +96,8 @@ def visit(browser, page_file: Path, screenshot: Path | None = None) -> Visit:
         return Visit(screenshot=image, console_errors=console_errors, page_errors=page_errors,
                      blocked=sorted(set(blocked)), failed=failed, svg_boxes=boxes,
                      scripts=page.locator("script").count(), title=page.title(), body_text=page.inner_text("body"),
-                     overflowing_key_values=page.evaluate(OVERFLOWING_KEY_VALUES))
+                     overflowing_key_values=page.evaluate(OVERFLOWING_KEY_VALUES),
+                     links=page.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.href)"))
     finally:
         context.close()
 

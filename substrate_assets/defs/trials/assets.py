@@ -35,9 +35,10 @@ def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
                  pipes_subprocess_client: dg.PipesSubprocessClient, pipes_k8s_client: KubernetesPipesClient,
                  run_store: RunStoreResource, script_library: ScriptLibraryResource,
                  deployment: DeploymentResource, group: str | None = None,
-                 wait_at_most_s: int | None = None) -> dg.PipesClientCompletedInvocation:
+                 wait_at_most_s: int | None = None, live: bool = False) -> dg.PipesClientCompletedInvocation:
     """Run one trial of ``suite`` as ``trial_id`` on its backend, through Dagster Pipes, as one of ``group`` when
-    given (a local trial queued for the machine at most ``wait_at_most_s``); what the trial reported."""
+    given (a local trial queued for the machine at most ``wait_at_most_s``, with Locust's live web UI when
+    ``live``); what the trial reported."""
     store = run_store.store()
     key = TrialKey.from_trial_id(trial_id, suite.tag)
     here = deployment.deployment()
@@ -54,7 +55,7 @@ def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
         raise dg.Failure(f"trial {trial_id}: script {suite.script} cannot run:\n{error}") from None
     extras = {"trial_id": trial_id, "suite": suite.model_dump_json(), "store": str(store.root),
               "scripts": script_library.directory, **({"group": group} if group else {}),
-              **({"wait_at_most_s": wait_at_most_s} if wait_at_most_s else {})}
+              **({"wait_at_most_s": wait_at_most_s} if wait_at_most_s else {}), **({"live": True} if live else {})}
     if suite.backend == "kubernetes":
         from substrate_assets.defs.trials.kubernetes import run_on_kubernetes  # the Kubernetes client: ~2 s
 

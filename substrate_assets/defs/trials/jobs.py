@@ -55,6 +55,9 @@ class TrialConfig(dg.Config):
     wait_at_most_s: int | None = Field(default=None, ge=1, description="A local trial queues for the machine while "
                                        "another trial holds it; past this many seconds it stops waiting and the run "
                                        "fails, having run nothing. Null waits as long as it takes.")
+    live: bool = Field(default=False, description="A local trial shows Locust's own web UI (its live charts and "
+                       "tables, read-only) on 127.0.0.1 while its load runs; the run's log says where. The trial "
+                       "lands as a headless one does.")
 
     def chosen_suite(self, suites: SuitesResource) -> Suite:
         """The suite with this config's changes, validated as suites.yaml is; dg.Failure names what is wrong."""
@@ -87,7 +90,7 @@ def trial(context: dg.OpExecutionContext, config: TrialConfig, pipes_subprocess_
                                                    **({SCRIPT_TAG: suite.script} if suite.script else {}),
                                                    **({GROUP_TAG: config.group} if config.group else {})})
     invocation = launch_trial(context, suite, trial_id, pipes_subprocess_client, pipes_k8s_client, run_store,
-                              script_library, deployment, config.group, config.wait_at_most_s)
+                              script_library, deployment, config.group, config.wait_at_most_s, config.live)
     for result in invocation.get_results(implicit_materializations=False):
         if isinstance(result, dg.MaterializeResult):
             version = {DATA_VERSION_TAG: result.data_version.value} if result.data_version else {}

@@ -11,7 +11,7 @@ import duckdb
 
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.warehouse.column_checks import check_evaluations
-from substrate_assets.report.figures import figure, rounded
+from substrate_assets.report.figures import charted_key, figure, rounded
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.column_docs import column_descriptions, table_columns
@@ -112,21 +112,26 @@ def raw_load_metadata(loaded: LoadedTable, trial: TrialDirectory) -> dict[str, A
             "trial_dir": dg.MetadataValue.path(str(trial.path))}
 
 
-# The one row per trial also carries the trial's densities, so the asset's Plots chart them across trials.
+# The one row per trial also carries the trial's densities, so Dagster charts them across trials (a key per suite).
 FIGURES_ON = "trial_manifests"
 
 
 def trial_figures(connection: duckdb.DuckDBPyConnection,
                   trial_ids: Sequence[str]) -> dict[str, dict[str, dg.MetadataValue]]:
-    """Each trial's densities and failure ratio as float metadata (:func:`figure_metadata`)."""
-    return figure_metadata(trial_densities(connection, trial_ids))
+    """Each trial's densities and failure ratio as float metadata (:func:`figure_metadata`), keyed by its suite as
+    trial_manifests has it."""
+    suites = dict(connection.execute("SELECT trial_id, suite FROM trial_manifests WHERE "
+                                     "list_contains(?::VARCHAR[], trial_id)", [list(trial_ids)]).fetchall())
+    return figure_metadata(trial_densities(connection, trial_ids), suites)
 
 
-def figure_metadata(densities: Mapping[str, Mapping[str, float | None]]) -> dict[str, dict[str, dg.MetadataValue]]:
-    """Each trial's figures (from :func:`trial_densities`) as float metadata, rounded as shown; a figure not
-    measured is left out (a Plots gap, not a zero)."""
-    return {trial_id: {name: dg.MetadataValue.float(rounded(value, name)) for name, value in figures.items()
-                       if value is not None}
+def figure_metadata(densities: Mapping[str, Mapping[str, float | None]],
+                    suites: Mapping[str, str | None]) -> dict[str, dict[str, dg.MetadataValue]]:
+    """Each trial's figures (from :func:`trial_densities`) as float metadata, rounded as shown, each under a key of
+    the trial's suite (``suites``: by trial; :func:`charted_key`); a figure not measured is left out (a gap in the
+    chart, not a zero)."""
+    return {trial_id: {charted_key(suites.get(trial_id), name): dg.MetadataValue.float(rounded(value, name))
+                       for name, value in figures.items() if value is not None}
             for trial_id, figures in densities.items()}
 
 

@@ -5,10 +5,11 @@ import dagster as dg
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.defs.warehouse.regression_check import no_regression_against_history
+from substrate_assets.defs.warehouse.site import benchmark_site
 
 warehouse_refresh = dg.AutomationConditionSensorDefinition(
     "warehouse_refresh",
-    target=dg.AssetSelection.assets(*raw_assets, *mart_assets) | dg.AssetSelection.checks(
+    target=dg.AssetSelection.assets(*raw_assets, *mart_assets, benchmark_site) | dg.AssetSelection.checks(
         *no_regression_against_history.check_keys),
     default_status=dg.DefaultSensorStatus.RUNNING,
     # Each step of a trial's follow-up waits for a tick: 10 s keeps a UI-launched trial close to a `run` one, at a
@@ -19,5 +20,6 @@ warehouse_refresh = dg.AutomationConditionSensorDefinition(
     run_tags={"dagster/max_retries": "2"},
     description="Follows every trial that lands, however it was launched (the run_trial form, `substrate-bench "
     "run`, the script sensor): its raw tables load (eager on trial_run), the cross-run models rebuild (eager on "
-    "the raw tables), then the trial is judged against the history of its suite and configuration.",
+    "the raw tables), then the trial is judged against the history of its suite and configuration and the benchmark "
+    "site is built again.",
 )

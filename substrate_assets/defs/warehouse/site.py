@@ -1,0 +1,64 @@
+"""``benchmark_site``: the benchmark site (:mod:`substrate_assets.report.site`), built again after each refresh of
+the marts, and linked from its materialization: one click from the asset graph to the benchmark."""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+from pydantic import Field
+
+from substrate_assets.defs.catalog import OWNERS
+from substrate_assets.defs.resources import SuitesResource
+from substrate_assets.defs.warehouse.resources import WarehouseResource
+from substrate_assets.project import SITE_URL_ENV, site_directory
+from substrate_assets.suites import compare_thresholds
+
+BENCHMARK_SITE = "benchmark_site"
+# What the site reads across trials; a refresh of the marts updates them all, and the site follows.
+READS = ("capacity_history", "metric_history", "change_points", "noise_floor", "wake_latency_distribution")
+
+
+class SiteResource(dg.ConfigurableResource):
+    """Where the site is written (``$SUBSTRATE_BENCH_SITE``, else ``site/`` in the project) and where people open
+    it (``$SUBSTRATE_BENCH_SITE_URL``, set by ``substrate-bench ui``, which serves it; else its index as a file)."""
+
+    directory: str = Field(default_factory=lambda: str(site_directory()))
+
+    def url(self, index: Path) -> str:
+        served = os.environ.get(SITE_URL_ENV)
+        return served if served else index.as_uri()
+
+
+def _after_the_marts() -> dg.AutomationCondition:
+    """Once the marts it reads were refreshed, with none of them still in progress (a site of half a refresh would
+    be rebuilt a tick later anyway)."""
+    return (dg.AutomationCondition.any_deps_updated() & ~dg.AutomationCondition.any_deps_missing()
+            & ~dg.AutomationCondition.any_deps_in_progress() & ~dg.AutomationCondition.in_progress()
+            ).with_label("the marts were refreshed")
+
+
+@dg.asset(name=BENCHMARK_SITE, deps=[dg.AssetKey(name) for name in READS], group_name="marts", owners=OWNERS,
+          pool="duckdb", kinds={"html"}, automation_condition=_after_the_marts(),
+          description="The benchmark site, static pages built from the warehouse: the latest verdict of each suite "
+          "and configuration, each suite's primary figures through time (noise bands, change points, groups, "
+          "disturbed trials marked), a page per trial and per latest comparison. `substrate-bench site --serve` "
+          "serves it; `substrate-bench ui` serves it beside the UI, and its materialization links there.")
+def benchmark_site(context: dg.AssetExecutionContext, warehouse: WarehouseResource, suites: SuitesResource,
+                   site: SiteResource) -> dg.MaterializeResult:
+    # Imported here: the chart libraries cost ~0.6 s to import, paid by every process that loads the definitions.
+    from substrate_assets.report.site import build_site
+
+    known = suites.all()
+    with warehouse.read() as connection:  # a read: no writer lock, so it never holds a load up
+        built = build_site(connection, Path(site.directory), lambda suite: compare_thresholds(suite, known),
+                           warehouse=warehouse.database)
+    context.log.info(f"benchmark site: {built.pages} pages ({built.trials - built.trials_kept} trial pages drawn) "
+                     f"in {built.seconds:.1f} s at {built.index}")
+    return dg.MaterializeResult(metadata={
+        "site": dg.MetadataValue.url(site.url(built.index)),
+        "index": dg.MetadataValue.path(str(built.index)),
+        "pages": dg.MetadataValue.int(built.pages),
+        "suites": dg.MetadataValue.int(built.suites),
+        "trials": dg.MetadataValue.int(built.trials),
+        "build_s": dg.MetadataValue.float(round(built.seconds, 2)),
+    })

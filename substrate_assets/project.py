@@ -26,6 +26,8 @@ STORE_ENV = "SUBSTRATE_BENCH_STORE"
 WAREHOUSE_ENV = "SUBSTRATE_BENCH_WAREHOUSE"
 DEPLOYMENT_ENV = "SUBSTRATE_BENCH_DEPLOYMENT"
 SITE_ENV = "SUBSTRATE_BENCH_SITE"
+# `substrate-bench ui`'s port; it serves the benchmark site on the next one.
+UI_PORT = 3000
 # Where people open the site: set by `substrate-bench ui`, which serves it; the site asset links to it.
 SITE_URL_ENV = "SUBSTRATE_BENCH_SITE_URL"
 DAGSTER_HOME_ENV = "DAGSTER_HOME"
@@ -95,6 +97,12 @@ def warehouse_path() -> Path:
     """The DuckDB warehouse: ``$SUBSTRATE_BENCH_WAREHOUSE``, else ``<project>/warehouse.duckdb``."""
     configured = os.environ.get(WAREHOUSE_ENV)
     return Path(configured).resolve() if configured else project_root() / "warehouse.duckdb"
+
+
+def site_url() -> str:
+    """Where people open the benchmark site: ``$SUBSTRATE_BENCH_SITE_URL`` (``substrate-bench ui`` sets it for what
+    it runs), else where ``make ui`` serves it."""
+    return os.environ.get(SITE_URL_ENV) or f"http://127.0.0.1:{UI_PORT + 1}/"
 
 
 def site_directory() -> Path:

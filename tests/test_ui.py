@@ -46,6 +46,23 @@ suites:
 """
 
 
+# The image in the open dialog: its natural width, where it is drawn, the dialog's edges and whether what holds it
+# scrolls (an image wider than its dialog is cut at the right); null without one.
+IMAGE_IN_ITS_DIALOG = """
+(() => {
+  const dialog = document.querySelector('.bp5-dialog');
+  const image = dialog && dialog.querySelector('img');
+  if (!image) return null;
+  const box = image.getBoundingClientRect(), frame = dialog.getBoundingClientRect();
+  let scrolled = false;
+  for (let node = image.parentElement; node && node !== dialog.parentElement; node = node.parentElement) {
+    if (node.scrollWidth > node.clientWidth + 1) scrolled = true;
+  }
+  return {natural: image.naturalWidth, left: box.left, right: box.right, frameLeft: frame.left,
+          frameRight: frame.right, scrolled};
+})()
+"""
+
 # Tables (a metadata preview among them) reaching past the right edge of the page: their last columns are out of sight.
 TABLES_PAST_THE_PAGE = """
 [...document.querySelectorAll('table')].filter(table => table.getBoundingClientRect().right > window.innerWidth + 1)
@@ -61,9 +78,13 @@ class RunningUI:
     trials: list[str]  # in the order they ran
     runs: list[str]  # their run_trial runs
     ticks: list[list[list[str | None]]]  # what each tick of the automation requested
+    site_port: int  # where the benchmark site is served beside it
 
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
+
+    def site(self, path: str = "/") -> str:
+        return f"http://127.0.0.1:{self.site_port}{path}"
 
 
 @pytest.fixture(scope="module")
@@ -72,13 +93,14 @@ def running_ui(tmp_path_factory) -> Iterator[RunningUI]:
     conditions (tests/support/follow_trials.py), and `substrate-bench ui` over it, started as a script starts a
     background job: SIGINT ignored. The module's last test stops it; this only makes sure it is gone."""
     project = make_project(tmp_path_factory.mktemp("ui_project"), SUITES)
-    env = project_env(project)
+    port, site_port, err = free_port(), free_port(), project / "ui.err"
+    # The runs are the UI's, as if it had launched them: they know where it serves the site.
+    env = {**project_env(project), "SUBSTRATE_BENCH_SITE_URL": f"http://127.0.0.1:{site_port}/"}
     followed = subprocess.run([sys.executable, "-m", "tests.support.follow_trials"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=400)
     assert followed.returncode == 0, followed.stderr[-3000:]
     outcome = json.loads(followed.stdout.strip().splitlines()[-1])
-    port, err = free_port(), project / "ui.err"
-    ui = subprocess.Popen([CLI, "ui", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
+    ui = subprocess.Popen([CLI, "ui", "--port", str(port), "--site-port", str(site_port)], env=env, stdout=subprocess.DEVNULL,
                           stderr=err.open("wb"), start_new_session=True, preexec_fn=ignore_sigint)
     try:
         deadline = time.monotonic() + STARTUP_S
@@ -86,7 +108,7 @@ def running_ui(tmp_path_factory) -> Iterator[RunningUI]:
             assert ui.poll() is None, err.read_text()[-3000:]
             assert time.monotonic() < deadline, "the UI did not answer"
             time.sleep(0.5)
-        yield RunningUI(port, ui, project, outcome["trials"], outcome["runs"], outcome["ticks"])
+        yield RunningUI(port, ui, project, outcome["trials"], outcome["runs"], outcome["ticks"], site_port)
     finally:
         if ui.poll() is None:
             for process in [*psutil.Process(ui.pid).children(recursive=True), psutil.Process(ui.pid)]:
@@ -143,17 +165,20 @@ def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
              "trial-run": f"/assets/trial_run?view=partitions&partition={trial}",
              "trial-manifests": f"/assets/trial_manifests?view=partitions&partition={trial}",
              "load-points": "/assets/load_points?view=events",
+             "change-points": "/assets/change_points?view=events",
+             "benchmark-site-asset": "/assets/benchmark_site?view=events",
              "run-trial-launchpad": "/locations/substrate_assets/jobs/run_trial/playground",
              "run-trial-run": f"/runs/{running_ui.runs[-1]}"}
     # What each page shows once it has loaded its data: the screenshot waits for it, however busy the machine.
     loaded = {"asset-graph": "marts", "trial-run": "wake_p50_ms", "trial-manifests": "actors_per_node",
-              "load-points": "[Show Markdown]", "run-trial-launchpad": "suite: quick-smoke",
+              "load-points": "[Show Markdown]", "change-points": "history/smoke",
+              "benchmark-site-asset": running_ui.site(), "run-trial-launchpad": "suite: quick-smoke",
               "run-trial-run": "Re-execute"}
     keep = os.environ.get("SUBSTRATE_BENCH_UI_SCREENSHOTS")
     seen: dict[str, str] = {}
     errors: list[str] = []
     beyond: list[str] = []
-    ours = (running_ui.url("/"), f"blob:{running_ui.url('/')}", "data:")
+    ours = (running_ui.url("/"), f"blob:{running_ui.url('/')}", "data:", running_ui.site())
     with chromium() as browser:
         context = browser.new_context(viewport={"width": 1600, "height": 1000}, device_scale_factor=1)
         page = context.new_page()
@@ -169,6 +194,17 @@ def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
                 page.get_by_text("[Show Markdown]").first.click()
                 page.wait_for_timeout(800)
                 assert "row 1" in page.inner_text("body")  # 70-odd columns, shown on their side
+            if name == "change-points":  # the suite's history, an image behind a link: it fits its dialog
+                for link in page.get_by_text("[Show Markdown]").all():
+                    link.click()
+                    page.wait_for_timeout(800)
+                    fits = page.evaluate(IMAGE_IN_ITS_DIALOG)
+                    if fits is not None:
+                        break
+                    page.keyboard.press("Escape")
+                assert fits is not None, "no history image on change_points"
+                assert fits["natural"] > 300 and fits["left"] >= fits["frameLeft"] - 1, fits
+                assert fits["right"] <= fits["frameRight"] + 1 and fits["scrolled"] is False, fits
             shot = page.screenshot(path=str(Path(keep) / f"ui-{name}.png") if keep else None)
             try:
                 assert_not_blank(shot, colours=50, ink=0.02)
@@ -182,6 +218,16 @@ def test_the_asset_graph_and_a_trial_read_as_people_read_them(running_ui):
             if name == "run-trial-run":
                 again = page.get_by_role("button", name=re.compile("Re-execute"))
                 assert again.count() and again.first.is_enabled()
+        # The benchmark site's asset leads to the site, served beside the UI: one click.
+        page.goto(running_ui.url(pages["benchmark-site-asset"]), wait_until="networkidle")
+        page.get_by_role("link", name=running_ui.site()).first.wait_for(timeout=LOADED_S * 1000)
+        page.goto(running_ui.site(), wait_until="load")
+        assert page.title() == "Benchmarks" and "Latest verdicts" in page.inner_text("body")
+        page.get_by_role("link", name="smoke").first.click()
+        page.wait_for_load_state()
+        assert page.title() == "Suite smoke" and "Primary figures through time" in page.inner_text("body")
+        shot = page.screenshot(path=str(Path(keep) / "ui-benchmark-site-suite.png") if keep else None)
+        assert_not_blank(shot, colours=50, ink=0.02)
         context.close()
     assert errors == [] and beyond == [], (errors, beyond)
     assert all(group in seen["asset-graph"] for group in ("trials", "raw", "marts"))

@@ -31,6 +31,9 @@ def build(directory: Path, warehouse_setting: str | None) -> str:
                                warehouse=str(warehouse))
     except (WarehouseUnavailable, NotInWarehouse, NotASite) as error:
         raise click.ClickException(str(error)) from None
+    except OSError as error:  # the directory cannot be written or replaced: say which, and why
+        raise click.ClickException(f"the site cannot be written to {directory}: {error.strerror or error}") \
+            from None
     return (f"built {built.pages} pages ({built.suites} suites, {built.trials} trials, {built.comparisons} "
             f"comparisons) in {built.seconds:.1f} s: {built.index}")
 

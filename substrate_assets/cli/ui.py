@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from substrate_assets.project import UI_PORT
+
 if TYPE_CHECKING:
     from substrate_assets.report.site_server import SiteServer
 
@@ -28,7 +30,7 @@ def _site_server(port: int, say: Callable[[str], None]) -> SiteServer:
 
 
 @click.command()
-@click.option("--port", type=int, default=3000, show_default=True)
+@click.option("--port", type=int, default=UI_PORT, show_default=True)
 @click.option("--site-port", type=click.IntRange(0, 65535), default=None,
               help="Where the benchmark site is served beside the UI [default: --port + 1].")
 def ui(port: int, site_port: int | None) -> None:

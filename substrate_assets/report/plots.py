@@ -360,6 +360,7 @@ def png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
 
 def markdown_image(chart: alt.TopLevelMixin, alt: str) -> str:
     """The chart as a markdown image whose source is a base64 PNG data URI: what a Dagster ``MetadataValue.md``
-    shows inline, with nothing to fetch."""
+    shows, with nothing to fetch. At the chart's own size: Dagster draws a markdown image at its natural width in a
+    dialog at most 80 % of the window wide, and a chart drawn twice as large for a sharp screen was cut off there."""
     text = alt.replace("\\", "\\\\").replace("[", "\\[").replace("]", "\\]").replace("\n", " ")
-    return f"![{text}](data:image/png;base64,{base64.b64encode(png(chart)).decode('ascii')})"
+    return f"![{text}](data:image/png;base64,{base64.b64encode(png(chart, scale=1.0)).decode('ascii')})"

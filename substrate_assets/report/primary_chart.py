@@ -29,7 +29,7 @@ from substrate_assets.report.plots import (
 from substrate_assets.warehouse.primary_history import HistoryPoint, SuiteHistory
 
 KINDS = {"judged": "circle", "disturbed": "cross", "stopped early": "square"}
-GROUP_COLOUR = "#888888"
+GROUP_COLOUR, GROUP_STROKE = "#888888", "#444444"
 
 
 def kind(point: HistoryPoint) -> str:
@@ -57,11 +57,14 @@ def primary_history_chart(history: SuiteHistory, suite: str) -> alt.TopLevelMixi
     colours = [SERIES_COLOURS[index % len(SERIES_COLOURS)] for index in range(len(configurations))]
     figures = list(dict.fromkeys(point.figure for point in points))
     time = alt.Scale(type="utc", padding=14)
+    # The day on every label (a history spans days), and labels that would touch left out.
+    time_axis = alt.Axis(format="%d %b %H:%M", labelOverlap="greedy", labelAngle=0)
     panels = []
     for number, figure in enumerate(figures):
         rows = [point for point in points if point.figure == figure]
         dated = [point for point in rows if point.started_at is not None]
-        x = alt.X("started_at:T", title="trial start (UTC)" if number == len(figures) - 1 else None, scale=time)
+        x = alt.X("started_at:T", title="trial start (UTC)" if number == len(figures) - 1 else None, scale=time,
+                  axis=time_axis)
         y = alt.Y("value:Q", title="ms", scale=value_scale([p.value for p in rows]), axis=alt.Axis(format=",.4~g"))
         colour = alt.Color("configuration:N", scale=alt.Scale(domain=configurations, range=colours),
                            legend=alt.Legend(title="configuration", orient="right") if number == 0 else None)
@@ -72,7 +75,8 @@ def primary_history_chart(history: SuiteHistory, suite: str) -> alt.TopLevelMixi
         groups = _groups(dated)
         if groups:
             layers.append(alt.Chart(inline_values(groups)).mark_rect(
-                opacity=0.10, color=GROUP_COLOUR, stroke=GROUP_COLOUR, strokeOpacity=0.9, strokeDash=[4, 3]).encode(
+                fillOpacity=0.04, color=GROUP_COLOUR, stroke=GROUP_STROKE, strokeWidth=1.5, strokeOpacity=1,
+                strokeDash=[5, 3]).encode(
                 x=alt.X("start:T", scale=time), x2="end:T", y=alt.Y("low:Q"), y2="high:Q",
                 tooltip=[alt.Tooltip("group:N"), alt.Tooltip("trials:Q", format="d")]))
         bands = [band for band in history.bands if band.figure == figure and band.configuration in configurations]
@@ -107,8 +111,11 @@ def primary_history_chart(history: SuiteHistory, suite: str) -> alt.TopLevelMixi
                                                                                               color=line_colour))
         shape = alt.Shape("kind:N", scale=alt.Scale(domain=list(KINDS), range=list(KINDS.values())),
                           legend=alt.Legend(title="trial", orient="right") if number == 0 else None)
-        layers.append(alt.Chart(inline_values(values)).mark_point(size=55, filled=True, opacity=0.95).encode(
-            x=x, y=y, color=colour, shape=shape,
+        # One legend for both: shape and size tell the same thing (a disturbed cross is drawn larger to be seen).
+        size = alt.Size("kind:N", scale=alt.Scale(domain=list(KINDS), range=[55, 110, 70]),
+                        legend=alt.Legend(title="trial", orient="right") if number == 0 else None)
+        layers.append(alt.Chart(inline_values(values)).mark_point(filled=True, opacity=1).encode(
+            x=x, y=y, color=colour, shape=shape, size=size,
             tooltip=[alt.Tooltip("trial_id:N"), alt.Tooltip("started_at:T", format="%Y-%m-%d %H:%M:%S",
                                                              title="started (UTC)"),
                      alt.Tooltip("configuration:N"), alt.Tooltip("sut_version:N"), alt.Tooltip("group:N"),

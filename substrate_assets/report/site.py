@@ -60,6 +60,8 @@ INDEX = "index.html"
 # How a configuration (a digest of what ran) is shown: enough of it to tell two apart.
 CONFIGURATION_SHOWN = 10
 
+DIGESTED = re.compile(r"-[0-9a-f]{10}$")
+
 ThresholdsOf = Callable[[str | None], tuple[Thresholds, str]]
 
 
@@ -69,17 +71,19 @@ class NotASite(RuntimeError):
 
 def page_name(value: str) -> str:
     """A trial id or suite name as a file name: letters, digits, ``.``, ``_`` and ``-`` kept, anything else
-    replaced; a name changed so (or too long) gains a digest of the original, so two names never share a page."""
+    replaced; a name changed so (or too long), or one that already ends as such a digest does, gains a digest of
+    the original, so two names never share a page."""
     kept = re.sub(r"[^A-Za-z0-9._-]+", "_", value).strip("._-")[:120]
-    if kept == value and kept:
+    if kept == value and kept and not DIGESTED.search(kept):
         return kept
     return f"{kept or 'unnamed'}-{hashlib.sha256(value.encode()).hexdigest()[:10]}"
 
 
 @dataclass(frozen=True)
 class LatestVerdict:
-    """A configuration of a suite: its trials, its newest, and the newest judged against its history (None: no
-    earlier trial to judge it against, or it is disturbed, ``why`` says which)."""
+    """A configuration of a suite: its trials and its newest trial that is not disturbed (``latest_trial``), judged
+    against the history before it (``comparison``; None when there is none, ``why`` says so); ``disturbed_after``
+    counts the disturbed trials newer than it, which are never judged."""
 
     suite: str
     configuration: str
@@ -90,6 +94,8 @@ class LatestVerdict:
     comparison: Comparison | None
     source: str
     why: str | None
+    completed: bool | None = None
+    disturbed_after: int = 0
 
     @property
     def page(self) -> str:
@@ -117,21 +123,41 @@ class BuiltSite:
 
 def _latest(connection: duckdb.DuckDBPyConnection, thresholds_of: ThresholdsOf) -> list[LatestVerdict]:
     rows = connection.execute("""
-        SELECT suite, configuration, count(*), arg_max(trial_id, trial_number), arg_max(started_at, trial_number),
-               arg_max(sut_version, trial_number)
-        FROM capacity_history WHERE suite IS NOT NULL GROUP BY ALL ORDER BY suite, configuration""").fetchall()
+        WITH trials AS (
+            SELECT h.suite, h.configuration, h.trial_id, h.trial_number, h.started_at, h.sut_version, t.completed,
+                   coalesce(t.disturbed, false) AS disturbed
+            FROM capacity_history AS h JOIN trial_manifests AS t USING (trial_id) WHERE h.suite IS NOT NULL
+        ),
+        judged AS (
+            SELECT suite, configuration, max(trial_number) FILTER (WHERE NOT disturbed) AS newest
+            FROM trials GROUP BY ALL
+        )
+        SELECT t.suite, t.configuration, count(*), coalesce(arg_max(t.trial_id, t.trial_number) FILTER (
+                   WHERE t.trial_number = j.newest), arg_max(t.trial_id, t.trial_number)),
+               coalesce(arg_max(t.started_at, t.trial_number) FILTER (WHERE t.trial_number = j.newest),
+                        arg_max(t.started_at, t.trial_number)),
+               coalesce(arg_max(t.sut_version, t.trial_number) FILTER (WHERE t.trial_number = j.newest),
+                        arg_max(t.sut_version, t.trial_number)),
+               arg_max(t.completed, t.trial_number) FILTER (WHERE t.trial_number = j.newest),
+               count(*) FILTER (WHERE t.disturbed AND t.trial_number > coalesce(j.newest, 0)),
+               j.newest IS NULL
+        FROM trials AS t JOIN judged AS j USING (suite, configuration)
+        GROUP BY t.suite, t.configuration, j.newest ORDER BY t.suite, t.configuration""").fetchall()
     verdicts = []
-    for suite, configuration, trials, latest, started_at, version in rows:
+    for suite, configuration, trials, latest, started_at, version, completed, newer, none_judged in rows:
         thresholds, source = thresholds_of(suite)
         comparison, why = None, None
-        try:
-            comparison = judge_against_history(connection, select_side(connection, latest), thresholds)
+        if none_judged:
+            why = "every trial of it is disturbed (the machine was busy with other work): none is judged"
+        else:
+            try:
+                comparison = judge_against_history(connection, select_side(connection, latest), thresholds)
+            except AllDisturbed:  # judged just above as not disturbed: only a warehouse changing under us
+                comparison = None
             if comparison is None:
-                why = "its first trial: no history to judge it against yet"
-        except AllDisturbed as error:
-            why = f"not judged: {error}"
+                why = "its first judged trial: no history to judge it against yet"
         verdicts.append(LatestVerdict(suite, configuration, int(trials), latest, started_at, version, comparison,
-                                      source, why))
+                                      source, why, completed, int(newer)))
     return verdicts
 
 
@@ -141,11 +167,14 @@ def _verdict_rows(verdicts: Sequence[LatestVerdict], to_root: str) -> list[dict[
     for latest in verdicts:
         common = {"suite": Link(f"{to_root}suites/{page_name(latest.suite)}.html", latest.suite),
                   "configuration": latest.configuration[:CONFIGURATION_SHOWN], "trials": latest.trials,
-                  "latest trial": Link(f"{to_root}trials/{page_name(latest.latest_trial)}.html", latest.latest_trial),
-                  "started (UTC)": latest.started_at}
+                  "judged trial": Link(f"{to_root}trials/{page_name(latest.latest_trial)}.html", latest.latest_trial),
+                  "started (UTC)": latest.started_at,
+                  "note": "; ".join([*(["stopped early: its figures are of part of a run"]
+                                       if latest.completed is False else []),
+                                     *([f"{latest.disturbed_after} newer trial(s) disturbed, not judged"]
+                                       if latest.disturbed_after else [])]) or None}
         if latest.comparison is None:
-            rows.append({**common, "figure": None, "verdict": "disturbed" if "disturbed" in (latest.why or "")
-                         else None, "why": latest.why})
+            rows.append({**common, "figure": None, "verdict": None, "why": latest.why})
             continue
         for figure in [row for row in latest.comparison.figures if row.primary]:
             rows.append({**common, "figure": figure.figure, "change": change_text(figure),
@@ -166,7 +195,7 @@ def _suite_rows(connection: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
         SELECT h.suite, count(*), count(DISTINCT h.configuration), count(*) FILTER (WHERE t.disturbed),
                min(h.started_at), max(h.started_at)
         FROM capacity_history AS h JOIN trial_manifests AS t USING (trial_id)
-        WHERE h.suite IS NOT NULL GROUP BY ALL ORDER BY max(h.started_at) DESC NULLS LAST, h.suite""").fetchall()
+        WHERE h.suite IS NOT NULL GROUP BY ALL ORDER BY h.suite""").fetchall()
     return [{"suite": Link(f"suites/{page_name(suite)}.html", suite), "trials": trials,
              "configurations": configurations, "disturbed": disturbed, "first trial (UTC)": first,
              "latest trial (UTC)": last}
@@ -175,9 +204,10 @@ def _suite_rows(connection: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def index_page(connection: duckdb.DuckDBPyConnection, verdicts: Sequence[LatestVerdict], *, warehouse: str | None,
                generated_at: datetime) -> str:
-    latest = [paragraph("Each configuration's newest trial, judged against its configuration's trials before it "
-                        "(since the latest change point, at most 20, none disturbed): the primary figures' change, "
-                        "its 95 % interval and the verdict, which leads to the comparison in full."),
+    latest = [paragraph("Each configuration's newest trial that is not disturbed, judged against its configuration's "
+                        "trials before it (since the latest change point, at most 20, none disturbed): the primary "
+                        "figures' change (+: the figure grew; each is lower-is-better), its 95 % interval and the "
+                        "verdict, which leads to the comparison in full."),
               table(_verdict_rows(verdicts, "")) if verdicts else note("No trials in the warehouse yet.")]
     suites = _suite_rows(connection)
     return page("Benchmarks", [section("Latest verdicts", latest),
@@ -238,8 +268,9 @@ def _renderer() -> str:
     return digest.hexdigest()
 
 
-def trial_fingerprints(connection: duckdb.DuckDBPyConnection) -> dict[str, str]:
-    """Each trial's fingerprint: a digest of its rows in :data:`TRIAL_PAGE_READS` and of the renderer."""
+def trial_fingerprints(connection: duckdb.DuckDBPyConnection, warehouse: str | None = None) -> dict[str, str]:
+    """Each trial's fingerprint: a digest of its rows in :data:`TRIAL_PAGE_READS`, of the renderer and of the
+    warehouse's name (which its page shows)."""
     parts: dict[str, list[str]] = {}
     for name in TRIAL_PAGE_READS:
         if not has_table(connection, name):
@@ -248,19 +279,24 @@ def trial_fingerprints(connection: duckdb.DuckDBPyConnection) -> dict[str, str]:
                 f'SELECT trial_id, md5(string_agg(CAST(t AS VARCHAR), chr(30) ORDER BY CAST(t AS VARCHAR))) '
                 f'FROM "{name}" AS t WHERE trial_id IS NOT NULL GROUP BY trial_id').fetchall():
             parts.setdefault(str(trial_id), []).append(f"{name}:{digest}")
-    renderer = _renderer()
+    renderer = f"{_renderer()}\n{warehouse}"
     return {trial_id: hashlib.sha256("\n".join([renderer, *digests]).encode()).hexdigest()
             for trial_id, digests in parts.items()}
 
 
-def _previous_pages(directory: Path) -> dict[str, str]:
-    """The pages' fingerprints the site in ``directory`` was built with; none when it cannot be read."""
+def _previous_pages(directory: Path) -> dict[str, Any]:
+    """What the site in ``directory`` recorded of its pages (each one's fingerprint and its files' digests); none
+    when it cannot be read."""
     try:
         recorded = json.loads((directory / SITE_MARK).read_text())
     except (OSError, ValueError):
         return {}
     pages = recorded.get("pages") if isinstance(recorded, dict) else None
-    return {str(key): str(value) for key, value in pages.items()} if isinstance(pages, dict) else {}
+    return pages if isinstance(pages, dict) else {}
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def _write(path: Path, text: str) -> None:
@@ -286,28 +322,45 @@ def _suites(connection: duckdb.DuckDBPyConnection) -> list[str]:
 
 class _Pages:
     """The pages of a site being built in ``built``: each rendered, or carried over from ``directory`` (the site it
-    replaces) when its fingerprint is the one that site recorded for it."""
+    replaces) when its fingerprint is the one that site recorded for it and its files still hold what that site
+    wrote (a page changed, replaced or linked elsewhere since is drawn again: nothing but a page of ours is copied)."""
 
     def __init__(self, directory: Path, built: Path) -> None:
         self.directory, self.built = directory, built
         self.previous = _previous_pages(directory) if directory.exists() else {}
-        self.recorded: dict[str, str] = {}
+        self.recorded: dict[str, dict[str, Any]] = {}
         self.kept: set[str] = set()
+
+    def _unchanged(self, key: str, names: Sequence[str], fingerprint: str) -> dict[str, bytes] | None:
+        before = self.previous.get(key)
+        if not isinstance(before, dict) or before.get("fingerprint") != fingerprint:
+            return None
+        files = before.get("files") if isinstance(before.get("files"), dict) else {}
+        kept = {}
+        for name in names:
+            try:
+                data = (self.directory / name).read_bytes()
+            except OSError:
+                return None
+            if files.get(name) != _digest(data):
+                return None
+            kept[name] = data
+        return kept
 
     def put(self, names: Sequence[str], fingerprint: str | None, render: Callable[[], list[str]]) -> None:
         """The pages ``names`` (paths in the site), whose texts ``render`` gives in that order."""
         key = names[0]
-        if fingerprint is not None and self.previous.get(key) == fingerprint and all(
-                (self.directory / name).is_file() for name in names):
-            for name in names:
-                (self.built / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(self.directory / name, self.built / name)
+        kept = None if fingerprint is None else self._unchanged(key, names, fingerprint)
+        if kept is not None:
             self.kept.add(key)
         else:
-            for name, text in zip(names, render(), strict=True):
-                _write(self.built / name, text)
+            kept = {name: text.encode() for name, text in zip(names, render(), strict=True)}
+        for name, data in kept.items():
+            (self.built / name).parent.mkdir(parents=True, exist_ok=True)
+            (self.built / name).write_bytes(data)
         if fingerprint is not None:
-            self.recorded[key] = fingerprint
+            self.recorded[key] = {"fingerprint": fingerprint,
+                                  "files": {name: _digest(data) for name, data in kept.items()}}
 
     def mark(self, moment: datetime) -> None:
         (self.built / SITE_MARK).write_text(json.dumps({
@@ -331,7 +384,7 @@ def build_site(connection: duckdb.DuckDBPyConnection, directory: Path, threshold
     site there). NotASite when ``directory`` exists and is not a site built here. The models must be built:
     without capacity_history the site has one page, saying so."""
     started = time.perf_counter()
-    directory = directory.absolute()
+    directory = directory.resolve()  # a link to a site builds the site it points to
     if directory.exists() and not (directory / SITE_MARK).is_file():
         raise NotASite(f"{directory} exists and is not a benchmark site built by substrate-bench (no {SITE_MARK} "
                        "in it): choose another directory, or remove it")
@@ -351,7 +404,7 @@ def build_site(connection: duckdb.DuckDBPyConnection, directory: Path, threshold
             return BuiltSite(directory, 0, 0, 0, time.perf_counter() - started)
         verdicts = _latest(connection, thresholds_of)
         _write(built / INDEX, index_page(connection, verdicts, warehouse=warehouse, generated_at=moment))
-        fingerprints = trial_fingerprints(connection)
+        fingerprints = trial_fingerprints(connection, warehouse)
         trials = connection.execute("SELECT trial_id, suite, CAST(h AS VARCHAR) FROM capacity_history AS h "
                                     "ORDER BY trial_id").fetchall()
         for trial_id, suite, _place in trials:

@@ -1,7 +1,8 @@
 """The benchmark site served on 127.0.0.1: the standard library's static file server, narrowed to what a site needs.
 
 It answers GET and HEAD for files under the site's directory only: no directory listing (a folder's
-``index.html`` or 404), no path that leaves the directory (``..``, a symbolic link pointing out), and only requests
+``index.html`` or 404), no hidden file (the site's record of its pages), no path that leaves the directory (``..``,
+a symbolic link pointing out), and only requests
 addressed to this machine (``Host`` 127.0.0.1, localhost or [::1] with the port: a web page elsewhere cannot read it by
 rebinding its own name to 127.0.0.1). Every page is built whole and swapped in (:mod:`.site`), so a request during a
 rebuild gets the old page or the new one.
@@ -27,13 +28,14 @@ class SiteHandler(SimpleHTTPRequestHandler):
         if not is_local(self.headers.get("Host"), self.server.server_address[1]):
             self.send_error(HTTPStatus.MISDIRECTED_REQUEST, "this server answers requests addressed to 127.0.0.1")
             return True
-        path = Path(self.translate_path(self.path))
         root = Path(self.directory).resolve()
         try:
+            path = Path(self.translate_path(self.path))
             inside = path.resolve().is_relative_to(root)
-        except OSError:
-            inside = False
-        if not inside:
+            hidden = any(part.startswith(".") for part in path.relative_to(self.directory).parts)
+        except (OSError, ValueError):  # a name the file system cannot hold (a NUL), or not under the site
+            inside, hidden = False, True
+        if not inside or hidden:
             self.send_error(HTTPStatus.NOT_FOUND)
             return True
         return False

@@ -2,8 +2,9 @@
 it ran in time, those that cannot count (disturbed, stopped early) marked rather than hidden, with each series'
 change points and noise band computed as the marts compute them.
 
-The primary figures of a trial are the ones its verdicts weigh most: its wake row's geometric mean (``wake gmean``,
-wake_latency_distribution's ``gmean_ms``) and the geometric mean of each request row answering its family's question
+The primary figures of a trial are the ones its verdicts weigh most: its wake row's geometric mean, named as a
+comparison names it (``WakeFirstTouch gmean`` for an agent session; wake_latency_distribution's ``gmean_ms``), and
+the geometric mean of each request row answering its family's question
 (:data:`~substrate_assets.families.QUESTION_ROWS`: ``ResumeActor gmean`` for glutton), from the exact successful
 samples as ``compare`` judges them.
 
@@ -25,11 +26,10 @@ import duckdb
 import numpy as np
 
 from substrate_assets.analysis.noise import HISTORY_WINDOW, MIN_HISTORY
-from substrate_assets.families import QUESTION_ROWS
+from substrate_assets.families import QUESTION_ROWS, WAKE_ROWS
 from substrate_assets.warehouse.change_points import Measurement, MetricChange, series_changes
 from substrate_assets.warehouse.connection import has_table
 
-WAKE_FIGURE = "wake gmean"
 READS = ("capacity_history", "trial_manifests", "wake_latency_distribution", "request_samples")
 
 
@@ -79,6 +79,11 @@ class SuiteHistory:
     @property
     def figures(self) -> list[str]:
         return list(dict.fromkeys(point.figure for point in self.points))
+
+
+def wake_figure(family: str) -> str:
+    """The wake row's geometric mean as a comparison names it (``GluttonPing gmean``)."""
+    return f"{WAKE_ROWS.get(family) or 'wake'} gmean"
 
 
 def _trials(connection: duckdb.DuckDBPyConnection, suite: str) -> list[tuple]:
@@ -133,14 +138,14 @@ def suite_history(connection: duckdb.DuckDBPyConnection, suite: str) -> SuiteHis
     asked = {row[1]: list(QUESTION_ROWS.get(row[8] or "agentsession", ())) for row in trials}
     rows = _row_gmeans(connection, asked)
     points = []
-    for configuration, trial_id, number, started_at, version, group_id, disturbed, completed, _family in trials:
-        values = {WAKE_FIGURE: wakes.get(trial_id),
+    for configuration, trial_id, number, started_at, version, group_id, disturbed, completed, family in trials:
+        values = {wake_figure(family or "agentsession"): wakes.get(trial_id),
                   **{f"{row} gmean": rows.get((trial_id, row)) for row in asked[trial_id]}}
         points += [HistoryPoint(suite, configuration, figure, trial_id, int(number), started_at, version, group_id,
                                 bool(disturbed), completed, value)
                    for figure, value in values.items() if value is not None]
-    points.sort(key=lambda point: (point.figure != WAKE_FIGURE, point.figure, point.configuration,
-                                   point.trial_number))
+    wake = {wake_figure(family) for family in WAKE_ROWS}
+    points.sort(key=lambda point: (point.figure not in wake, point.figure, point.configuration, point.trial_number))
     changes: list[MetricChange] = []
     bands: list[NoiseBand] = []
     for _key, together in groupby(points, key=lambda point: (point.figure, point.configuration)):

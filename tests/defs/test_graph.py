@@ -92,7 +92,7 @@ def test_run_trial_is_a_form_that_names_its_trial():
     job = defs.resolve_job_def("run_trial")
     trial = job.run_config_schema.config_type.fields["ops"].config_type.fields["trial"].config_type.fields["config"]
     fields = trial.config_type.fields
-    optional = ("users", "duration", "think_scale", "inject_wake_delay_ms", "group", "knobs", "wait_at_most_s")
+    optional = ("users", "duration", "think_scale", "inject_wake_delay_ms", "group", "knobs", "wait_at_most_s", "live")
     assert set(fields) == {"suite", *optional}
     assert fields["suite"].is_required and not any(fields[name].is_required for name in optional)
     assert all(field.description for field in fields.values())

@@ -30,6 +30,12 @@ def test_no_rows_is_a_header():
     assert preview_markdown(["a"], []).splitlines() == ["| a |", "|---|"]
 
 
+def test_no_rows_of_a_wide_table_is_its_columns_on_their_side():
+    columns = [f"c{n}" for n in range(14)]  # a header this wide would reach past the page
+    assert preview_markdown(columns, []).splitlines() == ["| column (no rows yet) |", "|---|",
+                                                          *(f"| {column} |" for column in columns)]
+
+
 def test_times_in_epoch_seconds_read_without_separators():
     lines = preview_markdown(["started_at", "window_s"], [{"started_at": 1796103342.0, "window_s": 12345.0}])
     assert "| started_at | 1796103342 |" in lines.splitlines() and "| window_s | 12,345 |" in lines.splitlines()

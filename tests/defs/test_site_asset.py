@@ -28,24 +28,25 @@ def test_the_asset_builds_the_site_and_links_to_it(tmp_path, monkeypatch):
         load_trials(connection, [TrialDirectory(directory) for directory in store.trial_dirs()])
         build_marts(connection)
     (tmp_path / "suites.yaml").write_text("suites: []\n")
-    resources = {"warehouse": WarehouseResource(database=str(path)),
-                 "suites": SuitesResource(path=str(tmp_path / "suites.yaml")),
-                 "site": SiteResource(directory=str(tmp_path / "site"))}
     index = tmp_path / "site" / "index.html"
     seen = []
     with dg.instance_for_test() as instance:
-        for url in (None, "http://127.0.0.1:3001/"):  # without a server, then beside the UI, which serves it
+        # Where `make ui` serves it, then beside a UI started on another port, which says where.
+        for url in (None, "http://127.0.0.1:4001/"):
             if url:
                 monkeypatch.setenv(SITE_URL_ENV, url)
             else:
                 monkeypatch.delenv(SITE_URL_ENV, raising=False)
+            resources = {"warehouse": WarehouseResource(database=str(path)),
+                         "suites": SuitesResource(path=str(tmp_path / "suites.yaml")),
+                         "site": SiteResource(directory=str(tmp_path / "site"))}
             result = dg.materialize([benchmark_site], instance=instance, resources=resources)
             assert result.success
             event, = result.get_asset_materialization_events()
             seen.append(event.materialization.metadata)
     assert index.is_file() and "Latest verdicts" in index.read_text()
-    assert seen[0]["site"].value == index.as_uri()
-    assert seen[1]["site"].value == "http://127.0.0.1:3001/"
+    assert seen[0]["site"].value == "http://127.0.0.1:3001/" and seen[0]["index"].value == str(index)
+    assert seen[1]["site"].value == "http://127.0.0.1:4001/"
     # 1 landing page, 2 suites, 4 trials, 2 latest comparisons.
     assert (seen[0]["pages"].value, seen[0]["suites"].value, seen[0]["trials"].value) == (9, 2, 4)
 

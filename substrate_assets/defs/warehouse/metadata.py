@@ -62,7 +62,10 @@ WIDE_PREVIEW_ROWS = 3
 def preview_markdown(columns: list[str], rows: list[dict[str, Any]]) -> str:
     """The first rows of a table as markdown, each figure rounded as a person reads it. A table wider than
     WIDE_PREVIEW_COLUMNS columns (or a single row) is shown on its side, one line per column and its first
-    WIDE_PREVIEW_ROWS rows side by side: a row of a mart is far wider than the page."""
+    WIDE_PREVIEW_ROWS rows side by side: a row of a mart is far wider than the page. A wide table without rows
+    (change_points before any change) is its columns, one per line."""
+    if not rows and len(columns) > WIDE_PREVIEW_COLUMNS:
+        return "\n".join(["| column (no rows yet) |", "|---|", *(f"| {column} |" for column in columns)])
     if len(rows) == 1 or (rows and len(columns) > WIDE_PREVIEW_COLUMNS):
         shown = rows[:WIDE_PREVIEW_ROWS]
         header = ["column", "value"] if len(shown) == 1 else ["column", *(f"row {n}" for n in range(1, len(shown) + 1))]

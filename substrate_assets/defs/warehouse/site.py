@@ -1,7 +1,6 @@
 """``benchmark_site``: the benchmark site (:mod:`substrate_assets.report.site`), built again after each refresh of
 the marts, and linked from its materialization: one click from the asset graph to the benchmark."""
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -10,7 +9,7 @@ from pydantic import Field
 from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.warehouse.resources import WarehouseResource
-from substrate_assets.project import SITE_URL_ENV, site_directory
+from substrate_assets.project import site_directory, site_url
 from substrate_assets.suites import compare_thresholds
 
 BENCHMARK_SITE = "benchmark_site"
@@ -20,13 +19,11 @@ READS = ("capacity_history", "metric_history", "change_points", "noise_floor", "
 
 class SiteResource(dg.ConfigurableResource):
     """Where the site is written (``$SUBSTRATE_BENCH_SITE``, else ``site/`` in the project) and where people open
-    it (``$SUBSTRATE_BENCH_SITE_URL``, set by ``substrate-bench ui``, which serves it; else its index as a file)."""
+    it (:func:`~substrate_assets.project.site_url`: where ``substrate-bench ui`` serves it; a page of the UI cannot
+    open a file link)."""
 
     directory: str = Field(default_factory=lambda: str(site_directory()))
-
-    def url(self, index: Path) -> str:
-        served = os.environ.get(SITE_URL_ENV)
-        return served if served else index.as_uri()
+    url: str = Field(default_factory=site_url)
 
 
 def _after_the_marts() -> dg.AutomationCondition:
@@ -55,7 +52,7 @@ def benchmark_site(context: dg.AssetExecutionContext, warehouse: WarehouseResour
     context.log.info(f"benchmark site: {built.pages} pages ({built.trials - built.trials_kept} trial pages drawn) "
                      f"in {built.seconds:.1f} s at {built.index}")
     return dg.MaterializeResult(metadata={
-        "site": dg.MetadataValue.url(site.url(built.index)),
+        "site": dg.MetadataValue.url(site.url),
         "index": dg.MetadataValue.path(str(built.index)),
         "pages": dg.MetadataValue.int(built.pages),
         "suites": dg.MetadataValue.int(built.suites),

@@ -25,7 +25,7 @@ from substrate_assets.defs.trials.checks import NO_REGRESSION
 from substrate_assets.defs.trials.jobs import TRIAL_TAG, TrialConfig, run_config, run_trial_job
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
-from substrate_assets.defs.warehouse.site import benchmark_site
+from substrate_assets.defs.warehouse.site import site_assets
 from substrate_assets.processes.owner import Owner
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
@@ -198,7 +198,7 @@ def run_ab(suite_a: Suite, suite_b: Suite, rounds: list[Round], store: RunStore,
 
 def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance: dg.DagsterInstance, say: Say,
                 group: str | None, also_validate: Suite | None = None) -> JobOutcome:
-    wait_for_pools(instance, pools_of([trial_run, *raw_assets, *mart_assets, benchmark_site]), say)
+    wait_for_pools(instance, pools_of([trial_run, *raw_assets, *mart_assets, *site_assets]), say)
     _warm_up()
     validated = {}
     for chosen in (suite, also_validate):
@@ -248,6 +248,6 @@ def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, s
     load is generated."""
     store.find(trial_id)
     instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
-    result = _materialize([*raw_assets, *mart_assets, benchmark_site], instance, trial_id, say,
+    result = _materialize([*raw_assets, *mart_assets, *site_assets], instance, trial_id, say,
                           checks=[dg.AssetCheckKey(trial_run.key, NO_REGRESSION)])
     return JobOutcome(trial_id, [_succeeded(result, f"reloading trial {trial_id}").run_id])

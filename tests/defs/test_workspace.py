@@ -58,7 +58,8 @@ def test_a_cluster_deployment_never_loads_the_warehouse(tmp_path):
 
 def test_a_cluster_deployment_with_a_shared_warehouse_defines_the_whole_graph(tmp_path):
     """With a DuckLake setting the cluster's code location defines every asset, check and sensor a workstation
-    does, but the sweep of dead run workers; defining them opens no connection (nothing answers at this catalog address)."""
+    does, but the sweep of dead run workers and the benchmark site (a run pod would write it where nobody opens it);
+    defining them opens no connection (nothing answers at this catalog address)."""
     shared = {"SUBSTRATE_BENCH_WAREHOUSE": "ducklake:postgres:dbname=lake host=127.0.0.1 port=1 user=writer",
               "SUBSTRATE_BENCH_WAREHOUSE_DATA_PATH": "s3://bench/lake/"}
     listings = {}
@@ -71,6 +72,8 @@ def test_a_cluster_deployment_with_a_shared_warehouse_defines_the_whole_graph(tm
     # The one difference: a workstation's daemon sweeps dead run workers of its host; a cluster's runs are pods.
     assert "dead_runs" in listings["workstation"]["sensors"]
     listings["workstation"]["sensors"].remove("dead_runs")
+    assert "benchmark_site" in listings["workstation"]["assets"]
+    listings["workstation"]["assets"].remove("benchmark_site")
     assert listings["cluster"] == listings["workstation"]
     assert {"density_frontiers", "wake_latency_distribution", "request_samples", "change_points"} <= set(
         listings["cluster"]["assets"])

@@ -5,11 +5,11 @@ import dagster as dg
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.defs.warehouse.regression_check import no_regression_against_history
-from substrate_assets.defs.warehouse.site import benchmark_site
+from substrate_assets.defs.warehouse.site import site_assets
 
 warehouse_refresh = dg.AutomationConditionSensorDefinition(
     "warehouse_refresh",
-    target=dg.AssetSelection.assets(*raw_assets, *mart_assets, benchmark_site) | dg.AssetSelection.checks(
+    target=dg.AssetSelection.assets(*raw_assets, *mart_assets, *site_assets) | dg.AssetSelection.checks(
         *no_regression_against_history.check_keys),
     default_status=dg.DefaultSensorStatus.RUNNING,
     # Each step of a trial's follow-up waits for a tick: 10 s keeps a UI-launched trial close to a `run` one, at a

@@ -128,21 +128,21 @@ def _latest(connection: duckdb.DuckDBPyConnection, thresholds_of: ThresholdsOf) 
                    coalesce(t.disturbed, false) AS disturbed
             FROM capacity_history AS h JOIN trial_manifests AS t USING (trial_id) WHERE h.suite IS NOT NULL
         ),
-        judged AS (
-            SELECT suite, configuration, max(trial_number) FILTER (WHERE NOT disturbed) AS newest
+        configurations AS (
+            SELECT suite, configuration, count(*) AS trials, max(trial_number) AS newest,
+                   max(trial_number) FILTER (WHERE NOT disturbed) AS judged
             FROM trials GROUP BY ALL
         )
-        SELECT t.suite, t.configuration, count(*), coalesce(arg_max(t.trial_id, t.trial_number) FILTER (
-                   WHERE t.trial_number = j.newest), arg_max(t.trial_id, t.trial_number)),
-               coalesce(arg_max(t.started_at, t.trial_number) FILTER (WHERE t.trial_number = j.newest),
-                        arg_max(t.started_at, t.trial_number)),
-               coalesce(arg_max(t.sut_version, t.trial_number) FILTER (WHERE t.trial_number = j.newest),
-                        arg_max(t.sut_version, t.trial_number)),
-               arg_max(t.completed, t.trial_number) FILTER (WHERE t.trial_number = j.newest),
-               count(*) FILTER (WHERE t.disturbed AND t.trial_number > coalesce(j.newest, 0)),
-               j.newest IS NULL
-        FROM trials AS t JOIN judged AS j USING (suite, configuration)
-        GROUP BY t.suite, t.configuration, j.newest ORDER BY t.suite, t.configuration""").fetchall()
+        -- Each configuration's trial to show: its newest judged one, else (every trial disturbed) its newest.
+        SELECT c.suite, c.configuration, c.trials, t.trial_id, t.started_at, t.sut_version,
+               CASE WHEN c.judged IS NOT NULL THEN t.completed END,
+               (SELECT count(*) FROM trials AS d WHERE d.suite = c.suite AND d.configuration = c.configuration
+                  AND d.disturbed AND d.trial_number > coalesce(c.judged, 0)),
+               c.judged IS NULL
+        FROM configurations AS c
+        JOIN trials AS t ON t.suite = c.suite AND t.configuration = c.configuration
+         AND t.trial_number = coalesce(c.judged, c.newest)
+        ORDER BY c.suite, c.configuration""").fetchall()
     verdicts = []
     for suite, configuration, trials, latest, started_at, version, completed, newer, none_judged in rows:
         thresholds, source = thresholds_of(suite)
@@ -315,11 +315,6 @@ def _swap_in(built: Path, directory: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _suites(connection: duckdb.DuckDBPyConnection) -> list[str]:
-    return [str(row[0]) for row in connection.execute(
-        "SELECT DISTINCT suite FROM capacity_history WHERE suite IS NOT NULL ORDER BY suite").fetchall()]
-
-
 class _Pages:
     """The pages of a site being built in ``built``: each rendered, or carried over from ``directory`` (the site it
     replaces) when its fingerprint is the one that site recorded for it and its files still hold what that site
@@ -327,7 +322,7 @@ class _Pages:
 
     def __init__(self, directory: Path, built: Path) -> None:
         self.directory, self.built = directory, built
-        self.previous = _previous_pages(directory) if directory.exists() else {}
+        self.previous = _previous_pages(directory)
         self.recorded: dict[str, dict[str, Any]] = {}
         self.kept: set[str] = set()
 
@@ -411,7 +406,7 @@ def build_site(connection: duckdb.DuckDBPyConnection, directory: Path, threshold
             pages.put([f"trials/{page_name(trial_id)}.html"], fingerprints.get(trial_id),
                       lambda trial_id=trial_id, suite=suite: [trial_report(
                           connection, trial_id, generated_at=moment, navigation=_navigation("../", suite))])
-        suites = _suites(connection)
+        suites = sorted({suite for _trial_id, suite, _place in trials if suite is not None})
         for suite in suites:
             mine = [latest for latest in verdicts if latest.suite == suite and latest.comparison is not None]
             fingerprint = suite_fingerprint(suite, [(trial_id, place) for trial_id, of, place in trials

@@ -25,6 +25,7 @@ from itertools import groupby
 import duckdb
 import numpy as np
 
+from substrate_assets.analysis.figure_spec import RequestFigure
 from substrate_assets.analysis.noise import HISTORY_WINDOW, MIN_HISTORY
 from substrate_assets.families import QUESTION_ROWS, WAKE_ROWS
 from substrate_assets.warehouse.change_points import Measurement, MetricChange, series_changes
@@ -140,7 +141,7 @@ def suite_history(connection: duckdb.DuckDBPyConnection, suite: str) -> SuiteHis
     points = []
     for configuration, trial_id, number, started_at, version, group_id, disturbed, completed, family in trials:
         values = {wake_figure(family or "agentsession"): wakes.get(trial_id),
-                  **{f"{row} gmean": rows.get((trial_id, row)) for row in asked[trial_id]}}
+                  **{RequestFigure(row).figure: rows.get((trial_id, row)) for row in asked[trial_id]}}
         points += [HistoryPoint(suite, configuration, figure, trial_id, int(number), started_at, version, group_id,
                                 bool(disturbed), completed, value)
                    for figure, value in values.items() if value is not None]

@@ -80,3 +80,21 @@ def test_console_script_runs_as_a_process(tmp_path):
     done = subprocess.run([str(executable), "validate", str(path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert ":14:9: " in done.stderr
+
+
+def test_every_command_is_found_by_its_name_and_imported_only_when_named():
+    from substrate_assets.cli import COMMANDS
+
+    listed = CliRunner(env={"COLUMNS": "200"}).invoke(main, ["--help"])
+    assert listed.exit_code == 0, listed.output
+    for name in COMMANDS:
+        assert f"  {name} " in listed.output
+        assert CliRunner().invoke(main, [name, "--help"]).exit_code == 0
+    # `sql` and `import` start without the suites, the runtime or Dagster: a fresh interpreter shows what they load.
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys\nfrom substrate_assets.cli import main\n"
+         "try:\n    main(['sql', '--help'])\nexcept SystemExit:\n    pass\n"
+         "print(sorted(m for m in sys.modules if m.startswith(('substrate_assets.suites', 'substrate_assets.runtime',"
+         " 'substrate_assets.cli.trials', 'dagster'))))"],
+        capture_output=True, text=True, cwd=ROOT, check=True)
+    assert loaded.stdout.strip().splitlines()[-1] == "[]", loaded.stdout

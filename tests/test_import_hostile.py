@@ -5,6 +5,7 @@ A chmod-000 file is not among them: the suite runs as root in CI, and root reads
 
 import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 import fsspec
@@ -261,7 +262,7 @@ def test_runs_copied_by_an_import_whose_load_fails_leave_the_store_with_it(upstr
     not_a_database = tmp_path / "warehouse.duckdb"
     not_a_database.write_bytes(b"this is no DuckDB file" * 100)
     with pytest.raises(Exception):  # noqa: B017 - whatever DuckDB says of the file; what matters is the store
-        import_upstream(str(upstream), store, not_a_database, instance=lambda: None)
+        import_upstream(str(upstream), store, not_a_database, record=pytest.fail)
     assert not list((tmp_path / "store" / "runs").rglob("status.json"))
     assert not list((tmp_path / "store" / ".staging").iterdir())
 
@@ -271,6 +272,7 @@ def test_a_trial_id_the_warehouse_holds_for_another_trial_is_refused_naming_both
     suite and second under another tag names the same trial id, and must not replace the first one's rows."""
     import dagster as dg
 
+    from substrate_assets.app.load_records import write_record
     from substrate_assets.app.loads import import_upstream
     from substrate_assets.warehouse.connection import connect
     from substrate_assets.warehouse.trial_writes import TrialIdTaken, load_trials
@@ -278,7 +280,7 @@ def test_a_trial_id_the_warehouse_holds_for_another_trial_is_refused_naming_both
     warehouse = tmp_path / "warehouse.duckdb"
     first_store = RunStore(tmp_path / "first")
     with dg.DagsterInstance.ephemeral() as instance:
-        first = import_upstream(str(upstream), first_store, warehouse, instance=lambda: instance)
+        first = import_upstream(str(upstream), first_store, warehouse, record=partial(write_record, instance))
         assert [run.trial_id for run in first.runs] == [GOOD_ID] and not first.refused
         with connect(warehouse, read_only=True) as connection:
             before = connection.execute("SELECT trial_dir, (SELECT count(*) FROM request_samples) "
@@ -286,7 +288,8 @@ def test_a_trial_id_the_warehouse_holds_for_another_trial_is_refused_naming_both
 
         other = tmp_path / "other-upstream"
         same_second = run_dir(other, name="glutton_baseline_5_users", ts=1795132800, date="2026-11-20", tag="other")
-        second = import_upstream(str(other), RunStore(tmp_path / "second"), warehouse, instance=lambda: instance)
+        second = import_upstream(str(other), RunStore(tmp_path / "second"), warehouse,
+                                 record=partial(write_record, instance))
     assert second.runs == []
     assert [str(refusal) for refusal in second.refused] == [
         f"refused {same_second}: trial {GOOD_ID} is already in the warehouse from {before[0][0]}; "

@@ -2,8 +2,8 @@
 warehouse load and lock discipline as the raw assets, and are recorded on the instance as the assets record
 theirs.
 
-Dagster is imported only where a load is recorded: an import loads the warehouse while its instance is opened
-on another thread (see :func:`import_upstream`)."""
+Dagster is imported only where a load is recorded: an import loads the warehouse while another process opens the
+instance (``app/load_records``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import duckdb
 
+from substrate_assets.app.load_records import LoadRecord
 from substrate_assets.results.import_limits import MAX_RUNS
 from substrate_assets.results.importer import ImportedRun, RunRefused, import_all
 from substrate_assets.results.layout import RunStore
@@ -45,16 +46,15 @@ class ImportOutcome:
     refused: list[RunRefused] = field(default_factory=list)
 
 
-def import_upstream(root: str, store: RunStore, warehouse: Warehouse, instance: Callable[[], dg.DagsterInstance],
+def import_upstream(root: str, store: RunStore, warehouse: Warehouse, record: Callable[[LoadRecord], object],
                     on_wait: Callable[[str], None] | None = None,
                     slo: Mapping[str, float] | None = None, *, max_runs: int = MAX_RUNS,
                     on_progress: Callable[[int, int], None] | None = None) -> ImportOutcome:
     """Copy every upstream run under ``root`` into the store — each read whole first, exactly as the warehouse
     loads it, and refused (nothing copied) when any file does not read — then load them all in one pass (raw
-    tables, models, column tests; one transaction, :func:`load_and_refresh`) and record each load, so the imported
-    trials show in the UI beside native ones. A refused run does not stop the others. ``instance`` is asked for
-    once the warehouse is written: a caller may open it meanwhile (importing Dagster and opening an instance take
-    longer than loading one run)."""
+    tables, models, column tests; one transaction, :func:`load_and_refresh`) and hand what the load did to
+    ``record`` once it is committed, which records it on the Dagster instance (``load_records``), so the imported
+    trials show in the UI beside native ones. A refused run does not stop the others."""
     batch = import_all(root, store, check=check_staged_trial, slo=slo, max_runs=max_runs, on_progress=on_progress)
     refused = list(batch.refused)
     # Read before the warehouse is opened, so the lock is held only to write. Runs copied now are read a second time
@@ -88,11 +88,9 @@ def import_upstream(root: str, store: RunStore, warehouse: Warehouse, instance: 
             if run.copied:
                 shutil.rmtree(run.trial_dir, ignore_errors=True)
         raise
-    from substrate_assets.defs.warehouse.metadata import figure_metadata, report_loads
-
-    report_loads(instance(), [part.trial for part in read], refreshed.raw, refreshed.models, refreshed.tests,
-                 extra={run.trial_id: {"imported_from": run.source} for run in runs},
-                 figures=figure_metadata(refreshed.densities, {part.trial.trial_id: part.trial.suite for part in read}))
+    record(LoadRecord([part.trial.path for part in read], refreshed.raw, refreshed.models, refreshed.tests,
+                      extra={run.trial_id: {"imported_from": run.source} for run in runs},
+                      densities=refreshed.densities, suites={part.trial.trial_id: part.trial.suite for part in read}))
     return ImportOutcome(runs, {name: table.total for name, table in refreshed.raw.items()},
                          [table.name for table in refreshed.models], refreshed.tests, refused)
 

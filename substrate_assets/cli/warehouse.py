@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 from rich.console import Console
@@ -18,17 +17,6 @@ from substrate_assets.results.import_limits import MAX_RUNS
 
 # Refusals printed one by one; past these, counted by reason (an import of thousands of bad runs stays readable).
 SHOWN_REFUSALS = 20
-
-if TYPE_CHECKING:
-    import dagster as dg
-
-
-def _open_instance() -> dg.DagsterInstance:
-    """The project's instance, with everything recording a load needs imported."""
-    import substrate_assets.defs.warehouse.metadata  # noqa: F401
-    from substrate_assets.app.instance import project_instance
-
-    return project_instance()
 
 
 def _say_waiting(message: str) -> None:
@@ -65,10 +53,11 @@ def import_command(root: str, slo_wake_p99_ms: float | None, slo_failure_ratio: 
     an imported run measured no exact wake latencies, so only its failure ratio can be judged per step."""
     slo = {name: value for name, value in (("wake_p99_ms", slo_wake_p99_ms), ("failure_ratio", slo_failure_ratio))
            if value is not None}
-    # Dagster's import and the instance (about 2 s) are opened on a thread while the runs are copied and loaded:
-    # both mostly wait on DuckDB, polars and the disk, which let go of the interpreter.
-    with ThreadPoolExecutor(1, thread_name_prefix="instance") as opening:
-        instance = opening.submit(_open_instance)
+    from substrate_assets.app.load_records import RecordNotWritten, RecordWriter
+
+    # A child imports Dagster and opens the instance (about a second of Python) while this process copies and
+    # loads the runs; it writes the load's records once the load is committed.
+    with RecordWriter() as records:
         from substrate_assets.app.loads import import_upstream
         from substrate_assets.results.importer import SourceUnreadable, TooManyRuns
         from substrate_assets.results.layout import RunStore
@@ -77,10 +66,10 @@ def import_command(root: str, slo_wake_p99_ms: float | None, slo_failure_ratio: 
         display, counted = count_display(Console(stderr=True), "runs imported")
         try:
             with display:
-                outcome = import_upstream(root, RunStore(store_directory()), chosen_warehouse(), instance.result,
+                outcome = import_upstream(root, RunStore(store_directory()), chosen_warehouse(), records.write,
                                           on_wait=_say_waiting, slo=slo or None, max_runs=max_runs,
                                           on_progress=counted)
-        except (WarehouseUnavailable, SourceUnreadable, TooManyRuns) as error:
+        except (WarehouseUnavailable, SourceUnreadable, TooManyRuns, RecordNotWritten) as error:
             raise click.ClickException(str(error)) from None
     for refusal in outcome.refused[:SHOWN_REFUSALS]:
         click.echo(str(refusal), err=True)

@@ -84,6 +84,13 @@ def test_a_second_run_adds_a_group_judged_against_the_first(two_runs, project):
     # called regressed.
     assert "verdict against history: 1 trial of suite smoke's configuration" in second.stdout
     assert "No figure regressed" in second.stdout and "Regressed:" not in second.stdout
+    # Where the group's seconds went outside its two loads: the parts, each to 0.1 s, make up the whole.
+    [dead] = [line for line in second.stdout.splitlines() if line.startswith("dead time: ")]
+    total, load = float(dead.split()[2]), float(dead.split()[5])
+    parts = {name: float(seconds.removesuffix(" s")) for name, seconds in
+             (part.rsplit(" ", 2)[0:2] for part in dead.split("): ", 1)[1].split(", "))}
+    assert load > 0 and {"start", "trial start", "landing", "raw tables", "marts", "site", "end"} <= set(parts), dead
+    assert total == pytest.approx(sum(parts.values()), abs=0.05 * (len(parts) + 1)), dead
 
 
 def test_csv_and_table_output(two_runs, project):

@@ -6,7 +6,7 @@ held by a live run is waited for (``pool_slots``); a run this process leaves unf
 error stopped it, is marked canceled and its slots freed on the way out."""
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -14,6 +14,7 @@ from typing import TypeVar
 import dagster as dg
 
 from substrate_assets.app.code_location import run_job
+from substrate_assets.app.dead_time import TrialLoad
 from substrate_assets.app.pool_slots import Say, end_own_runs, owner_tags, wait_for_pools
 from substrate_assets.app.stopped import Stopped, raise_if_stopped
 from substrate_assets.app.time_to_insight import TimeToInsight, measure
@@ -23,7 +24,7 @@ from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_scrip
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION
 from substrate_assets.defs.trials.jobs import TRIAL_TAG, TrialConfig, run_config, run_trial_job
-from substrate_assets.defs.warehouse.models import mart_assets
+from substrate_assets.defs.warehouse.models import MORE_TRIALS_FOLLOW, mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.defs.warehouse.site import site_assets
 from substrate_assets.processes.owner import Owner
@@ -63,6 +64,8 @@ class JobOutcome:
     group: str | None = None
     # The trials the machine's other work disturbed, each run again (left out of the group's verdict).
     disturbed: tuple[str, ...] = ()
+    # Each trial the job ran (disturbed ones too) with its two runs, in order: where its seconds went.
+    loads: tuple[TrialLoad, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -110,14 +113,15 @@ def _owned(instance: dg.DagsterInstance, pools: Sequence[str], say: Say, execute
 
 
 def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterInstance,
-                 partition_key: str, say: Say, checks: Sequence[dg.AssetCheckKey] = ()) -> dg.ExecuteInProcessResult:
+                 partition_key: str, say: Say, checks: Sequence[dg.AssetCheckKey] = (),
+                 tags: Mapping[str, str] | None = None) -> dg.ExecuteInProcessResult:
     # The selection takes the checks of its assets with them, and ``checks`` of assets it leaves out (trial_run's
     # judgement against its history runs after the marts it reads).
     return _owned(instance, pools_of(selection), say, lambda: dg.materialize(
         [*(defs.assets or []), *(defs.asset_checks or [])],
         selection=dg.AssetSelection.assets(*selection) | dg.AssetSelection.checks(*checks),
         partition_key=partition_key, instance=instance, resources=dict(defs.resources or {}), run_config=INFO_LOGS,
-        raise_on_error=False, tags=owner_tags(Owner.this_process())))
+        raise_on_error=False, tags={**owner_tags(Owner.this_process()), **(tags or {})}))
 
 
 def _succeeded(result: Result, what: str) -> Result:
@@ -204,7 +208,7 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
     for chosen in (suite, also_validate):
         if chosen is not None and chosen.script is not None and chosen.script not in validated:
             validated[chosen.script] = materialize_script(chosen, instance, say)
-    runs, trial_ids, disturbed = list(validated.values()), [], []
+    runs, trial_ids, disturbed, loads = list(validated.values()), [], [], []
     insight = None
     allowed = replacements_allowed(len(rounds))
     for number, trial in enumerate(rounds, start=1):
@@ -214,12 +218,15 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
                 say(f"trial {number} of {len(rounds)}{' again' if again else ''}: suite {trial.suite}"
                     + (f", group {trial.group}" if trial.group else ""))
             trial_id, trial_run_id = _run_trial_job(trial.config(), instance, say)
-            loaded = reload_trial(trial_id, store, instance, say)
+            because = disturbed_because(store, trial_id)
+            # The site is drawn once the job's last trial is in: drawing it for each trial before was never seen.
+            last = number == len(rounds) and because is None
+            loaded = reload_trial(trial_id, store, instance, say, draw=last)
             marts = [key for asset in mart_assets for key in asset.keys]
             insight = measure(instance, store.find(trial_id), trial_run_id, loaded.runs[0], marts)
             runs += [trial_run_id, *loaded.runs]
             trial_ids.append(trial_id)
-            because = disturbed_because(store, trial_id)
+            loads.append(TrialLoad(store.find(trial_id), trial_run_id, loaded.runs[0]))
             if because is None:
                 break
             disturbed.append(trial_id)
@@ -232,7 +239,7 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
                     "kept, marked disturbed")
             say(f"trial {trial_id} was disturbed ({because}): it is left out of the verdict, and trial {number} "
                 "runs again")
-    return JobOutcome(trial_ids[-1], runs, insight, tuple(trial_ids), group, tuple(disturbed))
+    return JobOutcome(trial_ids[-1], runs, insight, tuple(trial_ids), group, tuple(disturbed), tuple(loads))
 
 
 def disturbed_because(store: RunStore, trial_id: str) -> str | None:
@@ -243,11 +250,14 @@ def disturbed_because(store: RunStore, trial_id: str) -> str | None:
     return "; ".join(load.get("disturbed_because") or []) or "the machine was busy with other work"
 
 
-def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:
+def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet,
+                 draw: bool = True) -> JobOutcome:
     """Load an existing trial's files again (raw tables replaced, models rebuilt, the benchmark site built again); no
-    load is generated."""
+    load is generated. Without ``draw``, a later load of the same job draws what shows the warehouse whole (the
+    site, the suites' history charts in the marts' metadata)."""
     store.find(trial_id)
     instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
-    result = _materialize([*raw_assets, *mart_assets, *site_assets], instance, trial_id, say,
-                          checks=[dg.AssetCheckKey(trial_run.key, NO_REGRESSION)])
+    result = _materialize([*raw_assets, *mart_assets, *(site_assets if draw else [])], instance, trial_id, say,
+                          checks=[dg.AssetCheckKey(trial_run.key, NO_REGRESSION)],
+                          tags={} if draw else {MORE_TRIALS_FOLLOW: "true"})
     return JobOutcome(trial_id, [_succeeded(result, f"reloading trial {trial_id}").run_id])

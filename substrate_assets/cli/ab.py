@@ -10,7 +10,7 @@ import click
 
 from substrate_assets.cli.compare import EXIT_CODES_HELP, FIGURE, FORMAT, show_comparison, thresholds_of
 from substrate_assets.cli.output import wide_console
-from substrate_assets.cli.trials import INJECT_WAKE_DELAY, WAIT_AT_MOST, exit_stopped
+from substrate_assets.cli.trials import INJECT_WAKE_DELAY, WAIT_AT_MOST, dead_time_line, exit_stopped
 from substrate_assets.cli.warehouse_choice import chosen_warehouse, warehouse_said_unavailable
 from substrate_assets.project import store_directory
 from substrate_assets.suites import MAX_REPEAT, SuiteError, get_suite
@@ -60,7 +60,7 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
             console.print(f"a/b: {rounds} rounds of {suite_a} (A, group {plan[0].group}) and {suite_b} (B, group "
                           f"{plan[1].group}){delay}; order {order}", highlight=False)
             try:
-                run_ab(*suites, plan, RunStore(store_directory()), instance, say=click.echo)
+                outcome = run_ab(*suites, plan, RunStore(store_directory()), instance, say=click.echo)
             except MachineTooBusy as error:
                 click.echo(str(error), err=True)
                 sys.exit(4)
@@ -78,4 +78,6 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
         except FigureNotRecorded as error:
             click.echo(f"groups {groups[0]} and {groups[1]} are kept, but not compared: {error}", err=True)
             sys.exit(2)
-    sys.exit(show_comparison(comparison, source, output_format))
+    code = show_comparison(comparison, source, output_format)
+    click.echo(dead_time_line(instance, outcome.loads), err=True)
+    sys.exit(code)

@@ -4,6 +4,8 @@ existing trial again)."""
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -403,8 +405,17 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, w
             if outcome.insight is not None:
                 console.print(outcome.insight.line(), highlight=False)
             _show_site(console)
+            if outcome.loads:
+                console.print(dead_time_line(instance, outcome.loads), highlight=False, soft_wrap=True)
         except Stopped as stopped:
             exit_stopped(stopped)
+
+
+def dead_time_line(instance: Any, loads: Sequence[Any]) -> str:
+    """Where this job's seconds went outside its trials' load, from its process's start until now."""
+    from substrate_assets.app.dead_time import measure_dead_time, process_started
+
+    return measure_dead_time(instance, process_started(), loads, time.time()).line()
 
 
 def _show_site(console: Console) -> None:

@@ -30,9 +30,9 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
-import pyarrow as pa
 
 from substrate_assets.analysis.statistics import reference_round
 from substrate_assets.warehouse.lake import WarehouseBusy, maintain_every, maintain_when_due, open_lake, writer_lock
@@ -75,20 +75,32 @@ def table_columns(connection: duckdb.DuckDBPyConnection, name: str) -> list[tupl
     return [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall()]
 
 
-def _py_round_vector(values: pa.Array, digits: pa.Array) -> pa.Array:
+def _py_round_vector(values: Any, digits: Any) -> Any:  # pyarrow Arrays: DuckDB evaluates the hints at registration
+    # Imported at the first call, not with the module: a reader's first query seldom rounds, and pyarrow's import is
+    # a fifth of its process.
+    import pyarrow as pa
+
     return pa.array([None if value is None or places is None else reference_round(value, places)
                      for value, places in zip(values.to_pylist(), digits.to_pylist(), strict=True)],
                     type=pa.float64())
 
 
-def prepare(connection: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
-    """Register the warehouse's functions on ``connection`` (idempotent)."""
-    with contextlib.suppress(duckdb.CatalogException):  # already registered on this connection
-        connection.create_function("py_round", _py_round_vector, ["DOUBLE", "INTEGER"], "DOUBLE",
-                                   type="arrow", side_effects=False)
+def prepare(connection: duckdb.DuckDBPyConnection, python_functions: bool = True) -> duckdb.DuckDBPyConnection:
+    """Register the warehouse's functions on ``connection`` (idempotent). Without ``python_functions``, only the SQL
+    macros: registering ``py_round`` costs a process its first ~50 ms (DuckDB imports numpy and inspect for it),
+    which a reader that never rounds need not pay."""
+    if python_functions:
+        with contextlib.suppress(duckdb.CatalogException):  # already registered on this connection
+            connection.create_function("py_round", _py_round_vector, ["DOUBLE", "INTEGER"], "DOUBLE",
+                                       type="arrow", side_effects=False)
     for macro in MACROS:
         connection.execute(macro)
     return connection
+
+
+def calls_python_functions(sql: str) -> bool:
+    """Whether ``sql`` may call a function :func:`prepare` registers in Python (``py_round``)."""
+    return "py_round" in sql.lower()
 
 
 # Given at open, so nothing a reader's SQL runs (or a SET, RESET) can widen it; the warehouse file itself is opened
@@ -130,8 +142,11 @@ def _open(path: Path, read_only: bool, wait_s: float, on_wait: Callable[[str], N
 @contextmanager
 def connect(warehouse: Warehouse, read_only: bool = False, *, wait_s: float | None = None,
             on_wait: Callable[[str], None] | None = None, sleep: Callable[[float], None] = time.sleep,
-            clock: Callable[[], float] = time.monotonic) -> Iterator[duckdb.DuckDBPyConnection]:
-    """A short-lived connection with the warehouse's functions, to a file or a lake (:mod:`.location`). A writer
+            clock: Callable[[], float] = time.monotonic,
+            python_functions: bool | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A short-lived connection with the warehouse's functions, to a file or a lake (:mod:`.location`): the SQL
+    macros always, ``py_round`` when ``python_functions`` (default: for a writer, which builds the models that call
+    it; a reader asks for it when its SQL does, :func:`calls_python_functions`). A writer
     waits up to ``wait_s`` (default WRITER_WAIT_S) while another process holds the file, or the lake's writer lock,
     telling ``on_wait`` once; a reader does not wait, and reaches nothing but the warehouse. WarehouseBusy when the
     wait runs out. A lake's writer runs DuckLake's maintenance as it closes when it is due
@@ -149,7 +164,7 @@ def connect(warehouse: Warehouse, read_only: bool = False, *, wait_s: float | No
                 warehouse.parent.mkdir(parents=True, exist_ok=True)
             connection = _open(warehouse, read_only, waiting, on_wait, sleep, clock)
         stack.callback(connection.close)
-        yield prepare(connection)
+        yield prepare(connection, not read_only if python_functions is None else python_functions)
         if isinstance(warehouse, Lake) and not read_only:
             try:
                 if maintain_when_due(connection, every):

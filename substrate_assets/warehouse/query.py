@@ -20,7 +20,7 @@ from typing import Any
 
 import duckdb
 
-from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.connection import calls_python_functions, connect
 from substrate_assets.warehouse.location import Warehouse
 
 # The functions of DuckDB's postgres extension (loaded for a shared warehouse's catalog) connect wherever their
@@ -76,7 +76,7 @@ def query(warehouse: Warehouse, sql: str, parameters: list[Any] | None = None) -
     refused = refusal(sql)
     if refused is not None:
         raise duckdb.PermissionException(refused)
-    with connect(warehouse, read_only=True) as connection:
+    with connect(warehouse, read_only=True, python_functions=calls_python_functions(sql)) as connection:
         cursor = connection.execute(sql, parameters or [])
         if cursor.description is None:
             return QueryResult([], [])

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from unittest import mock
 
+import duckdb
 import numpy as np
 import pytest
 
@@ -237,3 +238,32 @@ def test_a_load_after_a_lake_rebuild_keeps_the_rebuilt_bookkeeping(lake, store, 
     with connect(file_warehouse, read_only=True) as connection:
         assert landed == every_row(connection)
     assert loaded(lake) == (2, 1000, 2)
+
+
+def test_a_reader_loads_no_extension_of_its_own_though_signatures_go_unchecked(lake, tmp_path):
+    """The lake's connections load the pinned wheels' extensions without DuckDB re-checking their signatures; a
+    reader, once attached, can load no file of its own."""
+    from substrate_assets.warehouse.extensions import extension_path
+
+    forged = tmp_path / "forged.duckdb_extension"
+    forged.write_bytes(extension_path("httpfs").read_bytes()[:4096])
+    with opened(lake, WRITER, read_only=False):
+        pass  # the first writer creates the lake
+    with opened(lake, READER) as connection:
+        assert connection.execute("SELECT current_setting('allow_unsigned_extensions')").fetchone() == (True,)
+        with pytest.raises(duckdb.Error, match=r"disabled|Permission|not allowed"):
+            connection.execute(f"LOAD '{forged}'")
+        with pytest.raises(duckdb.Error, match="lock"):
+            connection.execute("SET allow_unsigned_extensions = false")
+
+
+def test_a_reader_rounds_with_py_round_only_when_its_sql_asks(lake):
+    from substrate_assets.warehouse.query import query
+
+    with opened(lake, WRITER, read_only=False):
+        pass  # the first writer creates the lake
+    with opened(lake, READER) as connection, pytest.raises(duckdb.CatalogException, match="py_round"):
+        connection.execute("SELECT py_round(0.125, 2)")
+    with mock.patch.dict(os.environ, lake.env(READER)):
+        assert query(lake.location(READER), "SELECT py_round(0.125, 2) AS r, py_round(2.5, 0) AS s").rows == [
+            (0.12, 2.0)]

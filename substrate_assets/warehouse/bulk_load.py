@@ -44,6 +44,7 @@ from substrate_assets.warehouse.raw_tables import (
     load_step_rows,
     rows_frame,
 )
+from substrate_assets.warehouse.sql_lists import TEXTS, texts
 from substrate_assets.warehouse.trial_rows import TrialFrames, UnreadableTrial, read_trials
 from substrate_assets.warehouse.trial_writes import LoadedTable
 
@@ -229,28 +230,29 @@ def bulk_parquet_table(connection: duckdb.DuckDBPyConnection, read: list[TrialFr
     rows = dict.fromkeys((part.trial_id for part in read), 0)
     previews: dict[str, list[dict[str, Any]]] = {part.trial_id: [] for part in read} if preview_rows else {}
     files = [str(path) for _, path in present]
-    source = "read_parquet(?, union_by_name = true, hive_partitioning = false)"
+    source = f"read_parquet({TEXTS}, union_by_name = true, hive_partitioning = false)"
     wanted = {name: duckdb_type(dtype) for name, dtype in table.schema.items()}
-    found = {row[0]: row[1] for row in connection.execute(f"DESCRIBE SELECT * FROM {source}", [files]).fetchall()} \
+    found = {row[0]: row[1] for row in connection.execute(f"DESCRIBE SELECT * FROM {source}",
+                                                          [texts(files)]).fetchall()} \
         if files else {}
     if any(name in found and found[name] != kind for name, kind in wanted.items()):
         return None
     held = loaded_before(connection, table.name, list(rows))
     if held:  # loaded before: their rows go first, as any load's
-        connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest(?::VARCHAR[]))", [held])
+        connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest({TEXTS}))", [texts(held)])
     if files:
         columns = ", ".join(f'r."{name}"' if name in found else f'NULL::{kind} AS "{name}"'
                             for name, kind in wanted.items())
         connection.execute("CREATE OR REPLACE TEMP TABLE bulk_files AS "
-                           "SELECT unnest(range(?)) AS file_index, unnest(?::VARCHAR[]) AS trial_id",
-                           [len(files), [trial_id for trial_id, _ in present]])
+                           f"SELECT unnest(range(?)) AS file_index, unnest({TEXTS}) AS trial_id",
+                           [len(files), texts(trial_id for trial_id, _ in present)])
         # A join on the file's index (the trial_id of each file) costs nothing beside the scan. (A failed insert
         # leaves bulk_files to the rollback.)
         connection.execute(f"INSERT INTO {table.name} BY NAME SELECT f.trial_id, {columns} FROM {source} AS r "
-                           "JOIN temp.main.bulk_files AS f ON f.file_index = r.file_index", [files])
+                           "JOIN temp.main.bulk_files AS f ON f.file_index = r.file_index", [texts(files)])
         connection.execute("DROP TABLE temp.main.bulk_files")
-        counted = dict(connection.execute("SELECT file_name, num_rows FROM parquet_file_metadata(?)",
-                                          [files]).fetchall())
+        counted = dict(connection.execute(f"SELECT file_name, num_rows FROM parquet_file_metadata({TEXTS})",
+                                          [texts(files)]).fetchall())
         rows.update({trial_id: counted[str(path)] for trial_id, path in present})
         if preview_rows:
             previews.update({trial_id: reader(path).head(preview_rows).rows(named=True)

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import duckdb
 
 from substrate_assets.warehouse.connection import has_table
+from substrate_assets.warehouse.sql_lists import NUMBERS, TEXTS, numbers, texts
 
 SCHEMA = "changes"
 LOADS = f"{SCHEMA}.loads"
@@ -179,12 +180,12 @@ def next_seq(connection: duckdb.DuckDBPyConnection) -> int:
 def loaded_before(connection: duckdb.DuckDBPyConnection, table: str, trial_ids: Sequence[str]) -> list[str]:
     """Those of ``trial_ids`` that ``table`` has loaded: the only ones it can hold rows of."""
     return [row[0] for row in connection.execute(
-        f"SELECT DISTINCT trial_id FROM {LOADS} WHERE table_name = ? AND list_contains(?, trial_id)",
-        [table, list(trial_ids)]).fetchall()]
+        f"SELECT DISTINCT trial_id FROM {LOADS} WHERE table_name = ? AND list_contains({TEXTS}, trial_id)",
+        [table, texts(trial_ids)]).fetchall()]
 
 
 def record_load(connection: duckdb.DuckDBPyConnection, seq: int, table: str, trial_ids: Sequence[str]) -> None:
-    connection.execute(f"INSERT INTO {LOADS} SELECT ?, ?, unnest(?::VARCHAR[])", [seq, table, list(trial_ids)])
+    connection.execute(f"INSERT INTO {LOADS} SELECT ?, ?, unnest({TEXTS})", [seq, table, texts(trial_ids)])
 
 
 def held_and_staged(connection: duckdb.DuckDBPyConnection, tables: Sequence[str], trial_ids: Sequence[str]
@@ -195,10 +196,10 @@ def held_and_staged(connection: duckdb.DuckDBPyConnection, tables: Sequence[str]
     staged: dict[str, list[str]] = {}
     for kind, table, trial_id in connection.execute(
             f"SELECT DISTINCT 'held', table_name, trial_id FROM {LOADS} "
-            "WHERE list_contains(?::VARCHAR[], table_name) AND list_contains(?::VARCHAR[], trial_id) UNION ALL "
+            f"WHERE list_contains({TEXTS}, table_name) AND list_contains({TEXTS}, trial_id) UNION ALL "
             f"SELECT 'staged', table_name, trial_id FROM {STAGED} "
-            "WHERE list_contains(?::VARCHAR[], table_name) AND list_contains(?::VARCHAR[], trial_id)",
-            [list(tables), list(trial_ids)] * 2).fetchall():
+            f"WHERE list_contains({TEXTS}, table_name) AND list_contains({TEXTS}, trial_id)",
+            [texts(tables), texts(trial_ids)] * 2).fetchall():
         (held if kind == "held" else staged).setdefault(table, []).append(trial_id)
     return held, staged
 
@@ -209,11 +210,11 @@ def record_loads(connection: duckdb.DuckDBPyConnection, seq: int, tables: Sequen
     (now) copied in changes.<table>, replacing any earlier copy's entry; without, no copy of them is kept."""
     pairs = [(table, trial_id) for table in tables for trial_id in trial_ids]
     tables_of, ids_of = [table for table, _ in pairs], [trial_id for _, trial_id in pairs]
-    connection.execute(f"INSERT INTO {LOADS} SELECT ?, unnest(?::VARCHAR[]), unnest(?::VARCHAR[])",
-                       [seq, tables_of, ids_of])
+    connection.execute(f"INSERT INTO {LOADS} SELECT ?, unnest({TEXTS}), unnest({TEXTS})",
+                       [seq, texts(tables_of), texts(ids_of)])
     if staged:
-        connection.execute(f"INSERT INTO {STAGED} SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), ?",
-                           [tables_of, ids_of, seq])
+        connection.execute(f"INSERT INTO {STAGED} SELECT unnest({TEXTS}), unnest({TEXTS}), ?",
+                           [texts(tables_of), texts(ids_of), seq])
 
 
 def set_mark(connection: duckdb.DuckDBPyConnection, model: str, mark: Mark, *, marked: bool | None = None) -> None:
@@ -234,13 +235,14 @@ def save_marks(connection: duckdb.DuckDBPyConnection, books: Books) -> None:
     """Write the marks set since :attr:`Books.unsaved` was started, in two statements for them all."""
     names = sorted(books.unsaved or ())
     if names:
-        connection.execute(f"DELETE FROM {MARKS} WHERE list_contains(?, model)", [names])
+        connection.execute(f"DELETE FROM {MARKS} WHERE list_contains({TEXTS}, model)", [texts(names)])
         marks = [books.marks[name] for name in names]
         connection.execute(f"INSERT INTO {MARKS} (model, through_seq, fingerprint, generation, upstream_generation) "
-                           "SELECT unnest(?::VARCHAR[]), unnest(?::BIGINT[]), unnest(?::VARCHAR[]), "
-                           "unnest(?::BIGINT[]), unnest(?::BIGINT[])",
-                           [names, [mark.seq for mark in marks], [mark.fingerprint for mark in marks],
-                            [mark.generation for mark in marks], [mark.upstream_generation for mark in marks]])
+                           f"SELECT unnest({TEXTS}), unnest({NUMBERS}), unnest({TEXTS}), unnest({NUMBERS}), "
+                           f"unnest({NUMBERS})",
+                           [texts(names), numbers(mark.seq for mark in marks),
+                            texts(mark.fingerprint for mark in marks), numbers(mark.generation for mark in marks),
+                            numbers(mark.upstream_generation for mark in marks)])
     books.unsaved = set()
 
 
@@ -254,17 +256,17 @@ def changed_trials(connection: duckdb.DuckDBPyConnection, after: int, through: i
                        if seq <= through and (table not in models or table in upstream)})
     return [row[0] for row in connection.execute(
         f"SELECT DISTINCT trial_id FROM {LOADS} WHERE seq > ? AND seq <= ? AND "
-        "(NOT list_contains(?::VARCHAR[], table_name) OR list_contains(?::VARCHAR[], table_name)) ORDER BY trial_id",
-        [after, through, list(models), list(upstream)]).fetchall()]
+        f"(NOT list_contains({TEXTS}, table_name) OR list_contains({TEXTS}, table_name)) ORDER BY trial_id",
+        [after, through, texts(models), texts(upstream)]).fetchall()]
 
 
 def first_loaded_after(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str], after: int,
                        models: Collection[str] = ()) -> bool:
     """Whether every one of ``trial_ids`` was first loaded (into a raw table: not one of ``models``) after seq
     ``after`` (none is a reload)."""
-    return not connection.execute(f"SELECT count(*) FROM {LOADS} WHERE seq <= ? AND list_contains(?, trial_id) "
-                                  "AND NOT list_contains(?::VARCHAR[], table_name)",
-                                  [after, list(trial_ids), list(models)]).fetchone()[0]
+    return not connection.execute(f"SELECT count(*) FROM {LOADS} WHERE seq <= ? AND list_contains({TEXTS}, trial_id) "
+                                  f"AND NOT list_contains({TEXTS}, table_name)",
+                                  [after, texts(trial_ids), texts(models)]).fetchone()[0]
 
 
 def first_loads(connection: duckdb.DuckDBPyConnection, books: Books, trial_ids: Collection[str],
@@ -274,8 +276,8 @@ def first_loads(connection: duckdb.DuckDBPyConnection, books: Books, trial_ids: 
     asked = sorted(set(trial_ids) - books.first_loaded.keys())
     if asked:
         books.first_loaded.update(connection.execute(
-            f"SELECT trial_id, min(seq) FROM {LOADS} WHERE list_contains(?::VARCHAR[], trial_id) "
-            "AND NOT list_contains(?::VARCHAR[], table_name) GROUP BY trial_id", [asked, list(models)]).fetchall())
+            f"SELECT trial_id, min(seq) FROM {LOADS} WHERE list_contains({TEXTS}, trial_id) "
+            f"AND NOT list_contains({TEXTS}, table_name) GROUP BY trial_id", [texts(asked), texts(models)]).fetchall())
     return {trial_id: books.first_loaded[trial_id] for trial_id in trial_ids if trial_id in books.first_loaded}
 
 
@@ -301,12 +303,12 @@ def prune(connection: duckdb.DuckDBPyConnection, models: Iterable[str], books: B
             for trial_id in trial_ids:
                 del books.staged[table][trial_id]
         return
-    threshold = connection.execute(f"SELECT min(through_seq) FROM {MARKS} WHERE list_contains(?, model)",
-                                   [list(models)]).fetchone()[0]
+    threshold = connection.execute(f"SELECT min(through_seq) FROM {MARKS} WHERE list_contains({TEXTS}, model)",
+                                   [texts(models)]).fetchone()[0]
     if threshold is None:
         return
     done = connection.execute(f"SELECT table_name, list(trial_id) FROM {STAGED} WHERE seq <= ? GROUP BY table_name",
                               [threshold]).fetchall()
     for table, trial_ids in done:
-        connection.execute(f"DELETE FROM {SCHEMA}.{table} WHERE list_contains(?, trial_id)", [trial_ids])
+        connection.execute(f"DELETE FROM {SCHEMA}.{table} WHERE list_contains({TEXTS}, trial_id)", [texts(trial_ids)])
     connection.execute(f"DELETE FROM {STAGED} WHERE seq <= ?", [threshold])

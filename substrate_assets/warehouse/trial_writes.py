@@ -28,6 +28,7 @@ from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.changes import ensure_bookkeeping, ensure_copy, held_and_staged, next_seq, record_loads
 from substrate_assets.warehouse.connection import transaction
 from substrate_assets.warehouse.raw_tables import RAW_TABLES, RawTable, ensure_schema
+from substrate_assets.warehouse.sql_lists import TEXTS, texts
 from substrate_assets.warehouse.trial_rows import TrialFrames, read_trials
 
 SMALL_FRAME_ROWS = 1_000_000
@@ -98,7 +99,7 @@ def _write_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, held: Se
     """Delete ``held`` trials' rows of ``table`` and insert ``frame`` (with ``copy``, into changes.<table> too), in the
     caller's transaction."""
     if held:
-        connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest(?::VARCHAR[]))", [list(held)])
+        connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest({TEXTS}))", [texts(held)])
     if frame.height:
         if frame.n_chunks() > 1 and frame.height < SMALL_FRAME_ROWS:
             frame = frame.rechunk()  # DuckDB pays per Arrow chunk: a thousand one-row chunks cost seconds

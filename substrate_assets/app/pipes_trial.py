@@ -22,8 +22,6 @@ from typing import Any
 from dagster_pipes import open_dagster_pipes
 
 from substrate_assets.defs.trials.checks import TRIAL_COMPLETED, TRIAL_RUN
-from substrate_assets.driver.kubernetes.cluster_trial import run_cluster_trial
-from substrate_assets.driver.kubernetes.pods import SCRIPT_FILE
 from substrate_assets.driver.preflight import TrialRefused
 from substrate_assets.driver.progress import log_lines
 from substrate_assets.driver.stopping import signals_stop_the_trial
@@ -47,6 +45,11 @@ def main() -> None:
                        f"{suite.backend} backend")
         try:
             if suite.backend == "kubernetes":
+                # Imported here: the kubernetes client is a third of this child's imports, which a local trial
+                # pays before its load starts.
+                from substrate_assets.driver.kubernetes.cluster_trial import run_cluster_trial
+                from substrate_assets.driver.kubernetes.pods import SCRIPT_FILE
+
                 result = run_cluster_trial(suite, key, Path(SCRIPT_FILE) if suite.script else None,
                                            on_progress=log_lines(pipes.log.info), group=group)
             else:

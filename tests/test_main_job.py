@@ -90,7 +90,8 @@ def test_a_second_run_adds_a_group_judged_against_the_first(two_runs, project):
     parts = {name: float(seconds.removesuffix(" s")) for name, seconds in
              (part.rsplit(" ", 2)[0:2] for part in dead.split("): ", 1)[1].split(", "))}
     assert load > 0 and {"start", "trial start", "landing", "raw tables", "marts", "site", "end"} <= set(parts), dead
-    assert total == pytest.approx(sum(parts.values()), abs=0.05 * (len(parts) + 1)), dead
+    # Each part is printed to 0.1 s and one under 0.05 s not at all: at most 0.05 s off for each of the dozen.
+    assert total == pytest.approx(sum(parts.values()), abs=0.6), dead
 
 
 def test_csv_and_table_output(two_runs, project):

@@ -95,3 +95,12 @@ def test_compare_leaves_them_out_and_keeps_them_when_asked(busy_run):
                           capture_output=True, text=True, env=env, cwd=project)
     report = json.loads(kept.stdout)
     assert sum("kept as asked" in warning for warning in report["warnings"]) == 2
+
+
+def test_a_job_the_machine_stopped_still_draws_the_site_with_its_trials(busy_run):
+    """Its loads left the site to a last trial that never came: the job draws it on its way out."""
+    project, _ = busy_run
+    trial_ids = [json.loads(path.read_text())["trial_id"] for path in (project / "store").glob("runs/**/trial.json")]
+    pages = "\n".join(page.read_text() for page in (project / "site").rglob("*.html"))
+    assert (project / "site" / "index.html").is_file()
+    assert len(trial_ids) == 3 and all(trial_id in pages for trial_id in trial_ids)

@@ -25,6 +25,10 @@ if TYPE_CHECKING:  # the child imports them with Dagster's side, not before it
     from substrate_assets.warehouse.trial_writes import LoadedTable
 
 
+# How long a child handed no work may take to end (it may be importing Dagster) before it is killed.
+CHILD_ENDS_WITHIN_S = 60.0
+
+
 class RecordNotWritten(RuntimeError):
     """The child writing a load's Dagster records failed; the message holds what it said."""
 
@@ -60,7 +64,8 @@ class RecordWriter:
     nothing."""
 
     def __init__(self) -> None:
-        self._child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+        # -P: the directory the command runs in (an upstream tree someone sent) is not on the child's path.
+        self._child = subprocess.Popen([sys.executable, "-P", "-m", __name__], stdin=subprocess.PIPE,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def write(self, record: LoadRecord) -> None:
@@ -76,8 +81,20 @@ class RecordWriter:
         return self
 
     def __exit__(self, *_: object) -> None:
-        if self._child.returncode is None:
-            self._child.communicate(b"")
+        if self._child.returncode is not None:
+            return
+        # Closed here, not by communicate(): after a write() a signal interrupted, communicate() would not close it
+        # again, and the child would wait for the rest of its work while this process waits for the child.
+        try:
+            if self._child.stdin is not None and not self._child.stdin.closed:
+                self._child.stdin.close()
+        except OSError:  # the child is gone: its end of the pipe with it
+            pass
+        try:
+            self._child.communicate(timeout=CHILD_ENDS_WITHIN_S)
+        except subprocess.TimeoutExpired:
+            self._child.kill()
+            self._child.communicate()
 
 
 def _serve(stdin: IO[bytes]) -> None:

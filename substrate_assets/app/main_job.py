@@ -113,7 +113,7 @@ def _owned(instance: dg.DagsterInstance, pools: Sequence[str], say: Say, execute
 
 
 def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterInstance,
-                 partition_key: str, say: Say, checks: Sequence[dg.AssetCheckKey] = (),
+                 partition_key: str | None, say: Say, checks: Sequence[dg.AssetCheckKey] = (),
                  tags: Mapping[str, str] | None = None) -> dg.ExecuteInProcessResult:
     # The selection takes the checks of its assets with them, and ``checks`` of assets it leaves out (trial_run's
     # judgement against its history runs after the marts it reads).
@@ -209,8 +209,37 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
         if chosen is not None and chosen.script is not None and chosen.script not in validated:
             validated[chosen.script] = materialize_script(chosen, instance, say)
     runs, trial_ids, disturbed, loads = list(validated.values()), [], [], []
-    insight = None
     allowed = replacements_allowed(len(rounds))
+    try:
+        _each_round(rounds, store, instance, say, allowed, runs, trial_ids, disturbed, loads)
+    except MainJobError:
+        # A job that ends early (a trial failed, the machine too busy) still shows the trials it loaded: their loads
+        # left the drawing to a last one that will not come.
+        if trial_ids:
+            _draw(instance, say)
+        raise
+    return JobOutcome(trial_ids[-1], runs, insight_of(instance, loads[-1]), tuple(trial_ids), group, tuple(disturbed),
+                      tuple(loads))
+
+
+def insight_of(instance: dg.DagsterInstance, load: TrialLoad) -> TimeToInsight:
+    """The way of a job's last trial from its last request into every mart."""
+    marts = [key for asset in mart_assets for key in asset.keys]
+    return measure(instance, load.trial_dir, load.trial_run, load.load_run, marts)
+
+
+def _draw(instance: dg.DagsterInstance, say: Say) -> None:
+    """Refresh the marts (nothing new to load: they record and draw the suites' histories) and draw the site; a
+    failure is said, not raised (the job's own error is the one to show)."""
+    try:
+        _succeeded(_materialize([*mart_assets, *site_assets], instance, None, say), "drawing the benchmark site")
+    except MainJobError as error:
+        say(f"the benchmark site was not drawn after the job's end: {error}")
+
+
+def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterInstance, say: Say, allowed: int,
+                runs: list[str], trial_ids: list[str], disturbed: list[str], loads: list[TrialLoad]) -> None:
+    """Run and load each round's trial (again, when it was disturbed), adding to the lists as they land."""
     for number, trial in enumerate(rounds, start=1):
         again = False
         while True:
@@ -222,8 +251,6 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
             # The site is drawn once the job's last trial is in: drawing it for each trial before was never seen.
             last = number == len(rounds) and because is None
             loaded = reload_trial(trial_id, store, instance, say, draw=last)
-            marts = [key for asset in mart_assets for key in asset.keys]
-            insight = measure(instance, store.find(trial_id), trial_run_id, loaded.runs[0], marts)
             runs += [trial_run_id, *loaded.runs]
             trial_ids.append(trial_id)
             loads.append(TrialLoad(store.find(trial_id), trial_run_id, loaded.runs[0]))
@@ -239,7 +266,6 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
                     "kept, marked disturbed")
             say(f"trial {trial_id} was disturbed ({because}): it is left out of the verdict, and trial {number} "
                 "runs again")
-    return JobOutcome(trial_ids[-1], runs, insight, tuple(trial_ids), group, tuple(disturbed), tuple(loads))
 
 
 def disturbed_because(store: RunStore, trial_id: str) -> str | None:

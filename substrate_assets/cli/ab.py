@@ -70,14 +70,16 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
         except Stopped as stopped:
             exit_stopped(stopped)
     groups = [plan[0].group, plan[1].group]
-    with warehouse_said_unavailable(), connect(chosen_warehouse(), read_only=True) as connection:
-        baseline, candidate = (select_side(connection, group) for group in groups if group)
-        thresholds, source = thresholds_of(suite_b, figures)
-        try:
-            comparison = compare(connection, baseline, candidate, thresholds)
-        except FigureNotRecorded as error:
-            click.echo(f"groups {groups[0]} and {groups[1]} are kept, but not compared: {error}", err=True)
-            sys.exit(2)
-    code = show_comparison(comparison, source, output_format)
-    click.echo(dead_time_line(instance, outcome.loads), err=True)
+    try:
+        with warehouse_said_unavailable(), connect(chosen_warehouse(), read_only=True) as connection:
+            baseline, candidate = (select_side(connection, group) for group in groups if group)
+            thresholds, source = thresholds_of(suite_b, figures)
+            try:
+                comparison = compare(connection, baseline, candidate, thresholds)
+            except FigureNotRecorded as error:
+                click.echo(f"groups {groups[0]} and {groups[1]} are kept, but not compared: {error}", err=True)
+                sys.exit(2)
+        code = show_comparison(comparison, source, output_format)
+    finally:
+        click.echo(dead_time_line(instance, outcome.loads), err=True)
     sys.exit(code)

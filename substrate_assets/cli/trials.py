@@ -412,10 +412,14 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, w
 
 
 def dead_time_line(instance: Any, loads: Sequence[Any]) -> str:
-    """Where this job's seconds went outside its trials' load, from its process's start until now."""
+    """Where this job's seconds went outside its trials' load, from its process's start until now; a line saying
+    why not when its records do not tell (the job's own outcome and exit code stand either way)."""
     from substrate_assets.app.dead_time import measure_dead_time, process_started
 
-    return measure_dead_time(instance, process_started(), loads, time.time()).line()
+    try:
+        return measure_dead_time(instance, process_started(), loads, time.time()).line()
+    except Exception as error:  # a figure about the job must never end it
+        return f"dead time: not measured ({type(error).__name__}: {error})"
 
 
 def _show_site(console: Console) -> None:

@@ -19,7 +19,8 @@ PACKAGES: dict[str, str] = {
     "httpfs": "duckdb_extension_httpfs",
 }
 # A connection that loads its extensions by path must never fetch one on its own. Its extensions come from the
-# wheels uv.lock pins by hash, checked when they were installed; DuckDB's own check of their signatures reads and
+# wheels in the project's environment (make setup installs them from uv.lock, checking their hashes); DuckDB's own
+# check of their signatures reads and
 # verifies ~100 MB of binaries again in every process (0.19 s of a lake connection's 0.2 s of loading), and adds
 # nothing: whoever could change a file under site-packages could change DuckDB, or this code, as well. Nothing but
 # :func:`load_extension` loads an extension here: a reader's SQL cannot (``sql`` refuses LOAD, and its connection is

@@ -45,3 +45,15 @@ def test_a_record_the_child_cannot_write_is_an_error_saying_why(dagster_home: Pa
     with RecordWriter() as writer, pytest.raises(
             RecordNotWritten, match=f"records were not written .exit 1.: ValueError: {missing} has no trial.json"):
         writer.write(LoadRecord([missing], {"trial_manifests": loaded}, []))
+
+
+def test_a_writer_left_halfway_through_handing_its_work_ends_its_child(dagster_home: Path):
+    """As after a signal that interrupted write(): part of the work in the pipe, the pipe still open. Leaving closes
+    it, so the child ends (failing on the half it read) instead of waiting for the rest while the parent waits for
+    it."""
+    with RecordWriter() as writer:
+        child = writer._child
+        assert child.stdin is not None
+        child.stdin.write(b"\x80\x04\x95half a pickle")
+        child.stdin.flush()
+    assert child.returncode not in (None, 0)

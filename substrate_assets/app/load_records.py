@@ -85,9 +85,10 @@ class RecordWriter:
             return
         # Closed here, not by communicate(): after a write() a signal interrupted, communicate() would not close it
         # again, and the child would wait for the rest of its work while this process waits for the child.
+        stdin, self._child.stdin = self._child.stdin, None  # communicate() then leaves the pipe alone
         try:
-            if self._child.stdin is not None and not self._child.stdin.closed:
-                self._child.stdin.close()
+            if stdin is not None and not stdin.closed:
+                stdin.close()
         except OSError:  # the child is gone: its end of the pipe with it
             pass
         try:

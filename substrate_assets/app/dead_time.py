@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
 import psutil
 
-from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.results.trial_directory import TRIAL_JSON, TrialDirectory, parse_moment
 
 TARGET_SHARE = 0.10  # issue 43: a group's dead time at most a tenth of its trials' load time
 
@@ -34,8 +33,9 @@ ENDING = "end"  # the last load to the measure: the verdict, the tables printed
 
 @dataclass(frozen=True)
 class TrialLoad:
-    """One trial of a job: its directory, the run_trial run that ran it and the run that loaded it."""
+    """One trial of a job: its id and directory, the run_trial run that ran it and the run that loaded it."""
 
+    trial_id: str
     trial_dir: Path
     trial_run: str
     load_run: str
@@ -67,22 +67,24 @@ def process_started() -> float:
     return psutil.Process().create_time()
 
 
-def _seconds(moment: str) -> float:
-    return datetime.fromisoformat(moment.replace("Z", "+00:00")).timestamp()
+def _seconds(trial: TrialDirectory, key: str) -> float:
+    moment = parse_moment(trial.manifest.get(key))
+    if moment is None:
+        raise ValueError(f"{trial.path / TRIAL_JSON} records no {key}")
+    return moment.timestamp()
 
 
 @dataclass(frozen=True)
 class _Run:
     created: float
-    started: float
     ended: float
     steps: dict[str, float]  # seconds in each step, by step key
 
 
 def _run(instance: dg.DagsterInstance, run_id: str) -> _Run:
     record = instance.get_run_record_by_id(run_id)
-    if record is None or record.start_time is None or record.end_time is None:
-        raise ValueError(f"run {run_id} has not started and ended")
+    if record is None or record.end_time is None:
+        raise ValueError(f"run {run_id} has not ended")
     begun: dict[str, float] = {}
     steps: dict[str, float] = {}
     for entry in instance.all_logs(run_id, of_type={dg.DagsterEventType.STEP_START, dg.DagsterEventType.STEP_SUCCESS,
@@ -93,7 +95,7 @@ def _run(instance: dg.DagsterInstance, run_id: str) -> _Run:
             begun[entry.step_key] = entry.timestamp
         elif entry.step_key in begun:
             steps[entry.step_key] = steps.get(entry.step_key, 0.0) + entry.timestamp - begun.pop(entry.step_key)
-    return _Run(record.create_timestamp.timestamp(), record.start_time, record.end_time, steps)
+    return _Run(record.create_timestamp.timestamp(), record.end_time, steps)
 
 
 def measure_dead_time(instance: dg.DagsterInstance, process_started: float, loads: Sequence[TrialLoad],
@@ -105,9 +107,9 @@ def measure_dead_time(instance: dg.DagsterInstance, process_started: float, load
     load_s = 0.0
     moment = process_started
     for number, load in enumerate(loads):
-        trial = TrialDirectory(load.trial_dir).manifest
-        started, ended = _seconds(trial["started_at"]), _seconds(trial["ended_at"])
-        waited = float(trial.get("machine_wait_s") or 0.0)
+        trial = TrialDirectory(load.trial_dir)
+        started, ended = _seconds(trial, "started_at"), _seconds(trial, "ended_at")
+        waited = float(trial.manifest.get("machine_wait_s") or 0.0)
         trial_run, load_run = _run(instance, load.trial_run), _run(instance, load.load_run)
         parts[STARTING if number == 0 else BETWEEN] += trial_run.created - moment
         parts[MACHINE_WAIT] += waited

@@ -208,18 +208,19 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
     for chosen in (suite, also_validate):
         if chosen is not None and chosen.script is not None and chosen.script not in validated:
             validated[chosen.script] = materialize_script(chosen, instance, say)
-    runs, trial_ids, disturbed, loads = list(validated.values()), [], [], []
-    allowed = replacements_allowed(len(rounds))
+    loads: list[TrialLoad] = []
+    disturbed: list[str] = []
     try:
-        _each_round(rounds, store, instance, say, allowed, runs, trial_ids, disturbed, loads)
+        _each_round(rounds, store, instance, say, replacements_allowed(len(rounds)), loads, disturbed)
     except MainJobError:
         # A job that ends early (a trial failed, the machine too busy) still shows the trials it loaded: their loads
         # left the drawing to a last one that will not come.
-        if trial_ids:
+        if loads:
             _draw(instance, say)
         raise
-    return JobOutcome(trial_ids[-1], runs, insight_of(instance, loads[-1]), tuple(trial_ids), group, tuple(disturbed),
-                      tuple(loads))
+    runs = [*validated.values(), *(run for load in loads for run in (load.trial_run, load.load_run))]
+    return JobOutcome(loads[-1].trial_id, runs, insight_of(instance, loads[-1]),
+                      tuple(load.trial_id for load in loads), group, tuple(disturbed), tuple(loads))
 
 
 def insight_of(instance: dg.DagsterInstance, load: TrialLoad) -> TimeToInsight:
@@ -238,8 +239,9 @@ def _draw(instance: dg.DagsterInstance, say: Say) -> None:
 
 
 def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterInstance, say: Say, allowed: int,
-                runs: list[str], trial_ids: list[str], disturbed: list[str], loads: list[TrialLoad]) -> None:
-    """Run and load each round's trial (again, when it was disturbed), adding to the lists as they land."""
+                loads: list[TrialLoad], disturbed: list[str]) -> None:
+    """Run and load each round's trial (again, when it was disturbed), adding each to ``loads`` as it lands and
+    each disturbed one's id to ``disturbed``."""
     for number, trial in enumerate(rounds, start=1):
         again = False
         while True:
@@ -250,17 +252,15 @@ def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterIn
             because = disturbed_because(store, trial_id)
             # The site is drawn once the job's last trial is in: drawing it for each trial before was never seen.
             last = number == len(rounds) and because is None
-            loaded = reload_trial(trial_id, store, instance, say, draw=last)
-            runs += [trial_run_id, *loaded.runs]
-            trial_ids.append(trial_id)
-            loads.append(TrialLoad(store.find(trial_id), trial_run_id, loaded.runs[0]))
+            [load_run_id] = reload_trial(trial_id, store, instance, say, draw=last).runs
+            loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, load_run_id))
             if because is None:
                 break
             disturbed.append(trial_id)
             again = True
             if len(disturbed) > allowed:
                 raise MachineTooBusy(
-                    f"the machine is too busy with other work to judge: {len(disturbed)} of {len(trial_ids)} trials "
+                    f"the machine is too busy with other work to judge: {len(disturbed)} of {len(loads)} trials "
                     f"were disturbed (the last, {trial_id}: {because}), more than the {allowed} this job runs again. "
                     "Stop the other work (top shows it), or raise the suite's disturbance limits; the trials are "
                     "kept, marked disturbed")

@@ -138,7 +138,8 @@ def _as_text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def _timestamp(text: str | None) -> datetime | None:
+def parse_moment(text: str | None) -> datetime | None:
+    """A moment trial.json records (ISO 8601, ``Z`` for UTC); None when it records none."""
     return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
 
 
@@ -310,8 +311,8 @@ class TrialDirectory:
             "script": script.get("name"), "script_sha256": script.get("sha256"),
             "backend": manifest.get("backend", "import"), "tag": manifest.get("tag") or (key.tag if key else None),
             "run_ts": manifest.get("run_ts") or (key.run_ts if key else None),
-            "started_at": _timestamp(manifest.get("started_at")) or _from_unix(window.get("run_start")),
-            "ended_at": _timestamp(manifest.get("ended_at")) or _from_unix(window.get("run_end")),
+            "started_at": parse_moment(manifest.get("started_at")) or _from_unix(window.get("run_start")),
+            "ended_at": parse_moment(manifest.get("ended_at")) or _from_unix(window.get("run_end")),
             "completed": self.completed,
             "locust_exit_code": self.status.get("locust_exit_code", manifest.get("locust_exit_code")),
             "stats_generated": self.status.get("stats_generated"),

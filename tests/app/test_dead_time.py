@@ -51,7 +51,7 @@ def _trial(instance: dg.DagsterInstance, directory: Path, wait_s: float) -> Tria
     (directory / "trial.json").write_text(json.dumps({
         "trial_id": directory.name, "started_at": _iso(started), "ended_at": _iso(ended), "machine_wait_s": wait_s}))
     loaded = load_job.execute_in_process(instance=instance)
-    return TrialLoad(directory, ran.run_id, loaded.run_id)
+    return TrialLoad(directory.name, directory, ran.run_id, loaded.run_id)
 
 
 def test_the_parts_and_the_load_add_up_to_the_wall_time(tmp_path: Path):

@@ -299,9 +299,9 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _write(path: Path, text: str) -> None:
+def _write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    path.write_bytes(data)
 
 
 def _swap_in(built: Path, directory: Path) -> None:
@@ -351,8 +351,7 @@ class _Pages:
         else:
             kept = {name: text.encode() for name, text in zip(names, render(), strict=True)}
         for name, data in kept.items():
-            (self.built / name).parent.mkdir(parents=True, exist_ok=True)
-            (self.built / name).write_bytes(data)
+            _write(self.built / name, data)
         if fingerprint is not None:
             self.recorded[key] = {"fingerprint": fingerprint,
                                   "files": {name: _digest(data) for name, data in kept.items()}}
@@ -394,11 +393,11 @@ def build_site(connection: duckdb.DuckDBPyConnection, directory: Path, threshold
         if not has_table(connection, "capacity_history"):
             _write(built / INDEX, page("Benchmarks", [section("Latest verdicts", [note(
                 "The warehouse's models are not built yet: substrate-bench rebuild builds them.")])],
-                warehouse=warehouse, generated_at=moment))
+                warehouse=warehouse, generated_at=moment).encode())
             _swap_in(built, directory)
             return BuiltSite(directory, 0, 0, 0, time.perf_counter() - started)
         verdicts = _latest(connection, thresholds_of)
-        _write(built / INDEX, index_page(connection, verdicts, warehouse=warehouse, generated_at=moment))
+        _write(built / INDEX, index_page(connection, verdicts, warehouse=warehouse, generated_at=moment).encode())
         fingerprints = trial_fingerprints(connection, warehouse)
         trials = connection.execute("SELECT trial_id, suite, CAST(h AS VARCHAR) FROM capacity_history AS h "
                                     "ORDER BY trial_id").fetchall()

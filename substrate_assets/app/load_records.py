@@ -4,7 +4,7 @@ Importing Dagster and opening the instance take about as long as copying and loa
 Python, so a thread beside the load only takes turns with it. :class:`RecordWriter` starts a child that imports
 Dagster and opens the instance while the parent loads; the parent hands it what the load did once the load has
 committed, and waits until every record is written. The child reads its work from its stdin: when the parent ends
-without handing any (nothing loaded, an error, a kill), the child sees the pipe close and ends writing nothing.
+without handing any (nothing loaded, an error, a signal), the child is ended having written nothing.
 
 Only this project's own processes speak over the pipe (a pickle of :class:`LoadRecord`), never a file or input."""
 
@@ -19,14 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from substrate_assets.processes.parent_death import dying_with_this_process
+
 if TYPE_CHECKING:  # the child imports them with Dagster's side, not before it
     from substrate_assets.warehouse.checks import TestOutcome
     from substrate_assets.warehouse.models.tables import BuiltTable
     from substrate_assets.warehouse.trial_writes import LoadedTable
-
-
-# How long a child handed no work may take to end (it may be importing Dagster) before it is killed.
-CHILD_ENDS_WITHIN_S = 60.0
 
 
 class RecordNotWritten(RuntimeError):
@@ -64,9 +62,10 @@ class RecordWriter:
     nothing."""
 
     def __init__(self) -> None:
-        # -P: the directory the command runs in (an upstream tree someone sent) is not on the child's path.
-        self._child = subprocess.Popen([sys.executable, "-P", "-m", __name__], stdin=subprocess.PIPE,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # -P: the directory the command runs in (an upstream tree someone sent) is not on the child's path. The
+        # child dies with this process, however it ends (kill -9 too).
+        self._child = subprocess.Popen(dying_with_this_process([sys.executable, "-P", "-m", __name__]),
+                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
     def write(self, record: LoadRecord) -> None:
         """Hand ``record`` to the child and wait until it is written; RecordNotWritten when the child failed."""
@@ -81,21 +80,11 @@ class RecordWriter:
         return self
 
     def __exit__(self, *_: object) -> None:
-        if self._child.returncode is not None:
-            return
-        # Closed here, not by communicate(): after a write() a signal interrupted, communicate() would not close it
-        # again, and the child would wait for the rest of its work while this process waits for the child.
-        stdin, self._child.stdin = self._child.stdin, None  # communicate() then leaves the pipe alone
-        try:
-            if stdin is not None and not stdin.closed:
-                stdin.close()
-        except OSError:  # the child is gone: its end of the pipe with it
-            pass
-        try:
-            self._child.communicate(timeout=CHILD_ENDS_WITHIN_S)
-        except subprocess.TimeoutExpired:
+        # A child still running was handed no work, or only part of it (a signal interrupted write()): it has written
+        # nothing, and waiting for it to finish importing Dagster would only keep this process.
+        if self._child.returncode is None:
             self._child.kill()
-            self._child.communicate()
+            self._child.wait()
 
 
 def _serve(stdin: IO[bytes]) -> None:

@@ -1,6 +1,11 @@
 """The child that writes an import's Dagster records: it ends with its parent, writes what it is handed on the
 project's instance, and says why when it cannot."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -20,7 +25,7 @@ def dagster_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_a_writer_left_without_work_ends_having_written_nothing(dagster_home: Path):
     with RecordWriter() as writer:
         child = writer._child
-    assert child.returncode == 0
+    assert child.returncode == -signal.SIGKILL  # ended at once, not waited for while it imports Dagster
     with dg.DagsterInstance.from_config(str(dagster_home)) as instance:
         assert instance.get_dynamic_partitions("trial") == []
 
@@ -48,12 +53,42 @@ def test_a_record_the_child_cannot_write_is_an_error_saying_why(dagster_home: Pa
 
 
 def test_a_writer_left_halfway_through_handing_its_work_ends_its_child(dagster_home: Path):
-    """As after a signal that interrupted write(): part of the work in the pipe, the pipe still open. Leaving closes
-    it, so the child ends (failing on the half it read) instead of waiting for the rest while the parent waits for
-    it."""
+    """As after a signal that interrupted write(): part of the work in the pipe, the pipe still open. Leaving ends the
+    child instead of waiting for the rest while the parent waits for it."""
     with RecordWriter() as writer:
         child = writer._child
         assert child.stdin is not None
         child.stdin.write(b"\x80\x04\x95half a pickle")
         child.stdin.flush()
-    assert child.returncode not in (None, 0)
+    assert child.returncode == -signal.SIGKILL
+
+
+def test_the_child_dies_with_a_parent_killed_outright(dagster_home: Path):
+    """The parent hands its end of the child's stdin to a sleeper, so the child would never see the pipe close:
+    only its parent's death can end it."""
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess\n"
+                               "from substrate_assets.app.load_records import RecordWriter\n"
+                               "writer = RecordWriter()\nheld = writer._child.stdin.fileno()\n"
+                               "holder = subprocess.Popen(['sleep', '600'], pass_fds=[held])\n"
+                               "print(writer._child.pid, holder.pid, flush=True)\nimport time\ntime.sleep(600)"],
+                              stdout=subprocess.PIPE, text=True)
+    child, holder = (int(pid) for pid in parent.stdout.readline().split())
+    try:
+        parent.kill()
+        parent.wait()
+        # The kernel kills it as its parent goes; the loop only waits for that to be seen, bounded.
+        for _ in range(600):
+            if not _alive(child):
+                break
+            time.sleep(0.05)
+        assert not _alive(child)
+    finally:
+        os.kill(holder, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"  # a zombie has ended
+    except FileNotFoundError:
+        return False

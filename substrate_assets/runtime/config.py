@@ -79,7 +79,8 @@ class RuntimeConfig(BaseModel):
                                    "directory when unset.")
     keep_state: bool = Field(False, description="Keep the state directory when the runtime stops.")
     live_dir: Path | None = Field(None, description="Where running actors keep their data directories; a "
-                                  "fresh directory on tmpfs (/dev/shm) when unset and available, as upstream's "
+                                  "fresh directory on tmpfs ($SUBSTRATE_BENCH_LIVE_ROOT, else /dev/shm) when unset and "
+                                  "available, as upstream's "
                                   "data dir is tmpfs, else <state_dir>/live. Always removed at stop.")
     control_port: int = Field(0, ge=0, le=65535)
     router_port: int = Field(0, ge=0, le=65535)

@@ -146,7 +146,7 @@ class EmbeddedRuntime:
         if self.config.live_dir is not None:
             live = self.config.live_dir.resolve() / f"runtime-{os.getpid()}-{id(self):x}"
         else:
-            shm = scratch_dirs.SHM
+            shm = scratch_dirs.live_root()
             if shm.is_dir() and os.access(shm, os.W_OK):
                 live = Path(tempfile.mkdtemp(prefix=LIVE_PREFIX, dir=shm))
                 mark(live)

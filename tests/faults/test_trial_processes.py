@@ -26,6 +26,7 @@ import pytest
 from substrate_assets.driver.machine_lock import LOCK_ENV, MachineBusy, hold_machine
 from substrate_assets.processes import leftovers
 from substrate_assets.results.layout import RunStore
+from substrate_assets.runtime.scratch_dirs import LIVE_ROOT_ENV
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,10 +39,14 @@ class Trial:
 
     def __init__(self, base: Path, name: str, *options: str, duration: str = "1h") -> None:
         self.store = base / "store"
-        self.temp = base / "tmp"
+        self.temp, self.live = base / "tmp", base / "shm"
         self.temp.mkdir(exist_ok=True)
+        self.live.mkdir(exist_ok=True)
         self.output = base / f"{name}.out"
-        self.env = {**os.environ, "TMPDIR": str(self.temp), LOCK_ENV: str(base / "trial.lock")}
+        # Its own temporary and live roots: another test's runtime start sweeps the machine's, and would take what
+        # this test's dead trial left before the trial that should.
+        self.env = {**os.environ, "TMPDIR": str(self.temp), LIVE_ROOT_ENV: str(self.live),
+                    LOCK_ENV: str(base / "trial.lock")}
         with self.output.open("wb") as output:
             self.process = subprocess.Popen(
                 [CLI, "trial", "quick-smoke", "--store", str(self.store), "--users", "1", "--duration", duration,
@@ -89,7 +94,7 @@ class Trial:
 
     def runtime_dirs(self) -> list[Path]:
         """The state and live directories this trial's runtime owns."""
-        return [path for path in [*self.temp.glob("substrate-runtime-*"), *Path("/dev/shm").glob("substrate-live-*")]
+        return [path for path in [*self.temp.glob("substrate-runtime-*"), *self.live.glob("substrate-live-*")]
                 if (owner := leftovers.owner_of(path)) is not None and owner.pid == self.process.pid]
 
 

@@ -145,7 +145,7 @@ def test_start_removes_only_what_dead_runtimes_left(tmp_path, monkeypatch):
     temp.mkdir()
     shm.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    monkeypatch.setattr(scratch_dirs, "SHM", shm)
+    monkeypatch.setenv(scratch_dirs.LIVE_ROOT_ENV, str(shm))
     me = Owner.this_process()
     dead_state, dead_live = temp / "substrate-runtime-dead", shm / "substrate-live-dead"
     _owned(dead_state, _dead_pid(), None)

@@ -6,7 +6,7 @@ held by a live run is waited for (``pool_slots``); a run this process leaves unf
 error stopped it, is marked canceled and its slots freed on the way out."""
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -24,7 +24,7 @@ from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_scrip
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION
 from substrate_assets.defs.trials.jobs import TRIAL_TAG, TrialConfig, run_config, run_trial_job
-from substrate_assets.defs.warehouse.models import MORE_TRIALS_FOLLOW, mart_assets
+from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.defs.warehouse.site import site_assets
 from substrate_assets.processes.owner import Owner
@@ -113,15 +113,15 @@ def _owned(instance: dg.DagsterInstance, pools: Sequence[str], say: Say, execute
 
 
 def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterInstance,
-                 partition_key: str | None, say: Say, checks: Sequence[dg.AssetCheckKey] = (),
-                 tags: Mapping[str, str] | None = None) -> dg.ExecuteInProcessResult:
+                 partition_key: str | None, say: Say, checks: Sequence[dg.AssetCheckKey] = ()
+                 ) -> dg.ExecuteInProcessResult:
     # The selection takes the checks of its assets with them, and ``checks`` of assets it leaves out (trial_run's
     # judgement against its history runs after the marts it reads).
     return _owned(instance, pools_of(selection), say, lambda: dg.materialize(
         [*(defs.assets or []), *(defs.asset_checks or [])],
         selection=dg.AssetSelection.assets(*selection) | dg.AssetSelection.checks(*checks),
         partition_key=partition_key, instance=instance, resources=dict(defs.resources or {}), run_config=INFO_LOGS,
-        raise_on_error=False, tags={**owner_tags(Owner.this_process()), **(tags or {})}))
+        raise_on_error=False, tags=owner_tags(Owner.this_process())))
 
 
 def _succeeded(result: Result, what: str) -> Result:
@@ -160,11 +160,14 @@ def _run_trial_job(config: TrialConfig, instance: dg.DagsterInstance, say: Say) 
 
 def _warm_up() -> None:
     """Import what the load after the trial uses and this process has not yet (change point analysis, the chart
-    libraries), before the trial rather than between its last request and its rows in the marts (~1.5 s)."""
+    libraries) and start the chart renderer, before the trial rather than between its last request and its rows in
+    the marts (~1.5 s)."""
     from substrate_assets.analysis.change_points import load_engine
     from substrate_assets.report import pages  # noqa: F401
+    from substrate_assets.report.plots import start_renderer
 
     load_engine()
+    start_renderer()
 
 
 def run_suite(suite: Suite, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet,
@@ -250,7 +253,8 @@ def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterIn
                     + (f", group {trial.group}" if trial.group else ""))
             trial_id, trial_run_id = _run_trial_job(trial.config(), instance, say)
             because = disturbed_because(store, trial_id)
-            # The site is drawn once the job's last trial is in: drawing it for each trial before was never seen.
+            # The models, the site and the verdict wait for the job's last trial: refreshed for each trial before,
+            # they were a third of a group's dead time and never seen (the group is judged whole).
             last = number == len(rounds) and because is None
             [load_run_id] = reload_trial(trial_id, store, instance, say, draw=last).runs
             loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, load_run_id))
@@ -278,12 +282,13 @@ def disturbed_because(store: RunStore, trial_id: str) -> str | None:
 
 def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet,
                  draw: bool = True) -> JobOutcome:
-    """Load an existing trial's files again (raw tables replaced, models rebuilt, the benchmark site built again); no
-    load is generated. Without ``draw``, a later load of the same job draws what shows the warehouse whole (the
-    site, the suites' history charts in the marts' metadata)."""
+    """Load an existing trial's files again (raw tables replaced, models refreshed, the benchmark site built again,
+    the trial judged against its history); no load is generated. Without ``draw``, only the raw tables: a later
+    load of the same job refreshes the models for every trial loaded since they last ran, draws the site and judges
+    its trial (an earlier trial of a group is judged with its group, or on request by reloading it)."""
     store.find(trial_id)
     instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
-    result = _materialize([*raw_assets, *mart_assets, *(site_assets if draw else [])], instance, trial_id, say,
-                          checks=[dg.AssetCheckKey(trial_run.key, NO_REGRESSION)],
-                          tags={} if draw else {MORE_TRIALS_FOLLOW: "true"})
+    chosen = [*raw_assets, *mart_assets, *site_assets] if draw else raw_assets
+    checks = [dg.AssetCheckKey(trial_run.key, NO_REGRESSION)] if draw else []
+    result = _materialize(chosen, instance, trial_id, say, checks=checks)
     return JobOutcome(trial_id, [_succeeded(result, f"reloading trial {trial_id}").run_id])

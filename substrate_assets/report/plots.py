@@ -358,6 +358,12 @@ def png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
                                       allowed_base_urls=[])
 
 
+def start_renderer() -> None:
+    """Start the renderer (vl-convert's JavaScript engine, ~0.4 s the first time a process draws), so that a later
+    drawing pays only for itself."""
+    vl_convert.vegalite_to_svg({"mark": "point"}, vl_version=VEGA_LITE_VERSION, allowed_base_urls=[])
+
+
 def markdown_image(chart: alt.TopLevelMixin, alt: str) -> str:
     """The chart as a markdown image whose source is a base64 PNG data URI: what a Dagster ``MetadataValue.md``
     shows, with nothing to fetch. At the chart's own size: Dagster draws a markdown image at its natural width in a

@@ -89,8 +89,6 @@ CHANGE_POINT_CHECK = dg.AssetCheckSpec(
 
 # When the refresh's writes were committed and the warehouse closed: from then on a reader sees the rows.
 COMMITTED_AT = "committed_at"
-# A run tagged so is one load of a job that loads more trials after it: the last draws the suites' histories.
-MORE_TRIALS_FOLLOW = "substrate-bench/more_trials_follow"
 
 
 @dataclass
@@ -200,10 +198,8 @@ def marts_asset(models: dict[str, Model], tests: dict[str, list[ColumnTest]],
         for name, metadata, evaluated in refresh.results:
             yield dg.MaterializeResult(asset_key=name, metadata={**metadata, **committed}, check_results=evaluated)
         if refresh.change_points is not None:
-            histories = {}
-            if context.run.tags.get(MORE_TRIALS_FOLLOW) != "true":
-                with warehouse.read() as connection:
-                    histories = suite_histories(connection)
+            with warehouse.read() as connection:
+                histories = suite_histories(connection)
             judged = [change_point_check(refresh.new_change_points or [])] \
                 if CHANGE_POINT_CHECK.key in context.selected_asset_check_keys else []
             yield dg.MaterializeResult(asset_key=CHANGE_POINTS, check_results=judged,

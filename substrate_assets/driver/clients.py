@@ -194,11 +194,6 @@ class RouterClient:
             connection.close()
         return _Connection(socket.create_connection((self.host, self.port), self.timeout_s))
 
-    def post_json(self, actor: str, route: str, document: dict[str, Any]) -> tuple[dict[str, Any], int]:
-        """POST a JSON document; the JSON reply and its length in bytes."""
-        payload = self.request("POST", actor, route, json.dumps(document).encode(), "application/json")
-        return _json_object(route, payload), len(payload)
-
     def get_json(self, actor: str, route: str) -> dict[str, Any]:
         """GET ``route`` (with its query string); the JSON reply."""
         return _json_object(route, self.request("GET", actor, route))

@@ -14,7 +14,6 @@ traceback, and leaves no half-written trial.
 
 from __future__ import annotations
 
-import errno
 import math
 import os
 import shutil
@@ -155,7 +154,7 @@ class Landing:
         if failed is None:
             return False
         shutil.rmtree(self.staging, ignore_errors=True)
-        full = " (the store's filesystem is full)" if failed.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        full = " (the store's filesystem is full)" if failed.disk_full else ""
         landed = f"nothing landed{full}: {failed}; the trial's staging directory was removed"
         raise TrialStopped(f"{self.stopped}; {landed}" if self.stopped else landed) from error
 

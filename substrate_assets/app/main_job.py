@@ -254,9 +254,10 @@ def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterIn
             trial_id, trial_run_id = _run_trial_job(trial.config(), instance, say)
             because = disturbed_because(store, trial_id)
             # The models, the site and the verdict wait for the job's last trial: refreshed for each trial before,
-            # they were a third of a group's dead time and never seen (the group is judged whole).
-            last = number == len(rounds) and because is None
-            [load_run_id] = reload_trial(trial_id, store, instance, say, draw=last).runs
+            # they were a third of a group's dead time and never seen (the group is judged whole). A disturbed
+            # trial is loaded whole: its check records in Dagster why it was set aside, and the site shows it.
+            whole = number == len(rounds) or because is not None
+            [load_run_id] = reload_trial(trial_id, store, instance, say, draw=whole).runs
             loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, load_run_id))
             if because is None:
                 break

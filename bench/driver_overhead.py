@@ -26,7 +26,7 @@
    park (``SuspendActor``) is in flight 150 ms to a second; this part shows why it costs the driver more than the
    whole 1 ms target, and that the cost is gRPC's and grows with the wait, not the driver's.
 
-    .venv/bin/python bench/driver_overhead.py [--pings 1000] [--rounds 5] [--users 4,12] [--seconds 60] [--repeats 3]
+    .venv/bin/python -m bench.driver_overhead [--pings 1000] [--rounds 5] [--users 4,12] [--seconds 60] [--repeats 3]
         [--floor-sessions 4] [--floor-laps 1] [--inflight-calls 40] [--only overhead,floor,capacity,inflight]
 """
 
@@ -50,24 +50,23 @@ from pathlib import Path
 import polars as pl
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from substrate_assets.driver.clients import ControlClient, RouterClient  # noqa: E402
-from substrate_assets.driver.scripts import ScriptSource  # noqa: E402
-from substrate_assets.driver.users.knobs import WorkerKnobs  # noqa: E402
-from substrate_assets.driver.users.session import (  # noqa: E402
+from substrate_assets.driver.clients import ControlClient, RouterClient
+from substrate_assets.driver.scripts import ScriptSource
+from substrate_assets.driver.users.knobs import WorkerKnobs
+from substrate_assets.driver.users.session import (
     AgentSessionVU,
     Session,
     TemplateCheck,
     prepared_call,
 )
-from substrate_assets.processes.parent_death import dying_with_this_process  # noqa: E402
-from substrate_assets.protos import ateapi_pb2 as pb  # noqa: E402
-from substrate_assets.protos import glutton_pb2 as g  # noqa: E402
-from substrate_assets.results.request_log import RequestLogWriter, RequestRecord  # noqa: E402
-from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig  # noqa: E402
-from substrate_assets.workload import Op, OpKind, ScriptLibrary  # noqa: E402
+from substrate_assets.processes.parent_death import dying_with_this_process
+from substrate_assets.protos import ateapi_pb2 as pb
+from substrate_assets.protos import glutton_pb2 as g
+from substrate_assets.results.request_log import RequestLogWriter, RequestRecord
+from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
+from substrate_assets.workload import Op, OpKind, ScriptLibrary
+
+ROOT = Path(__file__).resolve().parents[1]
 
 STEPS_PER_LAP = 20  # coding-session
 REQUESTS_PER_LAP = 3 * STEPS_PER_LAP  # each step: WakeFirstTouch, Step_<name>, SuspendActor

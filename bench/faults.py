@@ -11,7 +11,7 @@ a full disk, malformed input, a concurrent writer, an abusive request — and th
 
 Prints one row per scenario (a Markdown table, to paste into a note).
 
-    .venv/bin/python bench/faults.py [--only kill-run,sigterm-trial,...]
+    .venv/bin/python -m bench.faults [--only kill-run,sigterm-trial,...]
 
 The full-disk scenarios mount a tmpfs and need root; elsewhere they print why they did not run.
 Processes are attributed to a scenario by appearing during it with its project in their environment.
@@ -55,16 +55,15 @@ import psutil
 if TYPE_CHECKING:
     import dagster as dg
 
+
+from bench.ui_trial import LAUNCH, answers, graphql
+from bench.warehouse_rebuild import write_trial
+from substrate_assets.protos import ateapi_pb2 as pb
+from substrate_assets.protos import ateapi_pb2_grpc
+from substrate_assets.results.layout import RunStore, TrialKey
+from tests.support.projects import make_project, project_env
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from ui_trial import LAUNCH, answers, graphql  # noqa: E402
-from warehouse_rebuild import write_trial  # noqa: E402
-
-from substrate_assets.protos import ateapi_pb2 as pb  # noqa: E402
-from substrate_assets.protos import ateapi_pb2_grpc  # noqa: E402
-from substrate_assets.results.layout import RunStore, TrialKey  # noqa: E402
-from tests.support.projects import make_project, project_env  # noqa: E402
 
 CLI = str(Path(sys.executable).parent / "substrate-bench")
 UPSTREAM_RUN = next((ROOT / "tests/data/upstream_runs/runs/glutton_baseline_1_user")

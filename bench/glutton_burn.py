@@ -5,7 +5,7 @@ For each parallelism, the burn's wall time against its deadline, the process's C
 that amounts to (CPU / wall) and the hashing rate relative to one worker. On a loaded machine the cores
 figure drops to what the scheduler gave: read it next to the load average printed first.
 
-    .venv/bin/python bench/glutton_burn.py [--millis 1000] [--parallel 1,2,4] [--repeats 3]
+    .venv/bin/python -m bench.glutton_burn [--millis 1000] [--parallel 1,2,4] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from substrate_assets.protos import glutton_pb2 as pb
+from substrate_assets.runtime.glutton import HASH_BLOCK, Glutton
 
-from substrate_assets.protos import glutton_pb2 as pb  # noqa: E402
-from substrate_assets.runtime.glutton import HASH_BLOCK, Glutton  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 MI = 1 << 20
 

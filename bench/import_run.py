@@ -2,7 +2,7 @@
 into a project whose warehouse already holds 0 and N trials (copies of the same upstream run under other start
 times, loaded by a rebuild beforehand). Prints the median of a few imports and its ratio to the 3 s target.
 
-    .venv/bin/python bench/import_run.py [--history 0,600] [--repeats 3]
+    .venv/bin/python -m bench.import_run [--history 0,600] [--repeats 3]
 
 The Dagster instance exists before the first import (creating one is a one-time cost of a new project).
 """
@@ -19,12 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from substrate_assets.results.layout import RunStore
+from substrate_assets.warehouse.models.discovery import models_directory
+from substrate_assets.warehouse.rebuild import rebuild
 
-from substrate_assets.results.layout import RunStore  # noqa: E402
-from substrate_assets.warehouse.models.discovery import models_directory  # noqa: E402
-from substrate_assets.warehouse.rebuild import rebuild  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 RUN = ROOT / "tests" / "data" / "upstream_runs" / "runs" / "glutton_baseline_5_users"
 CLI = str(Path(sys.executable).parent / "substrate-bench")

@@ -4,13 +4,12 @@ latencies, a ladder past its SLO); the comparison and the history are of twelve 
 real load path and marts, the last six with wakes a quarter slower, compared (the three trials before the change
 against the three after it) and searched for change points as `substrate-bench compare` and `change_points` do.
 
-    .venv/bin/python bench/report_screenshots.py [--out docs]
+    .venv/bin/python -m bench.report_screenshots [--out docs]
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
@@ -52,7 +51,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     arguments = parser.parse_args()
-    sys.path.insert(0, str(ROOT))  # the warehouse and the browser are the tests' own
     from substrate_assets.analysis.verdicts import Side
     from substrate_assets.report.pages import compared_page, history_report, trial_report
     from substrate_assets.suites import compare_thresholds, load_suites

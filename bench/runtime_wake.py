@@ -6,7 +6,7 @@ suspended actor, measured by the client); pause/unpause round trip; and the
 floor: reading the snapshot's bytes from page cache plus starting a bare Python
 process. Prints the figures and the ratio of resume to floor.
 
-    .venv/bin/python bench/runtime_wake.py [--cycles 30] [--no-fsync]
+    .venv/bin/python -m bench.runtime_wake [--cycles 30] [--no-fsync]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ as history grows (issue 33, item 4):
 3. the data files of the lake after N separate loads (default 1,000), with the maintenance off and with it on
    (every MAINTAIN_EVERY snapshots): the files the current snapshot reads, and the objects under the data path.
 
-    .venv/bin/python bench/shared_warehouse.py [--sizes 10,1000] [--samples 10000] [--repeats 5]
+    .venv/bin/python -m bench.shared_warehouse [--sizes 10,1000] [--samples 10000] [--repeats 5]
         [--loads 1000] [--load-samples 1000] [--skip-loads]
 
 PostgreSQL (Debian's postgresql package) must be installed; moto runs in this process. The warehouses at each size
@@ -33,22 +33,19 @@ from unittest import mock
 import boto3
 import numpy as np
 
+from bench.warehouse_rebuild import MODELS, one_more_trial, write_trial
+from substrate_assets.results.layout import RunStore
+from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.warehouse import lake as lake_module
+from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.lake import data_files
+from substrate_assets.warehouse.rebuild import rebuild
+from substrate_assets.warehouse.refresh import load_and_refresh
+from substrate_assets.warehouse.trial_rows import read_trials
+from tests.support.lake import READER, WRITER, SharedLake, lake_servers, new_lake
+from tests.support.s3 import KEY_ID, REGION, SECRET
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-from warehouse_rebuild import MODELS, one_more_trial, write_trial  # noqa: E402
-
-from substrate_assets.results.layout import RunStore  # noqa: E402
-from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
-from substrate_assets.warehouse import lake as lake_module  # noqa: E402
-from substrate_assets.warehouse.connection import connect  # noqa: E402
-from substrate_assets.warehouse.lake import data_files  # noqa: E402
-from substrate_assets.warehouse.rebuild import rebuild  # noqa: E402
-from substrate_assets.warehouse.refresh import load_and_refresh  # noqa: E402
-from substrate_assets.warehouse.trial_rows import read_trials  # noqa: E402
-from tests.support.lake import READER, WRITER, SharedLake, lake_servers, new_lake  # noqa: E402
-from tests.support.s3 import KEY_ID, REGION, SECRET  # noqa: E402
 
 FIRST_QUERY = """
 import sys, time

@@ -13,8 +13,8 @@ report's drift plot draws). It exits 1 when a role's RSS or its CPU per request 
 hosts' CPU per request is printed, not judged: their burn_cpu burns for wall-clock time, so it follows the machine's
 spare cores), or the driver's greenlets did.
 
-    .venv/bin/python bench/soak.py [--suite coding-session-soak] [--samples soak-samples.jsonl]
-    .venv/bin/python bench/soak.py --analyse soak-samples.jsonl   # the tables again, from a soak's samples
+    .venv/bin/python -m bench.soak [--suite coding-session-soak] [--samples soak-samples.jsonl]
+    .venv/bin/python -m bench.soak --analyse soak-samples.jsonl   # the tables again, from a soak's samples
 
 The trial takes the machine's trial lock like any other; run it on an otherwise quiet machine.
 """
@@ -37,10 +37,9 @@ from typing import Any
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from substrate_assets.results.history_tail import StatsHistoryTail
 
-from substrate_assets.results.history_tail import StatsHistoryTail  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SAMPLE_EVERY_S = 10.0
 WARM_UP_S = 300.0

@@ -2,7 +2,7 @@
 own GraphQL `launchRun` against a real `dagster dev`, the rest followed by the daemon's warehouse_refresh) and by
 `substrate-bench run` (which loads, rebuilds and compares in-process), side by side, in a project of its own.
 
-    .venv/bin/python bench/ui_trial.py [--suite quick-smoke] [--port 3099]
+    .venv/bin/python -m bench.ui_trial [--suite quick-smoke] [--port 3099]
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.support.projects import make_project, project_env
 
-from tests.support.projects import make_project, project_env  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CLI = str(Path(sys.executable).parent / "substrate-bench")
 LAUNCH = """

@@ -15,9 +15,9 @@ Three phases, each a tag of the pool's trials:
 As ``run`` and ``ab`` do, a trial the machine's other work disturbed runs again in its place (it stays in the pool,
 marked disturbed). Each trial's suite metadata says its phase, block, round and side.
 
-    .venv/bin/python bench/verdict_pool.py --phase aa --trials 96
-    .venv/bin/python bench/verdict_pool.py --phase ab --blocks 20 --effects 0,10,20
-    .venv/bin/python bench/verdict_pool.py --phase load --blocks 6 --effects 0,10
+    .venv/bin/python -m bench.verdict_pool --phase aa --trials 96
+    .venv/bin/python -m bench.verdict_pool --phase ab --blocks 20 --effects 0,10,20
+    .venv/bin/python -m bench.verdict_pool --phase load --blocks 6 --effects 0,10
 
 The load phase needs stress-ng (Debian's package).
 """

@@ -16,7 +16,7 @@ thresholds, the disturbed trials left out):
 - **Under load**: the ``load`` blocks, disturbed trials left out and replaced (as ``ab`` does), and the same blocks
   with the disturbed trials kept in their place, to show what the exclusion buys.
 
-    .venv/bin/python bench/verdicts.py [--pool DIR] [--sides 2,3,4] [--plot docs/verdicts-power.png]
+    .venv/bin/python -m bench.verdicts [--pool DIR] [--sides 2,3,4] [--plot docs/verdicts-power.png]
 
 Prints markdown tables (docs/verdicts.md holds a run of them) and draws the power curve.
 """

@@ -8,7 +8,7 @@ request samples each:
   run (read_parquet of every requests.parquet, per-trial wake quantiles), with the ratio (target <= 1.5);
 - the peak RSS of the process that rebuilds (target < 4 GiB); DuckDB's scan runs in a process of its own.
 
-    .venv/bin/python bench/warehouse_rebuild.py [--sizes 10,1000] [--big] [--samples 10000] [--repeats 5] [--work DIR]
+    .venv/bin/python -m bench.warehouse_rebuild [--sizes 10,1000] [--big] [--samples 10000] [--repeats 5] [--work DIR]
 
 Synthetic trials have every file a local trial has, in the same formats (trial.json with cluster
 facts, status.json, stats.csv, stats_history.csv, requests.parquet, server_summary.json). 10,000 trials take
@@ -32,18 +32,17 @@ import duckdb
 import numpy as np
 import polars as pl
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from substrate_assets.results.layout import RunStore, TrialKey
+from substrate_assets.results.readers import REQUESTS_SCHEMA
+from substrate_assets.results.server_summary import FLAT_KEYS
+from substrate_assets.results.trial_directory import TrialDirectory
+from substrate_assets.warehouse.connection import connect
+from substrate_assets.warehouse.preview import PREVIEW_ROWS
+from substrate_assets.warehouse.rebuild import rebuild
+from substrate_assets.warehouse.refresh import load_and_refresh
+from substrate_assets.warehouse.trial_rows import read_trials
 
-from substrate_assets.results.layout import RunStore, TrialKey  # noqa: E402
-from substrate_assets.results.readers import REQUESTS_SCHEMA  # noqa: E402
-from substrate_assets.results.server_summary import FLAT_KEYS  # noqa: E402
-from substrate_assets.results.trial_directory import TrialDirectory  # noqa: E402
-from substrate_assets.warehouse.connection import connect  # noqa: E402
-from substrate_assets.warehouse.preview import PREVIEW_ROWS  # noqa: E402
-from substrate_assets.warehouse.rebuild import rebuild  # noqa: E402
-from substrate_assets.warehouse.refresh import load_and_refresh  # noqa: E402
-from substrate_assets.warehouse.trial_rows import read_trials  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 HEADER = ("Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,"
           "Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,"

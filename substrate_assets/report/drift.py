@@ -13,7 +13,7 @@ import duckdb
 
 from substrate_assets.report.html import Html, chart, note, section, table
 from substrate_assets.report.plots import HEIGHT, SERIES_COLOURS, WIDTH, inline_values, styled, svg
-from substrate_assets.warehouse.connection import has_table
+from substrate_assets.warehouse.introspection import has_table
 
 WINDOW_COLUMNS = ("window_index", "window_start_s", "window_end_s", "n_wakes", "n_failed_wakes", "p50_ms", "p99_ms",
                   "max_ms")

@@ -48,7 +48,7 @@ from substrate_assets.report.html import (
     warning,
 )
 from substrate_assets.warehouse.compare_samples import pooled_wakes
-from substrate_assets.warehouse.connection import has_table
+from substrate_assets.warehouse.introspection import has_table
 
 TRIAL_COLUMNS = ("trial_id", "suite", "script", "backend", "tag", "sut_version", "started_at", "ended_at", "status",
                  "failure", "failed_requests", "users", "duration_s", "think_scale", "lifecycle_mode", "disturbed",

@@ -47,7 +47,7 @@ from substrate_assets.report.html import Link, chart, note, page, paragraph, sec
 from substrate_assets.report.pages import compared_page, history_chart, trial_report
 from substrate_assets.report.primary_chart import kind, primary_history_chart
 from substrate_assets.warehouse.compare_trials import judge_against_history
-from substrate_assets.warehouse.connection import has_table
+from substrate_assets.warehouse.introspection import has_table
 from substrate_assets.warehouse.primary_history import SuiteHistory, suite_history
 from substrate_assets.warehouse.sides import AllDisturbed, select_side
 

@@ -36,7 +36,7 @@ from substrate_assets.results.trial_directory import (
 )
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.changes import loaded_before, record_load
-from substrate_assets.warehouse.connection import table_columns
+from substrate_assets.warehouse.introspection import table_columns
 from substrate_assets.warehouse.raw_tables import (
     ONE_ROW_VALUES,
     RAW_TABLES,

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-from substrate_assets.warehouse.connection import has_table
+from substrate_assets.warehouse.introspection import has_table
 from substrate_assets.warehouse.sql_lists import NUMBERS, TEXTS, numbers, texts
 
 SCHEMA = "changes"

@@ -39,7 +39,7 @@ from substrate_assets.analysis.verdicts import Side
 from substrate_assets.analysis.wake_figures import TrialWakes
 from substrate_assets.families import QUESTION_ROWS
 from substrate_assets.warehouse.compare_samples import recorded_rows, row_samples, step_samples, wake_trials
-from substrate_assets.warehouse.connection import has_table
+from substrate_assets.warehouse.introspection import has_table
 
 DENSITIES = (("actors_per_node", "actors"), ("actors_per_vcpu", "actors/vCPU"), ("actors_per_gb_ram", "actors/GiB"))
 _NO_WAKES = TrialWakes(np.empty(0))

@@ -13,7 +13,7 @@ import duckdb
 import numpy as np
 
 from substrate_assets.analysis.wake_figures import WAKE_PATHS, TrialWakes
-from substrate_assets.warehouse.connection import has_table
+from substrate_assets.warehouse.introspection import has_table
 
 TrialSamples = dict[str, dict[str, np.ndarray]]
 TrialWakeSamples = dict[str, dict[str, TrialWakes]]

@@ -25,7 +25,7 @@ from substrate_assets.analysis.noise import HISTORY_WINDOW
 from substrate_assets.analysis.verdict_text import spread_text
 from substrate_assets.analysis.verdicts import Comparison, FigureComparison, Side, Thresholds, judge
 from substrate_assets.warehouse.compare_figures import measured_figures
-from substrate_assets.warehouse.connection import has_table
+from substrate_assets.warehouse.introspection import has_table
 from substrate_assets.warehouse.sides import SideNotFound, rounds, trials_text
 
 # What a side ran, from capacity_history: a difference is printed beside the figures, as it may explain them.

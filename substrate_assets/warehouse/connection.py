@@ -35,6 +35,7 @@ from typing import Any
 import duckdb
 
 from substrate_assets.analysis.statistics import reference_round
+from substrate_assets.warehouse.backoff import StillHeld, with_backoff
 from substrate_assets.warehouse.lake import WarehouseBusy, maintain_every, maintain_when_due, open_lake, writer_lock
 from substrate_assets.warehouse.location import Lake, Warehouse
 
@@ -55,24 +56,6 @@ CREATE OR REPLACE TEMP MACRO locust_bucket(ms) AS
               WHEN ms < 10000 THEN round_even(ms, -2)
               ELSE round_even(ms, -3) END AS BIGINT)
 """)
-
-
-def table_names(connection: duckdb.DuckDBPyConnection, database: str | None = None,
-                schema: str = "main") -> list[str]:
-    """The tables of ``database`` (default: the one in use; never a TEMP table) in ``schema``, by name."""
-    return [row[0] for row in connection.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = coalesce(?, current_database()) "
-        "AND schema_name = ? ORDER BY table_name", [database, schema]).fetchall()]
-
-
-def has_table(connection: duckdb.DuckDBPyConnection, name: str, schema: str = "main") -> bool:
-    """Whether the warehouse (not a TEMP table, not another attached database) has the table ``schema.name``."""
-    return name in table_names(connection, schema=schema)
-
-
-def table_columns(connection: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str]]:
-    """``name``'s columns and their types, in order."""
-    return [(row[0], row[1]) for row in connection.execute(f"DESCRIBE {name}").fetchall()]
 
 
 def _py_round_vector(values: Any, digits: Any) -> Any:  # pyarrow Arrays: DuckDB evaluates the hints at registration
@@ -111,7 +94,6 @@ READER_CONFIG: dict[str, str | bool | int | float | list[str]] = {
 
 # How long a writer waits for another process to let go of the warehouse: a rebuild of a large store.
 WRITER_WAIT_S = 600.0
-_FIRST_PAUSE_S, _LONGEST_PAUSE_S = 0.05, 2.0
 
 
 def is_lock_conflict(error: duckdb.Error) -> bool:
@@ -120,23 +102,21 @@ def is_lock_conflict(error: duckdb.Error) -> bool:
 
 def _open(path: Path, read_only: bool, wait_s: float, on_wait: Callable[[str], None] | None,
           sleep: Callable[[float], None], clock: Callable[[], float]) -> duckdb.DuckDBPyConnection:
-    deadline = clock() + wait_s
-    pause = _FIRST_PAUSE_S
-    told = False
-    while True:
+    def attempt() -> duckdb.DuckDBPyConnection:
         try:
             return duckdb.connect(str(path), read_only=read_only, config=READER_CONFIG if read_only else {})
         except duckdb.Error as error:
             if not is_lock_conflict(error):
                 raise
-            if clock() >= deadline:
-                raise WarehouseBusy(f"the warehouse {path} is held by another process (a run loading a trial, a "
-                                    f"query, a rebuild); try again in a moment ({error})") from None
-            if on_wait is not None and not told:
-                on_wait(f"waiting for the warehouse {path}, held by another process ({error})")
-                told = True
-            sleep(min(pause, max(deadline - clock(), 0.0)))
-            pause = min(pause * 2, _LONGEST_PAUSE_S)
+            raise StillHeld(str(error)) from None
+
+    def waiting(error: str) -> None:
+        if on_wait is not None:
+            on_wait(f"waiting for the warehouse {path}, held by another process ({error})")
+
+    return with_backoff(attempt, wait_s, waiting=waiting, sleep=sleep, clock=clock, busy=lambda error: WarehouseBusy(
+        f"the warehouse {path} is held by another process (a run loading a trial, a query, a rebuild); try again "
+        f"in a moment ({error})"))
 
 
 @contextmanager

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import duckdb
 
+from substrate_assets.warehouse.sql_literal import quoted
+
 # The extension, and the package whose wheel carries it.
 PACKAGES: dict[str, str] = {
     "ducklake": "duckdb_extension_ducklake",
@@ -53,5 +55,4 @@ def extension_path(name: str) -> Path:
 
 def load_extension(connection: duckdb.DuckDBPyConnection, name: str) -> None:
     """Load extension ``name`` into ``connection`` from its wheel."""
-    quoted = str(extension_path(name)).replace("'", "''")
-    connection.execute(f"LOAD '{quoted}'")
+    connection.execute(f"LOAD {quoted(str(extension_path(name)))}")

@@ -26,12 +26,14 @@ from typing import Any
 
 import duckdb
 
+from substrate_assets.warehouse.backoff import StillHeld, with_backoff
 from substrate_assets.warehouse.extensions import NO_AUTOLOAD, PACKAGES, load_extension
+from substrate_assets.warehouse.introspection import table_names
 from substrate_assets.warehouse.location import LAKE_ALIAS, Lake, object_store_secret
+from substrate_assets.warehouse.sql_literal import quoted
 
 # pg_advisory_lock's key for "writing the warehouse": the bytes of "substrat" as a signed 64-bit integer.
 WRITER_LOCK_KEY = int.from_bytes(b"substrat", "big", signed=True)
-_FIRST_PAUSE_S, _LONGEST_PAUSE_S = 0.05, 2.0
 # The writer lock's session: a catalog that does not answer fails within CONNECT_TIMEOUT_S. TCP keepalives probe
 # the connection after KEEPALIVE_IDLE_S idle, every KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT times: about 25 s, not
 # TCP's own two hours and more. Set at both ends: libpq's (the writer sees a catalog that vanished) and the
@@ -50,10 +52,6 @@ class WarehouseBusy(WarehouseUnavailable):
 
 class WarehouseUnreachable(WarehouseUnavailable):
     """A lake's catalog or data path does not answer, or refuses this role."""
-
-
-def _quoted(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def _create_secret(connection: duckdb.DuckDBPyConnection, data_path: str) -> None:
@@ -80,12 +78,12 @@ def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
             load_extension(connection, name)
         if lake.data_path is not None:
             _create_secret(connection, lake.data_path)
-        options = [f"DATA_PATH {_quoted(lake.data_path)}"] if lake.data_path is not None else []
+        options = [f"DATA_PATH {quoted(lake.data_path)}"] if lake.data_path is not None else []
         if read_only:
             options.append("READ_ONLY")
         suffix = f" ({', '.join(options)})" if options else ""
         try:
-            connection.execute(f"ATTACH {_quoted(lake.catalog)} AS {LAKE_ALIAS}{suffix}")
+            connection.execute(f"ATTACH {quoted(lake.catalog)} AS {LAKE_ALIAS}{suffix}")
         except duckdb.Error as error:
             raise WarehouseUnreachable(f"the shared warehouse {lake} does not attach: {error}") from None
         connection.execute(f"USE {LAKE_ALIAS}")
@@ -152,22 +150,19 @@ def writer_lock(lake: Lake, wait_s: float, on_wait: Callable[[str], None] | None
     session = lock_session(lake, f"substrate-bench writer on {socket.gethostname()} pid {os.getpid()}")
     try:
         cursor = session.cursor()
-        deadline = clock() + wait_s
-        pause = _FIRST_PAUSE_S
-        told = False
-        while True:
+
+        def attempt() -> None:
             cursor.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK_KEY,))
-            if cursor.fetchone()[0]:
-                break
-            holder = lock_holder(cursor)
-            if clock() >= deadline:
-                raise WarehouseBusy(f"the shared warehouse {lake.catalog} is being written by {holder}; only one "
-                                    "process writes at a time: try again when it has finished")
-            if on_wait is not None and not told:
+            if not cursor.fetchone()[0]:
+                raise StillHeld(lock_holder(cursor))
+
+        def waiting(holder: str) -> None:
+            if on_wait is not None:
                 on_wait(f"waiting for the shared warehouse {lake.catalog}, being written by {holder}")
-                told = True
-            sleep(min(pause, max(deadline - clock(), 0.0)))
-            pause = min(pause * 2, _LONGEST_PAUSE_S)
+
+        with_backoff(attempt, wait_s, waiting=waiting, sleep=sleep, clock=clock, busy=lambda holder: WarehouseBusy(
+            f"the shared warehouse {lake.catalog} is being written by {holder}; only one process writes at a time: "
+            "try again when it has finished"))
         yield
     finally:
         session.close()  # ends the session, which releases the lock
@@ -185,8 +180,6 @@ MAINTENANCE_MESSAGE = "substrate-bench maintenance"
 def data_files_by_table(connection: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """How many Parquet data files the lake's current snapshot reads, per table (rows still inlined in the catalog
     are in none)."""
-    from substrate_assets.warehouse.connection import table_names  # connection imports this module
-
     tables = table_names(connection, LAKE_ALIAS)
     # ducklake_list_files takes literals only: one query per table.
     return {name: connection.execute("SELECT count(*) FROM ducklake_list_files(?, ?)", [LAKE_ALIAS, name])

@@ -21,6 +21,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from substrate_assets.project import LAKE_PREFIX, WAREHOUSE_ENV, warehouse_path
+from substrate_assets.warehouse.sql_literal import quoted
 
 DATA_PATH_ENV = "SUBSTRATE_BENCH_WAREHOUSE_DATA_PATH"
 CATALOG_PREFIX = "ducklake:postgres:"
@@ -99,9 +100,6 @@ def object_store_secret(data_path: str, environ: dict[str, str] | None = None) -
     key_id, secret = env.get("AWS_ACCESS_KEY_ID"), env.get("AWS_SECRET_ACCESS_KEY")
     if not key_id or not secret:
         return None
-
-    def quoted(value: str) -> str:
-        return "'" + value.replace("'", "''") + "'"
 
     scheme = urlsplit(data_path).scheme
     options = [f"TYPE {'gcs' if scheme == 'gs' else 's3'}", f"KEY_ID {quoted(key_id)}", f"SECRET {quoted(secret)}",

@@ -29,7 +29,7 @@ from substrate_assets.analysis.figure_spec import RequestFigure
 from substrate_assets.analysis.noise import HISTORY_WINDOW, MIN_HISTORY
 from substrate_assets.families import QUESTION_ROWS, WAKE_ROWS
 from substrate_assets.warehouse.change_points import Measurement, MetricChange, series_changes
-from substrate_assets.warehouse.connection import has_table
+from substrate_assets.warehouse.introspection import has_table
 
 READS = ("capacity_history", "trial_manifests", "wake_latency_distribution", "request_samples")
 

@@ -32,12 +32,14 @@ from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.bulk_load import PARQUET_TABLES, bulk_parquet_table, bulk_read_trials
 from substrate_assets.warehouse.checks import TestOutcome
-from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect, table_names, transaction
+from substrate_assets.warehouse.connection import WRITER_WAIT_S, connect, transaction
+from substrate_assets.warehouse.introspection import table_names
 from substrate_assets.warehouse.lake import WarehouseUnreachable
 from substrate_assets.warehouse.location import Lake, Warehouse
 from substrate_assets.warehouse.models.marts import build_marts
 from substrate_assets.warehouse.models.tables import BuiltTable
 from substrate_assets.warehouse.raw_tables import RAW_TABLES, ensure_schema
+from substrate_assets.warehouse.sql_literal import quoted
 from substrate_assets.warehouse.trial_rows import UnreadableTrial, read_trials, reading_processes
 from substrate_assets.warehouse.trial_writes import LoadedTable, write_trials
 
@@ -80,8 +82,7 @@ def _publish(lake: duckdb.DuckDBPyConnection, built: Path) -> None:
     """Every table of the file ``built``, in ``main`` and in the bookkeeping schema ``changes``, replaces the lake's,
     and the lake's tables that ``built`` lacks are dropped, in one transaction: a reader sees the old warehouse or
     the new one, and the next load's bookkeeping is the rebuilt warehouse's, not the one from before it."""
-    quoted = str(built).replace("'", "''")
-    lake.execute(f"ATTACH '{quoted}' AS rebuilt (READ_ONLY)")
+    lake.execute(f"ATTACH {quoted(str(built))} AS rebuilt (READ_ONLY)")
     try:
         with transaction(lake):
             for schema in ("main", changes.SCHEMA):

@@ -21,7 +21,8 @@ from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY, MetricChange, read_change_points
 from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_tests
-from substrate_assets.warehouse.connection import has_table, transaction
+from substrate_assets.warehouse.connection import transaction
+from substrate_assets.warehouse.introspection import has_table
 from substrate_assets.warehouse.models.build import update
 from substrate_assets.warehouse.models.discovery import Model, ModelError, build_order, discover, models_directory
 from substrate_assets.warehouse.models.marts import prune_copies, scope_of, update_change_points

@@ -10,7 +10,7 @@ from typing import Any
 import duckdb
 
 from substrate_assets.warehouse import changes
-from substrate_assets.warehouse.connection import table_columns
+from substrate_assets.warehouse.introspection import table_columns
 
 
 @dataclass(frozen=True)

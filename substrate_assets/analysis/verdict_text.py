@@ -14,6 +14,7 @@ from typing import Any, Literal
 from substrate_assets.analysis.verdicts import (
     Comparison,
     FigureComparison,
+    beyond_showing,
     improved,
     inconclusive,
     lost,
@@ -90,8 +91,10 @@ def _df(df: float | None) -> str:
 def detectable_text(row: FigureComparison) -> str:
     if row.detectable is None:
         return "unknown"
+    if beyond_showing(row.detectable, row.scale, row.unit):
+        return "none: too few trials"
     if row.scale == "ratio":
-        return "none: too few trials" if row.detectable == math.inf else f"≥ {row.detectable:.1f} %"
+        return f"≥ {row.detectable:.1f} %"
     return f"≥ {figure_text(row.detectable, row.unit)}"
 
 

@@ -312,15 +312,38 @@ def _verdict(common: dict, estimate: Estimate, level: float, bound: float, text:
         return FigureComparison(**common, verdict="no change", trials_needed=needed)
     if scale == "ratio":
         reach = as_change(detectable(estimate.error, estimate.df, level, bound), scale)
-        could = "∞ %" if reach == math.inf else f"{reach:.1f} %"
+        could = f"{reach:.1f} %"
     else:
-        could = f"{common['detectable']:.4g} {common['unit']}"
+        reach = common["detectable"]
+        could = f"{reach:.4g} {common['unit']}"
+    detects = f"no change it could show ({past_showing(scale, common['unit'])})" \
+        if beyond_showing(reach, scale, common["unit"]) else f"≥ {could}"
     more = f"about {needed} trials a side would settle it" if needed else \
         "more than 100 trials a side would be needed to settle it"
     return FigureComparison(**common, verdict="inconclusive", trials_needed=needed, why=(
         f"neither beyond the threshold's {text} at p < {level:.2g} nor inside it (90 % interval "
-        f"{_interval_text(common['equivalence_interval'], scale, common['unit'])}); could detect ≥ {could} with "
+        f"{_interval_text(common['equivalence_interval'], scale, common['unit'])}); could detect {detects} with "
         f"{common['baseline_trials']} and {common['candidate_trials']} trials: {more}"))
+
+
+# Past this the rule's minimal detectable change is shown as none (percent, ratio scale): a side of two trials and a
+# secondary figure's level put the t test's bar at 10^60 % and more, a figure that means nothing to a reader.
+SHOWN_REACH_PCT = 1000.0
+# Units whose figures are fractions of one on the difference scale: a change past 1 cannot happen.
+FRACTION_UNITS = ("ratio", "share")
+
+
+def beyond_showing(reach: float, scale: Scale, unit: str) -> bool:
+    """Whether a detectable change is past any the figure could show: over +1,000 % on the ratio scale, over 1 for a
+    share or a failure ratio."""
+    if scale == "ratio":
+        return reach > SHOWN_REACH_PCT
+    return unit in FRACTION_UNITS and reach > 1
+
+
+def past_showing(scale: Scale, unit: str) -> str:
+    """What ``beyond_showing`` means for the figure, in words."""
+    return f"none under +{SHOWN_REACH_PCT:,.0f} %" if scale == "ratio" else f"a {unit} moves at most 1"
 
 
 def _interval_text(interval: Interval, scale: Scale, unit: str) -> str:

@@ -9,8 +9,9 @@ import sys
 import click
 
 from substrate_assets.cli.compare import EXIT_CODES_HELP, FIGURE, FORMAT, show_comparison, thresholds_of
+from substrate_assets.cli.job_results import dead_time_line
 from substrate_assets.cli.output import wide_console
-from substrate_assets.cli.trials import INJECT_WAKE_DELAY, WAIT_AT_MOST, dead_time_line, exit_stopped
+from substrate_assets.cli.trials import INJECT_WAKE_DELAY, WAIT_AT_MOST, exit_stopped
 from substrate_assets.cli.warehouse_choice import chosen_warehouse, warehouse_said_unavailable
 from substrate_assets.project import store_directory
 from substrate_assets.suites import MAX_REPEAT, SuiteError, get_suite

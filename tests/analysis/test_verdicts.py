@@ -14,7 +14,7 @@ import pytest
 from substrate_assets.analysis.measured import Measured, count_figure, latency_figures, scalar_figure, wake_figures
 from substrate_assets.analysis.rule import Estimate, call, detectable, trials_to_settle
 from substrate_assets.analysis.thresholds import Thresholds
-from substrate_assets.analysis.verdicts import NO_NOISE, _evidence, judge, levels
+from substrate_assets.analysis.verdicts import NO_NOISE, SHOWN_REACH_PCT, _evidence, judge, levels
 from substrate_assets.analysis.wake_figures import TrialWakes
 
 THRESHOLDS = Thresholds()
@@ -353,6 +353,23 @@ def test_a_bar_past_what_a_double_holds_is_an_infinite_detectable_change_not_an_
     judged = judge([row], THRESHOLDS.model_copy(update={"false_alarm_rate": 0.0007}))[0]
     assert judged.verdict == "inconclusive" and judged.detectable == math.inf
     assert detectable_text(judged) == "none: too few trials"
-    assert "could detect ≥ ∞ %" in judged.why
+    assert "could detect no change it could show (none under +1,000 %) with 2 and 1 trials" in judged.why
     assert plain_row(judged)["detectable"] == "inf"
     json.dumps(plain_row(judged), allow_nan=False)  # what compare --format json writes of the row
+
+
+def test_a_detectable_change_past_any_the_figure_could_show_is_shown_as_none():
+    """Two trials a side at a secondary figure's level: the bar is finite but past any change a reader could use
+    (10^60 % was printed); a share's past 1, which a share cannot move. Both are "none", the number kept in JSON."""
+    from substrate_assets.analysis.verdict_text import detectable_text, plain_row
+    from substrate_assets.analysis.verdicts import beyond_showing
+
+    assert beyond_showing(1000.1, "ratio", "ms") and not beyond_showing(999.9, "ratio", "ms")
+    assert beyond_showing(1.2, "difference", "share") and not beyond_showing(0.9, "difference", "share")
+    assert not beyond_showing(5000.0, "difference", "users")
+    row = scalar_figure("Step p50", "ms", "lower", "latency", [10.0, 40.0], [12.0, 50.0], [])
+    judged = judge([row], THRESHOLDS.model_copy(update={"false_alarm_rate": 0.0007}))[0]
+    assert judged.verdict == "inconclusive" and SHOWN_REACH_PCT < judged.detectable < math.inf
+    assert detectable_text(judged) == "none: too few trials"
+    assert "could detect no change it could show (none under +1,000 %) with 2 and 2 trials" in judged.why
+    assert plain_row(judged)["detectable"] == judged.detectable

@@ -113,12 +113,12 @@ def test_capacity_under_the_suites_slo(ladder_trial):
 
 
 def test_the_command_line_prints_the_points_and_the_capacity(ladder_trial, monkeypatch):
-    from substrate_assets.cli.trials import _show_capacity
+    from substrate_assets.cli.job_results import show_capacity
 
     result, _, warehouse = ladder_trial
     monkeypatch.setenv("SUBSTRATE_BENCH_WAREHOUSE", str(warehouse))
     console = Console(record=True, width=250)
-    _show_capacity(console, result.trial_id)
+    show_capacity(console, result.trial_id)
     text = console.export_text()
     assert f"load_points ({result.trial_id})" in text and f"slo_capacity ({result.trial_id})" in text
     assert "the SLO is not broken within the ladder" in text

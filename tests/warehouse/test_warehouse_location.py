@@ -117,13 +117,13 @@ def test_runs_printing_of_a_trial_says_a_lake_that_does_not_answer_in_one_line(m
     one that does not answer (nothing listens on port 1) is a click error naming it, never a traceback or a password."""
     import click
 
+    from substrate_assets.cli.job_results import show_trial
     from substrate_assets.cli.output import wide_console
-    from substrate_assets.cli.trials import _show_trial
     from substrate_assets.cli.warehouse_choice import warehouse_said_unavailable
 
     monkeypatch.setenv(WAREHOUSE_ENV, "ducklake:postgres:dbname=lake host=127.0.0.1 port=1 user=lake_reader")
     monkeypatch.setenv("PGPASSWORD", "s3cr3t-pw")
     with pytest.raises(click.ClickException) as said, warehouse_said_unavailable():
-        _show_trial(wide_console(), "smoke-1")
+        show_trial(wide_console(), "smoke-1")
     assert "port=1" in said.value.message and "does not attach" in said.value.message
     assert "s3cr3t-pw" not in said.value.message

@@ -20,42 +20,67 @@ Family = Literal["agentsession", "glutton", "durdir", "spawn", "burst", "sweperf
 LifecycleMode = Literal["", "suspend", "pause"]
 ResumeMode = Literal["", "explicit", "implicit"]
 
-# The Locust user class each family runs.
-USER_CLASSES: dict[str, str] = {
-    "agentsession": "AgentSessionUser", "glutton": "GluttonUser", "durdir": "DurdirUser", "spawn": "SpawnUser",
-    "burst": "BurstUser", "sweperf": "SweperfUser",
-}
-# The request that is the family's wake (the first touch of a parked actor), as the request log marks it; spawn
-# and burst start or resume cohorts explicitly and have none.
-WAKE_ROWS: dict[str, str | None] = {
-    "agentsession": "WakeFirstTouch", "glutton": "GluttonPing", "durdir": "DurDirServeAfterResume",
-    "spawn": None, "burst": None, "sweperf": "ResumeToFirstExec",
-}
 # The atespace the benchmark's actors live in, and the one that holds the families' actor templates.
 ATESPACE = "benchmark"
 TEMPLATE_ATESPACE = "benchmark-workloads"
-# Upstream's default template of each family; durdir and sweperf name theirs with a knob.
-DEFAULT_TEMPLATES: dict[str, str] = {
-    "agentsession": "glutton", "glutton": "glutton", "durdir": "glutton-durdir-data", "spawn": "glutton",
-    "burst": "glutton", "sweperf": "swebench-astropy-7336",
-}
-# The rows a person reads first in a trial of each family, besides its wakes.
-HEADLINE_ROWS: dict[str, tuple[str, ...]] = {
-    "agentsession": (), "glutton": ("ResumeActor", "SuspendActor", "PauseActor"),
-    "durdir": ("ResumeActor", "DurDirServeWarm"), "spawn": ("ActorTimeToReady", "TimeToAllReady"),
-    "burst": ("ActorTimeToResume", "TimeToAllResumed", "TimeToAllSuspended"),
-    "sweperf": ("CycleCEL", "TaskWallClock"),
-}
-# The requests that answer each family's question, judged in every comparison of its trials beside its wake row and,
-# by their geometric mean, primary with it: glutton and durdir ask how long a parked actor takes to resume, spawn how
-# long an actor takes to become ready, burst how long one of a cohort takes to resume. An agent session's and
-# sweperf's question is their wake row itself.
-QUESTION_ROWS: dict[str, tuple[str, ...]] = {
-    "agentsession": (), "glutton": ("ResumeActor",), "durdir": ("ResumeActor",), "spawn": ("ActorTimeToReady",),
-    "burst": ("ActorTimeToResume",), "sweperf": (),
-}
-# Families that run one batch or cohort per Locust process: one user, as upstream runs them.
-ONE_USER_FAMILIES = ("spawn", "burst")
+
+
+@dataclass(frozen=True)
+class FamilySpec:
+    """One workload family, declared once: the dicts below, the suite rules and the rows a trial of it shows are
+    derived from it."""
+
+    name: str
+    # The Locust user class it runs.
+    user_class: str
+    # The request that is its wake (the first touch of a parked actor), as the request log marks it; None for a
+    # family that starts or resumes cohorts explicitly.
+    wake_row: str | None
+    # Upstream's default template (durdir and sweperf name theirs with a knob).
+    default_template: str
+    # The rows a person reads first in a trial of it, besides its wakes.
+    headline_rows: tuple[str, ...]
+    # The requests that answer its question, judged in every comparison beside its wake row and, by their geometric
+    # mean, primary with it (none: the wake row itself is its question).
+    question_rows: tuple[str, ...]
+    # The suite-level modes it reads.
+    modes: tuple[str, ...]
+    # The request names that tell an imported run's rows are this family's (a trailing * matches a prefix).
+    recognised_by: tuple[str, ...]
+    # Runs one batch or cohort per Locust process: one user, as upstream runs it.
+    one_user: bool = False
+
+    def recognises(self, names: set[str]) -> bool:
+        return any(any(name.startswith(marker[:-1]) for name in names) if marker.endswith("*") else marker in names
+                   for marker in self.recognised_by)
+
+
+# Glutton and durdir ask how long a parked actor takes to resume, spawn how long an actor takes to become ready, burst
+# how long one of a cohort takes to resume; an agent session's and sweperf's question is their wake row itself.
+FAMILY_SPECS: tuple[FamilySpec, ...] = (
+    FamilySpec("agentsession", "AgentSessionUser", "WakeFirstTouch", "glutton", (), (),
+               ("lifecycle_mode", "resume_mode"), ("WakeFirstTouch",)),
+    FamilySpec("glutton", "GluttonUser", "GluttonPing", "glutton", ("ResumeActor", "SuspendActor", "PauseActor"),
+               ("ResumeActor",), ("lifecycle_mode",), ("GluttonPing",)),
+    FamilySpec("durdir", "DurdirUser", "DurDirServeAfterResume", "glutton-durdir-data",
+               ("ResumeActor", "DurDirServeWarm"), ("ResumeActor",), ("lifecycle_mode", "resume_mode"), ("DurDir*",)),
+    FamilySpec("spawn", "SpawnUser", None, "glutton", ("ActorTimeToReady", "TimeToAllReady"), ("ActorTimeToReady",),
+               (), ("ActorTimeToReady", "TimeToAllReady"), one_user=True),
+    FamilySpec("burst", "BurstUser", None, "glutton", ("ActorTimeToResume", "TimeToAllResumed", "TimeToAllSuspended"),
+               ("ActorTimeToResume",), ("lifecycle_mode",), ("ActorTimeTo*", "TimeToAll*", "GluttonReadyPing"),
+               one_user=True),
+    FamilySpec("sweperf", "SweperfUser", "ResumeToFirstExec", "swebench-astropy-7336", ("CycleCEL", "TaskWallClock"),
+               (), (), ("ResumeToFirstExec", "Workload_Cycle_*")),
+)
+FAMILIES: dict[str, FamilySpec] = {spec.name: spec for spec in FAMILY_SPECS}
+
+USER_CLASSES: dict[str, str] = {spec.name: spec.user_class for spec in FAMILY_SPECS}
+WAKE_ROWS: dict[str, str | None] = {spec.name: spec.wake_row for spec in FAMILY_SPECS}
+DEFAULT_TEMPLATES: dict[str, str] = {spec.name: spec.default_template for spec in FAMILY_SPECS}
+HEADLINE_ROWS: dict[str, tuple[str, ...]] = {spec.name: spec.headline_rows for spec in FAMILY_SPECS}
+QUESTION_ROWS: dict[str, tuple[str, ...]] = {spec.name: spec.question_rows for spec in FAMILY_SPECS}
+FAMILY_MODES: dict[str, tuple[str, ...]] = {spec.name: spec.modes for spec in FAMILY_SPECS}
+ONE_USER_FAMILIES = tuple(spec.name for spec in FAMILY_SPECS if spec.one_user)
 
 _QUANTITY = r"^(|all|\d+(Ki|Mi|Gi|Ti|K|M|G|T)?)$"
 _WAITING = ("glutton", "durdir", "burst", "sweperf")
@@ -126,11 +151,6 @@ KNOBS_BY_NAME: dict[str, Knob] = {knob.name: knob for knob in KNOBS}
 # Which knobs each family reads (reference §16's "used by" column).
 FAMILY_KNOBS: dict[str, tuple[str, ...]] = {
     family: tuple(knob.name for knob in KNOBS if family in knob.families) for family in get_args(Family)}
-# The suite-level modes each family reads.
-FAMILY_MODES: dict[str, tuple[str, ...]] = {
-    "agentsession": ("lifecycle_mode", "resume_mode"), "glutton": ("lifecycle_mode",),
-    "durdir": ("lifecycle_mode", "resume_mode"), "spawn": (), "burst": ("lifecycle_mode",), "sweperf": (),
-}
 
 
 class _KnobValues(BaseModel):
@@ -139,6 +159,11 @@ class _KnobValues(BaseModel):
     def given(self) -> dict[str, object]:
         """The knobs the suite sets."""
         return self.model_dump(exclude_none=True)
+
+    def value(self, name: str) -> Any:
+        """The knob's value: the suite's, else upstream's worker default."""
+        chosen = getattr(self, name)
+        return KNOBS_BY_NAME[name].default if chosen is None else chosen
 
     def locust_options(self) -> list[str]:
         """The set knobs as Locust flags, in a fixed order."""
@@ -179,19 +204,12 @@ def window_problems(knobs: object) -> list[tuple[str, str]]:
     return problems
 
 
+# Which family an imported run's rows are asked of in this order: spawn's rows would pass for burst's (ActorTimeTo*),
+# and a burst run pings as glutton does.
+RECOGNITION_ORDER = ("agentsession", "sweperf", "durdir", "spawn", "burst", "glutton")
+
+
 def family_of_rows(names: Iterable[str]) -> str | None:
     """The family whose rows these are (an imported upstream run names none), or None when they do not say."""
     present = set(names)
-    if "WakeFirstTouch" in present:
-        return "agentsession"
-    if "ResumeToFirstExec" in present or any(name.startswith("Workload_Cycle_") for name in present):
-        return "sweperf"
-    if any(name.startswith("DurDir") for name in present):
-        return "durdir"
-    if "ActorTimeToReady" in present or "TimeToAllReady" in present:
-        return "spawn"
-    if any(name.startswith(("ActorTimeTo", "TimeToAll")) for name in present) or "GluttonReadyPing" in present:
-        return "burst"
-    if "GluttonPing" in present:
-        return "glutton"
-    return None
+    return next((family for family in RECOGNITION_ORDER if FAMILIES[family].recognises(present)), None)

@@ -1,0 +1,31 @@
+"""The workload families are declared once (FamilySpec): the Family literal the suites validate against names the
+same families, every one is asked of an imported run's rows, and the suite rules read knob defaults from the knobs."""
+
+from typing import get_args
+
+from substrate_assets.families import (
+    FAMILIES,
+    KNOBS_BY_NAME,
+    ONE_USER_FAMILIES,
+    RECOGNITION_ORDER,
+    USER_CLASSES,
+    Family,
+    Knobs,
+)
+from substrate_assets.suites.suite import Suite
+
+
+def test_the_literal_and_the_declared_families_agree():
+    assert tuple(FAMILIES) == get_args(Family)
+    assert sorted(RECOGNITION_ORDER) == sorted(FAMILIES)
+    assert USER_CLASSES == {name: spec.user_class for name, spec in FAMILIES.items()}
+    assert ONE_USER_FAMILIES == ("spawn", "burst")
+
+
+def test_a_knob_left_unset_reads_upstreams_default_and_a_set_one_its_value():
+    assert Knobs().value("total_actors") == KNOBS_BY_NAME["total_actors"].default == 100
+    assert Knobs(total_actors=7).value("total_actors") == 7
+    cohort = Suite(name="c", family="spawn", users=1, duration="10s")
+    assert cohort.actors_per_user == KNOBS_BY_NAME["total_actors"].default
+    glutton = Suite(name="g", family="glutton", users=2, duration="10s", knobs=Knobs(actors_per_user=3))
+    assert glutton.actors_per_user == 3

@@ -18,7 +18,7 @@ from substrate_assets.suites.suite import Suite
 def test_the_literal_and_the_declared_families_agree():
     assert tuple(FAMILIES) == get_args(Family)
     assert sorted(RECOGNITION_ORDER) == sorted(FAMILIES)
-    assert USER_CLASSES == {name: spec.user_class for name, spec in FAMILIES.items()}
+    assert {name: spec.user_class for name, spec in FAMILIES.items()} == USER_CLASSES
     assert ONE_USER_FAMILIES == ("spawn", "burst")
 
 

@@ -17,7 +17,7 @@ from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.results.upstream_files import KNOWN_FILES
 from substrate_assets.warehouse.trial_rows import check_staged_trial
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GOOD = ROOT / "tests" / "data" / "upstream_runs" / "runs" / "glutton_baseline_5_users" / "run_date=2026-11-20" / \
     "run_ts=1795132800" / "run_tag=4f8a1c0d2b9e7f6a5c3d1e0f9a8b7c6d5e4f3a2b"
 GOOD_ID = "glutton_baseline_5_users-20261120t000000z"

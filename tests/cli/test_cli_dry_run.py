@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from substrate_assets.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import pytest
 
 from tests.support.projects import make_project, project_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LADDER_RUNS = ROOT / "tests" / "data" / "upstream_ladder_runs"
 LADDER = "glutton_slo_ladder-20261124t000000z"
 CLI = str(Path(sys.executable).parent / "substrate-bench")

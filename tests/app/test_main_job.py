@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.projects import SMOKE_SUITES, make_project, project_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CLI = str(Path(sys.executable).parent / "substrate-bench")
 MARTS = ("trials", "density_frontiers", "wake_latency_distribution", "wake_latency_histogram",
          "wake_latency_windows", "step_latency", "trial_summary")

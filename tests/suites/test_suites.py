@@ -6,7 +6,7 @@ import pytest
 
 from substrate_assets.suites import SuiteError, get_suite, load_suites, parse_run_time
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_project_suites_load():

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from substrate_assets.cli import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BROKEN = """\
 name: broken
 min_actor_memory: 1Gi

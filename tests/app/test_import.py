@@ -20,7 +20,7 @@ from substrate_assets.warehouse.models.marts import build_all
 from substrate_assets.warehouse.trial_writes import load_trials
 from tests.support.projects import make_project, project_env
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = ROOT / "tests" / "data" / "upstream_runs"
 NEWEST = "glutton_baseline_5_users-20261120t000000z"
 OLDEST = "glutton_baseline_1_user-20260502t080000z"

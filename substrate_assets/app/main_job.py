@@ -217,7 +217,7 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
         _each_round(rounds, store, instance, say, replacements_allowed(len(rounds)), loads, disturbed)
     except MainJobError:
         # A job that ends early (a trial failed, the machine too busy) still shows the trials it loaded: their loads
-        # left the drawing to a last one that will not come.
+        # left the models' refresh and the drawing to a last one that will not come.
         if loads:
             _draw(instance, say)
         raise
@@ -257,7 +257,7 @@ def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterIn
             # they were a third of a group's dead time and never seen (the group is judged whole). A disturbed
             # trial is loaded whole: its check records in Dagster why it was set aside, and the site shows it.
             whole = number == len(rounds) or because is not None
-            [load_run_id] = reload_trial(trial_id, store, instance, say, draw=whole).runs
+            [load_run_id] = reload_trial(trial_id, store, instance, say, whole=whole).runs
             loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, load_run_id))
             if because is None:
                 break
@@ -282,14 +282,14 @@ def disturbed_because(store: RunStore, trial_id: str) -> str | None:
 
 
 def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet,
-                 draw: bool = True) -> JobOutcome:
+                 whole: bool = True) -> JobOutcome:
     """Load an existing trial's files again (raw tables replaced, models refreshed, the benchmark site built again,
-    the trial judged against its history); no load is generated. Without ``draw``, only the raw tables: a later
+    the trial judged against its history); no load is generated. Not ``whole``, only the raw tables: a later
     load of the same job refreshes the models for every trial loaded since they last ran, draws the site and judges
     its trial (an earlier trial of a group is judged with its group, or on request by reloading it)."""
     store.find(trial_id)
     instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
-    chosen = [*raw_assets, *mart_assets, *site_assets] if draw else raw_assets
-    checks = [dg.AssetCheckKey(trial_run.key, NO_REGRESSION)] if draw else []
+    chosen = [*raw_assets, *mart_assets, *site_assets] if whole else raw_assets
+    checks = [dg.AssetCheckKey(trial_run.key, NO_REGRESSION)] if whole else []
     result = _materialize(chosen, instance, trial_id, say, checks=checks)
     return JobOutcome(trial_id, [_succeeded(result, f"reloading trial {trial_id}").run_id])

@@ -376,7 +376,7 @@ def png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
 def start_renderer() -> None:
     """Start the renderer (vl-convert's JavaScript engine, ~0.4 s the first time a process draws), so that a later
     drawing pays only for itself."""
-    vl_convert.vegalite_to_svg({"mark": "point"}, vl_version=VEGA_LITE_VERSION, allowed_base_urls=[])
+    _rendered('{"mark": "point"}')
 
 
 def markdown_image(chart: alt.TopLevelMixin, alt: str) -> str:

@@ -44,6 +44,8 @@ class ImportOutcome:
     # Runs that did not load: refused before the store (their files do not read, or their id is taken), or
     # already in the store and unreadable there. One line each.
     refused: list[RunRefused] = field(default_factory=list)
+    # Models a failed key test of what they read kept from being refreshed, each with that test.
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def import_upstream(root: str, store: RunStore, warehouse: Warehouse, record: Callable[[LoadRecord], object],
@@ -92,7 +94,7 @@ def import_upstream(root: str, store: RunStore, warehouse: Warehouse, record: Ca
                       extra={run.trial_id: {"imported_from": run.source} for run in runs},
                       densities=refreshed.densities, suites={part.trial.trial_id: part.trial.suite for part in read}))
     return ImportOutcome(runs, {name: table.total for name, table in refreshed.raw.items()},
-                         [table.name for table in refreshed.models], refreshed.tests, refused)
+                         [table.name for table in refreshed.models], refreshed.tests, refused, refreshed.skipped)
 
 
 def _taken(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames]) -> dict[Path, str]:

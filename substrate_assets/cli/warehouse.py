@@ -86,6 +86,9 @@ def import_command(root: str, slo_wake_p99_ms: float | None, slo_failure_ratio: 
                    [(run.trial_id, "yes" if run.copied else "already in the store", run.source)
                     for run in outcome.runs])
         console.print(f"loaded raw rows {outcome.raw_rows}; rebuilt {', '.join(outcome.models)}", highlight=False)
+    if outcome.skipped:
+        click.echo("not refreshed, a key test of what they read failed (the next refresh takes them up): "
+                   + "; ".join(f"{name} (after {cause})" for name, cause in outcome.skipped.items()), err=True)
     _exit_on_failed_tests(outcome.tests, exit_now=not outcome.refused)
     if outcome.refused:
         others = f"; the other {len(outcome.runs)} loaded" if outcome.runs else ""

@@ -27,9 +27,6 @@ from typing import Any
 import duckdb
 import yaml
 
-from substrate_assets.warehouse.change_points import CHANGE_POINTS
-from substrate_assets.warehouse.noise_floor import NOISE_FLOOR
-
 TEST_KINDS = ("not_null", "unique", "accepted_values", "expression")
 # Tests of a model's rows as a whole, listed under the model's own ``tests:`` (dbt_utils' name and argument):
 #   - unique_combination_of_columns: {combination_of_columns: [trial_id, metric]}
@@ -147,16 +144,17 @@ def read_yaml(path: Path) -> Any:
 
 
 def load_tests(path: Path, models: set[str]) -> dict[str, list[ColumnTest]]:
-    """Column tests by model name. ``models`` are the SQL models; change_points and noise_floor, the models built in
-    Python after them, may have tests and descriptions too."""
+    """Column tests by model name. ``models``: the names of the project's models, SQL and Python
+    (:func:`~substrate_assets.warehouse.models.python_models.every_model`)."""
     if not path.is_file():
         return {}
     document = read_yaml(path)
     tests: dict[str, list[ColumnTest]] = {}
     for entry in document.get("models", []):
         model = entry.get("name")
-        if model not in models and model not in (CHANGE_POINTS, NOISE_FLOOR):
-            raise SchemaError(f"{path}: model {model!r} has no SQL file (have {', '.join(sorted(models))})")
+        if model not in models:
+            raise SchemaError(f"{path}: model {model!r} is neither a SQL file nor a Python model (have "
+                              f"{', '.join(sorted(models))})")
         for column in entry.get("columns", []):
             for test in column.get("tests", []):
                 kind, argument = (test, None) if isinstance(test, str) else next(iter(test.items()))

@@ -175,7 +175,7 @@ def rebuild(store: RunStore, warehouse: Warehouse, models_directory: Path, *, wa
                     if not new:
                         break
                 stack.close()  # the reading processes, before the models take the cores
-                built, outcomes = build_marts(connection, models_directory)
+                built = build_marts(connection, models_directory)
                 connection.execute("CHECKPOINT")
             if isinstance(warehouse, Lake):
                 assert held is not None
@@ -187,4 +187,4 @@ def rebuild(store: RunStore, warehouse: Warehouse, models_directory: Path, *, wa
         Path(f"{partial}.wal").unlink(missing_ok=True)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    return Rebuilt(loaded, raw, built, outcomes, time.perf_counter() - started, skipped)
+    return Rebuilt(loaded, raw, built.tables, built.tests, time.perf_counter() - started, skipped)

@@ -10,7 +10,7 @@ requests)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -19,7 +19,7 @@ from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.connection import small_load, transaction
 from substrate_assets.warehouse.models.discovery import ModelError, models_directory
-from substrate_assets.warehouse.models.marts import update_marts
+from substrate_assets.warehouse.models.marts import refresh_marts
 from substrate_assets.warehouse.models.tables import BuiltTable
 from substrate_assets.warehouse.trial_figures import trial_densities, updated_densities
 from substrate_assets.warehouse.trial_rows import TrialFrames
@@ -33,11 +33,13 @@ class Refreshed:
     densities: dict[str, dict[str, float | None]]
     models: list[BuiltTable]
     tests: list[TestOutcome]
+    # The models a failed key test of what they read kept from being refreshed (the next refresh takes them up).
+    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def load_and_refresh(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames], *, preview_rows: int = 0,
                      directory: Path | None = None, figures_of: Sequence[str] = ()) -> Refreshed:
-    """Write the ``read`` trials into every raw table, update every model under ``directory`` (:func:`update_marts`;
+    """Write the ``read`` trials into every raw table, update every model under ``directory`` (:func:`refresh_marts`;
     ``preview_rows`` of each table kept) and ask the density figures of ``figures_of`` (:func:`updated_densities`,
     else :func:`trial_densities`), committed together. When a model does not build (ModelError), the raw rows are
     written on their own, as a raw asset's load would be, and the error raised: a broken model keeps the trials out
@@ -47,10 +49,11 @@ def load_and_refresh(connection: duckdb.DuckDBPyConnection, read: list[TrialFram
             with transaction(connection):
                 raw = write_trials(connection, read, preview_rows=preview_rows)
                 books = changes.read_books(connection)  # read once, for the figures and the models both
-                built, tests = update_marts(connection, directory, preview_rows, books)
-                densities = (updated_densities(connection, figures_of, built, directory or models_directory())
+                refreshed = refresh_marts(connection, directory, preview_rows, books)
+                densities = (updated_densities(connection, figures_of, refreshed.tables,
+                                               directory or models_directory())
                              or trial_densities(connection, figures_of)) if figures_of else {}
         except ModelError:
             write_trials(connection, read, preview_rows=preview_rows)
             raise
-    return Refreshed(raw, densities, built, tests)
+    return Refreshed(raw, densities, refreshed.tables, refreshed.tests, refreshed.skipped)

@@ -17,6 +17,7 @@ from substrate_assets.warehouse.checks import load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models.discovery import discover
 from substrate_assets.warehouse.models.marts import build_all
+from substrate_assets.warehouse.models.python_models import every_model
 from substrate_assets.warehouse.trial_writes import load_trials
 from tests.support.projects import make_project, project_env
 
@@ -150,8 +151,8 @@ def test_a_flat_server_summary_row_fills_server_telemetry(recorded):
 
 
 def test_the_recorded_runs_pass_every_column_test(recorded):
-    connection, _, models = recorded
-    tests = load_tests(ROOT / "dbt_like_sql" / "schema.yml", set(models))
+    connection, _, _ = recorded
+    tests = load_tests(ROOT / "dbt_like_sql" / "schema.yml", set(every_model(ROOT / "dbt_like_sql")))
     failed = [outcome for model_tests in tests.values() for test in model_tests
               if not (outcome := run_test(connection, test)).passed]
     assert failed == []

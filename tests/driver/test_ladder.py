@@ -41,7 +41,7 @@ def ladder_trial(tmp_path_factory):
     warehouse = tmp_path_factory.mktemp("warehouse") / "w.duckdb"
     with connect(warehouse) as connection:
         load_trials(connection, [TrialDirectory(Path(result.trial_dir))])
-        _, outcomes = build_marts(connection)
+        outcomes = build_marts(connection).tests
     assert [outcome.test.name for outcome in outcomes if not outcome.passed] == []
     return result, Path(result.trial_dir), warehouse
 

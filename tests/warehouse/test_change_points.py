@@ -23,6 +23,7 @@ from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models.build import build
 from substrate_assets.warehouse.models.discovery import discover
 from substrate_assets.warehouse.models.marts import build_all, build_marts
+from substrate_assets.warehouse.models.python_models import every_model
 from substrate_assets.warehouse.raw_tables import ensure_schema
 from tests.support.raw_rows import insert
 
@@ -123,7 +124,7 @@ def build_and_check(connection) -> list:
     models = discover(MODELS)
     for name in MINE:
         build(connection, models[name])
-    tests = load_tests(MODELS / "schema.yml", set(models))
+    tests = load_tests(MODELS / "schema.yml", set(every_model(MODELS)))
     assert all(tests.get(name) for name in MINE)
     failed = [(outcome.test.model, outcome.test.name, outcome.sample)
               for name in MINE for outcome in (run_test(connection, test) for test in tests[name])
@@ -232,7 +233,8 @@ def test_the_tables_have_their_columns_in_order_and_change_points_is_replaced_wh
 def test_build_marts_builds_change_points_after_metric_history_even_without_history(tmp_path):
     with connect(tmp_path / "empty.duckdb") as connection:
         ensure_schema(connection)
-        built, outcomes = build_marts(connection)
+        marts = build_marts(connection)
+        built, outcomes = marts.tables, marts.tests
         names = [table.name for table in built]
         assert names.index("change_points") > names.index("metric_history")
         assert all(outcome.passed for outcome in outcomes)

@@ -11,6 +11,7 @@ from substrate_assets.warehouse.checks import load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models.discovery import discover
 from substrate_assets.warehouse.models.marts import build_all
+from substrate_assets.warehouse.models.python_models import every_model
 from substrate_assets.warehouse.raw_tables import ensure_schema
 from substrate_assets.warehouse.trial_writes import load_trials
 from tests.support.raw_rows import insert
@@ -35,7 +36,7 @@ def frontiers(connection) -> dict[str, dict]:
 
 
 def column_tests_pass(connection) -> bool:
-    tests = load_tests(MODELS / "schema.yml", set(discover(MODELS)))["density_frontiers"]
+    tests = load_tests(MODELS / "schema.yml", set(every_model(MODELS)))["density_frontiers"]
     return all(run_test(connection, test).passed for test in tests)
 
 

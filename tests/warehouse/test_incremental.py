@@ -27,8 +27,9 @@ from substrate_assets.warehouse.checks import ColumnTest, load_tests, run_test, 
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models.build import build
 from substrate_assets.warehouse.models.discovery import ModelError, build_order, discover
-from substrate_assets.warehouse.models.marts import update_marts
+from substrate_assets.warehouse.models.marts import refresh_marts
 from substrate_assets.warehouse.models.per_trial_check import per_trial_mismatches
+from substrate_assets.warehouse.models.python_models import every_model
 from substrate_assets.warehouse.models.tables import rows_apart
 from substrate_assets.warehouse.raw_tables import ensure_schema
 from substrate_assets.warehouse.rebuild import rebuild
@@ -99,7 +100,8 @@ def load_one_by_one(store: RunStore, warehouse: Path, trial_dirs: list[Path]) ->
     for directory in trial_dirs:
         with connect(warehouse) as connection:
             load_trials(connection, [TrialDirectory(directory)])
-            updates.append(update_marts(connection, MODELS))
+            refreshed = refresh_marts(connection, MODELS)
+            updates.append((refreshed.tables, refreshed.tests))
     return updates
 
 
@@ -181,7 +183,7 @@ def test_a_changed_model_is_built_whole_and_so_is_every_model_that_reads_it(stor
     first, *rest = store.trial_dirs()
     with connect(warehouse) as connection:
         load_trials(connection, [TrialDirectory(directory) for directory in rest])
-        update_marts(connection, models)
+        refresh_marts(connection, models)
     # A new column in step_latency; every trial's actors_per_node doubled in density_frontiers, which trial_summary
     # reads (and so takes up whole, though its own SQL did not change).
     sql = models / "step_latency.sql"
@@ -192,7 +194,7 @@ def test_a_changed_model_is_built_whole_and_so_is_every_model_that_reads_it(stor
                                            "recomputed_actors_per_node END * 2 AS actors_per_node,"))
     with connect(warehouse) as connection:
         load_trials(connection, [TrialDirectory(first)])
-        built, _ = update_marts(connection, models)
+        built = refresh_marts(connection, models).tables
     updated = {table.name: table.updated for table in built}
     assert updated["step_latency"] is None and updated["density_frontiers"] is None
     assert updated["trial_summary"] is None and updated["trials"] == (TrialDirectory(first).trial_id,)
@@ -205,7 +207,7 @@ def test_a_warehouse_from_before_the_bookkeeping_is_brought_up_to_date(store, tm
     warehouse = tmp_path / "w.duckdb"
     with connect(warehouse) as connection:
         load_trials(connection, [TrialDirectory(directory) for directory in rest])
-        update_marts(connection, MODELS)
+        refresh_marts(connection, MODELS)
         connection.execute(f"DROP SCHEMA {changes.SCHEMA} CASCADE")  # as a warehouse written before it existed
     [(built, outcomes)] = load_one_by_one(store, warehouse, [first])
     assert all(outcome.passed for outcome in outcomes)
@@ -248,11 +250,12 @@ def test_a_load_of_one_trial_runs_as_many_statements_whatever_the_history(store,
     for name, trial_dirs in (("two", alpha[:2]), ("all", store.trial_dirs())):
         with connect(tmp_path / f"{name}.duckdb") as connection:
             load_trials(connection, [TrialDirectory(directory) for directory in trial_dirs])
-            update_marts(connection, MODELS)
+            refresh_marts(connection, MODELS)
         with connect(tmp_path / f"{name}.duckdb") as connection:
             counting = _Counting(connection)
             load_trials(counting, [TrialDirectory(directory) for directory in new.trial_dirs()])
-            built, outcomes = update_marts(counting, MODELS)
+            refreshed = refresh_marts(counting, MODELS)
+            built, outcomes = refreshed.tables, refreshed.tests
         assert all(outcome.passed for outcome in outcomes)
         rewritten = {table.name: table.updated for table in built}["capacity_history"]
         assert trial_id in rewritten and (len(rewritten) == 1) == (joins == "at-its-end"), rewritten
@@ -268,7 +271,7 @@ def test_the_tests_of_a_table_counted_in_one_scan_find_what_each_alone_finds(tmp
                                                 {"trial_id": "u", "suite": "s", "backend": "mars"}])
         for model in build_order(discover(MODELS)):
             build(connection, model)
-        tests = load_tests(MODELS / "schema.yml", set(discover(MODELS)))["trials"]
+        tests = load_tests(MODELS / "schema.yml", set(every_model(MODELS)))["trials"]
         for scope in (None, ["u"], []):
             batched = run_tests(connection, tests, trial_ids=scope)
             assert batched == [run_test(connection, test, trial_ids=scope) for test in tests]
@@ -349,11 +352,11 @@ def test_a_load_refreshed_in_its_own_transaction_gives_the_rebuilds_tables_and_c
     for name in ("two-commits", "one"):
         with connect(tmp_path / f"{name}.duckdb") as connection:
             load_trials(connection, [TrialDirectory(directory) for directory in earlier])
-            update_marts(connection, MODELS)
+            refresh_marts(connection, MODELS)
     logged = {}
     with connect(tmp_path / "two-commits.duckdb") as connection:
         load_trials(connection, [TrialDirectory(last)])
-        update_marts(connection, MODELS)
+        refresh_marts(connection, MODELS)
         logged["two-commits"] = _wal_bytes(tmp_path / "two-commits.duckdb")
     with connect(tmp_path / "one.duckdb") as connection:
         read, unreadable = read_trials([TrialDirectory(last)])

@@ -15,6 +15,7 @@ from substrate_assets.warehouse.checks import SchemaError, load_tests, run_test
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models.discovery import ModelError, discover, referenced_tables
 from substrate_assets.warehouse.models.marts import build_all
+from substrate_assets.warehouse.models.python_models import every_model
 from substrate_assets.warehouse.raw_tables import RAW_TABLES, ensure_schema
 from substrate_assets.warehouse.trial_writes import replace_rows
 from tests.support.raw_rows import insert
@@ -212,7 +213,7 @@ def test_step_latency_and_trial_summary(warehouse):
 def test_tests_catch_violations(warehouse):
     insert(warehouse, "trial_manifests", [manifest("t"), {**manifest("t"), "backend": "mars"}])
     build(warehouse)
-    tests = load_tests(MODELS / "schema.yml", set(discover(MODELS)))
+    tests = load_tests(MODELS / "schema.yml", set(every_model(MODELS)))
     outcomes = {test.name: run_test(warehouse, test) for test in tests["trials"]}
     assert not outcomes["trial_id_unique"].passed and outcomes["trial_id_unique"].violations == 1
     assert not outcomes["backend_accepted_values"].passed

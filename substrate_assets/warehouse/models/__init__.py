@@ -14,7 +14,7 @@ the warehouse's own tables: :mod:`.narrowing`), so an update costs the new trial
 the union of it over each one). With ``partition_by: [columns]`` in its config, a row depends on the rows of the
 trials of its partition (those columns of the model's rows, as capacity_history numbers a trial among its
 configuration's): an update rewrites every trial of the partitions the new trials join or leave, and records the
-other trials as a load of the model's own, so what reads it (and change_points) takes them up as new rows. Any other
+other trials as a load of the model's own, so what reads it takes them up as new rows. Any other
 model is rebuilt whole when a trial it may read changed. ``changes.marks`` (:mod:`changes`, :mod:`.marks`) says how
 far each model is built.
 
@@ -23,6 +23,7 @@ far each model is built.
 - :mod:`.narrowing`: a model's SQL run over some trials only.
 - :mod:`.marks`: how far each model is built, in the bookkeeping.
 - :mod:`.build`: one model built whole or brought up to date.
-- :mod:`.marts`: every model built or updated in order, change_points after them, then their column tests.
+- :mod:`.python_models`: the models built in Python (change_points, noise_floor), nodes of the same graph.
+- :mod:`.marts`: every model built or refreshed in order, each tested right after it: the one refresh.
 - :mod:`.per_trial_check`: whether a per-trial model truly is.
 """

@@ -4,13 +4,13 @@ rebuilt whole."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import duckdb
 
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.connection import transaction
-from substrate_assets.warehouse.models.discovery import Model, ModelError
+from substrate_assets.warehouse.models.discovery import Model, ModelError, ModelNode
 from substrate_assets.warehouse.models.marks import (
     behind_a_whole_build,
     changed_trials,
@@ -24,17 +24,17 @@ from substrate_assets.warehouse.models.narrowing import NARROWED_IDS, narrowed_q
 from substrate_assets.warehouse.models.tables import BuiltTable, booked_columns, comparable, describe_table
 
 
-def build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model] | None = None,
+def build(connection: duckdb.DuckDBPyConnection, model: Model, models: Mapping[str, ModelNode] | None = None,
           preview_rows: int = 10, books: changes.Books | None = None, *, routine: bool = False) -> BuiltTable:
     """Replace ``model``'s table with the result of its SQL, in one transaction (and mark it built through the loads
     it read, where the warehouse keeps that bookkeeping). ``routine``: a model that is not per trial, rebuilt for
     new loads under the SQL it was built with (its rows change as its SQL says they may: no new generation)."""
     books = books if books is not None else changes.read_books(connection)
-    _build(connection, model, models, books, routine=routine)
+    build_whole(connection, model, models, books, routine=routine)
     return describe_table(connection, model.name, preview_rows)
 
 
-def _build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model] | None,
+def build_whole(connection: duckdb.DuckDBPyConnection, model: Model, models: Mapping[str, ModelNode] | None,
            books: changes.Books | None, *, routine: bool = False) -> None:
     try:
         with transaction(connection):
@@ -49,27 +49,18 @@ def _build(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str
         raise ModelError(f"{model.path}: {error}") from None
 
 
-def update(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model],
-           preview_rows: int = 10, books: changes.Books | None = None) -> BuiltTable:
-    """Bring ``model``'s table up to the loads since it was built: a per-trial model replaces the rows of the trials
-    loaded since (``BuiltTable.updated``); another model is rebuilt whole when any trial was. Built whole when it
-    never was, its SQL changed, its SQL no longer gives its table's columns (a raw table that gained a column a
-    model selects with ``*``), or the warehouse has no bookkeeping. ``books``: the bookkeeping, when already read
-    (kept up to date here; a per-trial update leaves its rows in :func:`updated_rows` for the rest of the refresh,
-    which ends with :func:`drop_updated_rows`)."""
-    books = books if books is not None else changes.read_books(connection)
-    updated = bring_up_to_date(connection, model, models, books)
-    return describe_table(connection, model.name, preview_rows, updated=updated, books=books)
-
-
-def bring_up_to_date(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model],
+def bring_up_to_date(connection: duckdb.DuckDBPyConnection, model: Model, models: Mapping[str, ModelNode],
                      books: changes.Books | None) -> tuple[str, ...] | None:
-    """:func:`update` without the description: the trials whose rows it replaced, None when it built the table
-    whole."""
+    """Bring ``model``'s table up to the loads since it was built: a per-trial model replaces the rows of the trials
+    loaded since; another model is rebuilt whole when any trial was. Built whole when it never was, its SQL changed,
+    its SQL no longer gives its table's columns (a raw table that gained a column a model selects with ``*``), or
+    the warehouse has no bookkeeping. ``books``: the bookkeeping (kept up to date here; a per-trial update leaves
+    its rows in :func:`updated_rows` for the rest of the refresh, which ends with :func:`drop_updated_rows`). The
+    trials whose rows it replaced, None when it built the table whole."""
     upstream = upstream_of(model, models)
     if books is None or model.name not in books.tables or books.fingerprint(model.name) != model.fingerprint or \
             behind_a_whole_build(books, model.name, upstream):
-        _build(connection, model, models, books)
+        build_whole(connection, model, models, books)
         return None
     built = books.mark(model.name) or 0
     target = target_seq(books, upstream)
@@ -77,10 +68,10 @@ def bring_up_to_date(connection: duckdb.DuckDBPyConnection, model: Model, models
     if not trial_ids:
         return ()
     if not model.per_trial:
-        _build(connection, model, models, books, routine=True)
+        build_whole(connection, model, models, books, routine=True)
         return None
     if model.partition_by and target != books.latest:  # a model it reads is behind: no seq to record others at
-        _build(connection, model, models, books)
+        build_whole(connection, model, models, books)
         return None
     changed, others = trial_ids, []
     if model.partition_by:
@@ -96,7 +87,7 @@ def bring_up_to_date(connection: duckdb.DuckDBPyConnection, model: Model, models
                                {NARROWED_IDS: list(trial_ids)})
             if booked_columns(connection, rows) != booked_columns(connection, model.name, books):
                 connection.execute(f"DROP TABLE {rows}")
-                _build(connection, model, models, books)
+                build_whole(connection, model, models, books)
                 return None
             if others:
                 trial_ids, target = _rewritten_partitions(connection, model, models, books, changed, others)
@@ -128,7 +119,7 @@ def _partition_trials(connection: duckdb.DuckDBPyConnection, model: Model, trial
     return sorted(set(trial_ids) | {row[0] for row in related})
 
 
-def _rewritten_partitions(connection: duckdb.DuckDBPyConnection, model: Model, models: dict[str, Model],
+def _rewritten_partitions(connection: duckdb.DuckDBPyConnection, model: Model, models: Mapping[str, ModelNode],
                           books: changes.Books, changed: Sequence[str], others: Sequence[str]) -> tuple[list[str], int]:
     """Of the ``others`` trials of the partitions a partitioned model's update rewrites, those whose rows its new
     rows (in :func:`updated_rows`) change: a trial that joins a partition at its end leaves the rows of the trials

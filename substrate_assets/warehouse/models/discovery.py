@@ -7,9 +7,11 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
+from typing import Protocol, TypeVar
 
 from substrate_assets.cache import cache_directory
 from substrate_assets.project import project_root
@@ -180,7 +182,24 @@ def _write_tables_cache(known: dict[str, list[str]]) -> None:
         Path(temporary).unlink(missing_ok=True)
 
 
-def build_order(models: dict[str, Model]) -> list[Model]:
+class ModelNode(Protocol):
+    """A model as the build order and the bookkeeping see it, whether built from SQL or in Python."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def upstream(self) -> tuple[str, ...]: ...
+
+    @property
+    def per_trial(self) -> bool: ...
+
+
+Node = TypeVar("Node", bound=ModelNode)
+
+
+def build_order(models: Mapping[str, Node]) -> list[Node]:
+    """The models in an order each comes after every model it reads (SQL and Python models alike)."""
     graph = {name: {u for u in model.upstream if u in models} for name, model in models.items()}
     try:
         return [models[name] for name in TopologicalSorter(graph).static_order()]

@@ -4,13 +4,12 @@ built through, what built it, and the generations that say when what it reads wa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import duckdb
 
 from substrate_assets.warehouse import changes
-from substrate_assets.warehouse.change_points import CHANGE_POINTS, METRIC_HISTORY
-from substrate_assets.warehouse.models.discovery import Model
+from substrate_assets.warehouse.models.discovery import ModelNode
 
 
 def target_seq(books: changes.Books, upstream_models: Collection[str]) -> int:
@@ -19,11 +18,11 @@ def target_seq(books: changes.Books, upstream_models: Collection[str]) -> int:
     return min([books.latest, *(books.mark(name) or 0 for name in upstream_models)])
 
 
-def upstream_of(model: Model, models: dict[str, Model]) -> list[str]:
+def upstream_of(model: ModelNode, models: Mapping[str, ModelNode]) -> list[str]:
     return [name for name in model.upstream if name in models]
 
 
-def read_by(name: str, models: dict[str, Model]) -> set[str]:
+def read_by(name: str, models: Mapping[str, ModelNode]) -> set[str]:
     """The models ``name`` reads, directly or not."""
     found: set[str] = set()
     waiting = [name]
@@ -36,7 +35,7 @@ def read_by(name: str, models: dict[str, Model]) -> set[str]:
     return found
 
 
-def changed_trials(connection: duckdb.DuckDBPyConnection, name: str, models: dict[str, Model], after: int,
+def changed_trials(connection: duckdb.DuckDBPyConnection, name: str, models: Mapping[str, ModelNode], after: int,
                    through: int, books: changes.Books) -> list[str]:
     """The trials whose rows of what ``name`` reads changed after seq ``after`` up to ``through``: loaded, or
     rewritten by a partitioned model it reads (directly or not) as another trial of a new trial's partition."""
@@ -44,13 +43,11 @@ def changed_trials(connection: duckdb.DuckDBPyConnection, name: str, models: dic
 
 
 def past_a_load_of(connection: duckdb.DuckDBPyConnection, books: changes.Books, name: str,
-                   models: dict[str, Model], caught_up: int, seq: int) -> None:
+                   models: Mapping[str, ModelNode], caught_up: int, seq: int) -> None:
     """Every model built through ``caught_up`` that does not read ``name`` is built through ``seq`` too: the load
     ``name`` recorded at ``seq`` changed nothing it reads, and a model that reads it would wait for it otherwise."""
     for other, mark in list(books.marks.items()):
-        reads = {METRIC_HISTORY, *read_by(METRIC_HISTORY, models)} if other == CHANGE_POINTS \
-            else read_by(other, models)
-        if mark.seq == caught_up and other != name and name not in reads:
+        if mark.seq == caught_up and other != name and name not in read_by(other, models):
             books.marks[other] = dataclasses.replace(mark, seq=seq)
             write_mark(connection, books, other, marked=True)
 

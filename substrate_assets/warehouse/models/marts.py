@@ -1,148 +1,161 @@
-"""Every model under a directory built whole (:func:`build_marts`) or brought up to the latest loads
-(:func:`update_marts`) in order, then change_points and the noise floor from metric_history, then the column tests
-of schema.yml; and the copies of loads every model has taken up dropped."""
+"""Every model — the SQL files under a directory and the Python models that read them (:mod:`.python_models`) —
+built whole (:func:`build_marts`) or brought up to the latest loads (:func:`refresh_marts`) in build order, each
+model's column tests of schema.yml run over what it wrote; and the copies of loads every model has taken up
+dropped. :func:`refresh_marts` is the one refresh: a run's marts step, an import and a load that refreshes call it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
 from substrate_assets.warehouse import changes
-from substrate_assets.warehouse.change_points import (
-    CHANGE_POINTS,
-    METRIC_HISTORY,
-    replace_change_points,
-    replace_series_change_points,
-)
-from substrate_assets.warehouse.checks import TestOutcome, load_tests, run_test_groups, run_tests
+from substrate_assets.warehouse.checks import ColumnTest, TestOutcome, load_tests, run_tests
 from substrate_assets.warehouse.connection import transaction
-from substrate_assets.warehouse.models.build import bring_up_to_date, build
-from substrate_assets.warehouse.models.discovery import Model, build_order, discover, models_directory
-from substrate_assets.warehouse.models.marks import behind_a_whole_build, read_by, set_mark, target_seq
+from substrate_assets.warehouse.introspection import has_table
+from substrate_assets.warehouse.models.build import bring_up_to_date, build, build_whole
+from substrate_assets.warehouse.models.discovery import Model, build_order, models_directory
 from substrate_assets.warehouse.models.narrowing import drop_updated_rows, held_rows
-from substrate_assets.warehouse.models.tables import BuiltTable, describe_table, describe_tables
-from substrate_assets.warehouse.noise_floor import NOISE_FLOOR, replace_noise_floor
+from substrate_assets.warehouse.models.python_models import AnyModel, PythonModel, every_model
+from substrate_assets.warehouse.models.tables import BuiltTable, describe_tables
 
-# change_points' fingerprint in changes.marks: it is built in Python, not from a SQL file.
-CHANGE_POINTS_BUILT_BY = "change_points (Python)"
+
+@dataclass
+class MartsRefresh:
+    """What one build or refresh of the marts did, model by model, in build order."""
+
+    tables: list[BuiltTable] = field(default_factory=list)
+    # Each model's column tests (those chosen), over the rows its refresh wrote.
+    outcomes: dict[str, list[TestOutcome]] = field(default_factory=dict)
+    # Each model not refreshed, with the blocking tests of what it reads that failed ("metric_history:
+    # trial_id_not_null"): what reads a table whose key tests fail waits for it, as Dagster skips what depends on an
+    # asset whose blocking check failed.
+    skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tests(self) -> list[TestOutcome]:
+        return [outcome for table in self.tables for outcome in self.outcomes.get(table.name, [])]
+
+
+def _whole(connection: duckdb.DuckDBPyConnection, model: AnyModel, models: Mapping[str, AnyModel],
+           books: changes.Books | None) -> None:
+    if isinstance(model, PythonModel):
+        model.build(connection, books, models)
+    else:
+        build_whole(connection, model, models, books)
+
+
+def _up_to_date(connection: duckdb.DuckDBPyConnection, model: AnyModel, models: Mapping[str, AnyModel],
+                books: changes.Books | None) -> tuple[str, ...] | None:
+    if isinstance(model, PythonModel):
+        return model.refresh(connection, books, models)
+    return bring_up_to_date(connection, model, models, books)
 
 
 def build_all(connection: duckdb.DuckDBPyConnection, models: dict[str, Model]) -> list[BuiltTable]:
+    """``models`` (SQL models only) built whole in order, untested."""
     return [build(connection, model, models) for model in build_order(models)]
 
 
-def _tests(directory: Path, models: dict[str, Model]) -> list:
-    return [test for group in load_tests(directory / "schema.yml", set(models)).values() for test in group]
+def build_marts(connection: duckdb.DuckDBPyConnection, directory: Path | None = None,
+                preview_rows: int = 10) -> MartsRefresh:
+    """Every model under ``directory`` built whole in build order (the Python models too), then every column test
+    of its schema.yml run over every row."""
+    return _marts(connection, directory, preview_rows, None, whole=True)
 
 
-def build_marts(connection: duckdb.DuckDBPyConnection,
-                directory: Path | None = None) -> tuple[list[BuiltTable], list[TestOutcome]]:
-    """Every model under ``directory`` built whole in order, then change_points from metric_history (when that is
-    one of them), then every column test of its schema.yml run over every row."""
+def refresh_marts(connection: duckdb.DuckDBPyConnection, directory: Path | None = None, preview_rows: int = 10,
+                  books: changes.Books | None = None, *, selected: Collection[str] | None = None,
+                  checked: Collection[tuple[str, str]] | None = None) -> MartsRefresh:
+    """Every model under ``directory`` (or those ``selected``) brought up to the latest loads in build order, in one
+    transaction: a per-trial model's rows of the trials loaded since (:func:`~.build.bring_up_to_date`), another
+    model rebuilt when a trial it may read changed, a Python model as it says. Each model's column tests run right
+    after it, over the rows it wrote (a per-trial model's new trials; a rebuilt table's every row; none when
+    nothing changed); ``checked``: only the tests of these (model, test name) pairs. A model whose key tests fail
+    stops what reads it (``MartsRefresh.skipped``). ``books``: the bookkeeping, when the caller read it in this
+    transaction. A selected model reading a model that was never built builds that one too."""
+    return _marts(connection, directory, preview_rows, books, selected=selected, checked=checked)
+
+
+def _marts(connection: duckdb.DuckDBPyConnection, directory: Path | None, preview_rows: int,
+           books: changes.Books | None, *, whole: bool = False, selected: Collection[str] | None = None,
+           checked: Collection[tuple[str, str]] | None = None) -> MartsRefresh:
     directory = directory or models_directory()
-    models = discover(directory)
-    with transaction(connection):
-        books = changes.read_books(connection)
-        built = [build(connection, model, models, books=books) for model in build_order(models)]
-        if METRIC_HISTORY in models:
-            replace_change_points(connection)
-            if books is not None:
-                set_mark(connection, books, CHANGE_POINTS, target_seq(books, [METRIC_HISTORY]), CHANGE_POINTS_BUILT_BY,
-                         [METRIC_HISTORY], whole=True)
-            built.append(describe_table(connection, CHANGE_POINTS))
-            replace_noise_floor(connection)
-            built.append(describe_table(connection, NOISE_FLOOR))
-        prune_copies(connection, models)
-    return built, run_tests(connection, _tests(directory, models))
-
-
-def prune_copies(connection: duckdb.DuckDBPyConnection, models: dict[str, Model],
-                 books: changes.Books | None = None) -> None:
-    """Drop the copies of loads (:mod:`changes`) that every one of ``models`` (and change_points, built on
-    metric_history) has taken up. ``books``: the bookkeeping the refresh kept up to date (none asked again)."""
-    names = [*models, CHANGE_POINTS] if METRIC_HISTORY in models else list(models)
-    if books is not None:
-        with transaction(connection):
-            changes.prune(connection, names, books)
-    elif changes.has_bookkeeping(connection):
-        with transaction(connection):
-            changes.prune(connection, names)
-
-
-def scope_of(table: BuiltTable, per_trial: bool) -> Sequence[str] | None:
-    """The trials a column test of ``table`` need look at: those it just updated, for a per-trial table (the
-    others were tested when they were loaded); None (every row) otherwise."""
-    return table.updated if per_trial and table.updated is not None else None
-
-
-def update_marts(connection: duckdb.DuckDBPyConnection, directory: Path | None = None, preview_rows: int = 10,
-                 books: changes.Books | None = None) -> tuple[list[BuiltTable], list[TestOutcome]]:
-    """Every model under ``directory`` brought up to the latest loads (:func:`update`), in order, then change_points;
-    the column tests run over the rows each update wrote (a per-trial model's new trials; another model's whole
-    table, when it was rebuilt). ``books``: the bookkeeping, when the caller has read it in this transaction."""
-    directory = directory or models_directory()
-    models = discover(directory)
+    models = every_model(directory)
+    tests = load_tests(directory / "schema.yml", set(models))
+    refresh = MartsRefresh()
+    blocking: dict[str, str] = {}
     with transaction(connection):  # one commit for the whole refresh
         books = books if books is not None else changes.read_books(connection)
-        if books is not None:
-            # Every model's mark written at the end, in two statements for them all (a statement costs about a
-            # millisecond; one per model, a dozen).
+        chosen = _with_missing_inputs(connection, models, selected)
+        if books is not None and not whole:
+            # Every model's mark written at the end, in two statements for them all (one per model, a dozen).
             books.unsaved = set()
-        updated = [(model.name, bring_up_to_date(connection, model, models, books)) for model in build_order(models)]
-        if METRIC_HISTORY in models:
-            updated.append((CHANGE_POINTS, _update_change_points(connection, books, models)))
-            updated.append((NOISE_FLOOR, None))
-        if books is not None:
+        updated: list[tuple[str, tuple[str, ...] | None]] = []
+        for model in build_order(models):
+            if model.name not in chosen:
+                continue
+            cause = next((blocking[name] for name in model.upstream if name in blocking), None)
+            # A whole build builds every model: it replaces the warehouse, where a missing table would be worse
+            # than one whose tests fail (they are reported).
+            if cause is not None and not whole:
+                blocking[model.name] = refresh.skipped[model.name] = cause
+                continue
+            if whole:
+                _whole(connection, model, models, books)
+                trial_ids = None
+            else:
+                trial_ids = _up_to_date(connection, model, models, books)
+            updated.append((model.name, trial_ids))
+            outcomes = _tested(connection, model, tests.get(model.name, []), checked, trial_ids, books)
+            refresh.outcomes[model.name] = outcomes
+            failed = [outcome.test.name for outcome in outcomes if outcome.test.blocking and not outcome.passed]
+            if failed:
+                blocking[model.name] = f"{model.name}: {', '.join(failed)}"
+        if books is not None and not whole:
             changes.save_marks(connection, books)
-        prune_copies(connection, models, books)
-        built = describe_tables(connection, updated, preview_rows, books)
-    tests = load_tests(directory / "schema.yml", set(models))
-    groups = [(tests.get(table.name, []), scope_of(table, table.name in models and models[table.name].per_trial))
-              for table in built if table.updated != ()]  # a table with nothing new was tested when it last changed
-    outcomes = [outcome for group in run_test_groups(connection, groups, rows=held_rows(books)) for outcome in group]
+        _prune_copies(connection, models, books)
+        refresh.tables = describe_tables(connection, updated, preview_rows, books)
+        if books is not None:
+            drop_updated_rows(connection, books)
+    return refresh
+
+
+def _with_missing_inputs(connection: duckdb.DuckDBPyConnection, models: Mapping[str, AnyModel],
+                         selected: Collection[str] | None) -> set[str]:
+    """``selected`` (None: every model), with each model a selected one reads, directly or not, whose table does
+    not exist yet."""
+    if selected is None:
+        return set(models)
+    chosen = {name for name in selected if name in models}
+    waiting = list(chosen)
+    while waiting:
+        for name in models[waiting.pop()].upstream:
+            if name in models and name not in chosen and not has_table(connection, name):
+                chosen.add(name)
+                waiting.append(name)
+    return chosen
+
+
+def _tested(connection: duckdb.DuckDBPyConnection, model: AnyModel, tests: Sequence[ColumnTest],
+            checked: Collection[tuple[str, str]] | None, trial_ids: tuple[str, ...] | None,
+            books: changes.Books | None) -> list[TestOutcome]:
+    """``model``'s tests (those ``checked``) over what its refresh wrote; each passes with no query when it wrote
+    nothing (a refresh reports every chosen test, and the rows were tested when they were written)."""
+    chosen = [test for test in tests if checked is None or (model.name, test.name) in checked]
+    if trial_ids == ():
+        return [TestOutcome(test, 0, []) for test in chosen]
+    scope = trial_ids if model.per_trial else None
+    return run_tests(connection, chosen, trial_ids=scope, rows=held_rows(books))
+
+
+def _prune_copies(connection: duckdb.DuckDBPyConnection, models: Mapping[str, AnyModel],
+                  books: changes.Books | None) -> None:
+    """Drop the copies of loads (:mod:`changes`) that every model has taken up. ``books``: the bookkeeping the
+    refresh kept up to date (none asked again)."""
     if books is not None:
-        drop_updated_rows(connection, books)
-    return built, outcomes
-
-
-def update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.Books | None = None,
-                         models: dict[str, Model] | None = None) -> BuiltTable:
-    """change_points brought up to metric_history: only the series of trials loaded for the first time since it was
-    built are analysed again (a new trial can move a change point of its own series only); the whole table when a
-    trial was loaded again (it may have left a series), when it never was built, or without bookkeeping."""
-    return describe_table(connection, CHANGE_POINTS, updated=_update_change_points(connection, books, models))
-
-
-def _update_change_points(connection: duckdb.DuckDBPyConnection, books: changes.Books | None,
-                          models: dict[str, Model] | None) -> tuple[str, ...] | None:
-    """:func:`update_change_points` without the description: the trials whose series it analysed again, None when
-    it built the table whole."""
-    books = books if books is not None else changes.read_books(connection)
-    if books is None:
-        replace_change_points(connection)
-        replace_noise_floor(connection)
-        return None
-    models = models if models is not None else discover()
-    built = books.mark(CHANGE_POINTS)
-    target = target_seq(books, [METRIC_HISTORY])
-    trial_ids = [] if built is None else changes.changed_trials(
-        connection, built, target, set(models), {METRIC_HISTORY, *read_by(METRIC_HISTORY, models)}, books)
-    if built is not None and CHANGE_POINTS in books.tables and \
-            books.fingerprint(CHANGE_POINTS) == CHANGE_POINTS_BUILT_BY and \
-            not behind_a_whole_build(books, CHANGE_POINTS, [METRIC_HISTORY]) and \
-            changes.first_loaded_after(connection, changes.changed_trials(connection, built, target, set(models),
-                                                                          books=books), built, list(models)):
-        if trial_ids:
-            replace_series_change_points(connection, trial_ids)
-        updated: tuple[str, ...] | None = tuple(trial_ids)
-    else:
-        replace_change_points(connection)
-        books.columns.pop(CHANGE_POINTS, None)
-        updated = None
-    with transaction(connection):
-        set_mark(connection, books, CHANGE_POINTS, target, CHANGE_POINTS_BUILT_BY, [METRIC_HISTORY],
-                 whole=updated is None)
-        replace_noise_floor(connection)
-    return updated
+        changes.prune(connection, list(models), books)
+    elif changes.has_bookkeeping(connection):
+        changes.prune(connection, list(models))

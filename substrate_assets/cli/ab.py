@@ -11,7 +11,7 @@ import click
 from substrate_assets.cli.compare import EXIT_CODES_HELP, FIGURE, FORMAT, show_comparison, thresholds_of
 from substrate_assets.cli.job_results import dead_time_line
 from substrate_assets.cli.output import wide_console
-from substrate_assets.cli.trials import INJECT_WAKE_DELAY, WAIT_AT_MOST, exit_stopped
+from substrate_assets.cli.trials import INJECT_WAKE_DELAY, WAIT_AT_MOST, exit_stopped, main_job_exits
 from substrate_assets.cli.warehouse_choice import chosen_warehouse, warehouse_said_unavailable
 from substrate_assets.project import store_directory
 from substrate_assets.suites import MAX_REPEAT, SuiteError, get_suite
@@ -39,7 +39,7 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
     `compare` takes later. SUITE_A and SUITE_B may be the same suite: with --inject-wake-delay-ms, which is added to
     B's trials only, that is a check that the comparison finds a slowdown of known size."""
     from substrate_assets.app.instance import project_instance
-    from substrate_assets.app.main_job import MachineTooBusy, MainJobError, ab_rounds, run_ab
+    from substrate_assets.app.main_job import ab_rounds, run_ab
     from substrate_assets.app.stopped import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
     from substrate_assets.warehouse.compare_figures import FigureNotRecorded
@@ -60,14 +60,8 @@ def ab(suite_a: str, suite_b: str, rounds: int, inject_wake_delay_ms: int | None
             order = " ".join("A" if trial.group == plan[0].group else "B" for trial in plan)
             console.print(f"a/b: {rounds} rounds of {suite_a} (A, group {plan[0].group}) and {suite_b} (B, group "
                           f"{plan[1].group}){delay}; order {order}", highlight=False)
-            try:
+            with main_job_exits():
                 outcome = run_ab(*suites, plan, RunStore(store_directory()), instance, say=click.echo)
-            except MachineTooBusy as error:
-                click.echo(str(error), err=True)
-                sys.exit(4)
-            except MainJobError as error:
-                click.echo(str(error), err=True)
-                sys.exit(1)
         except Stopped as stopped:
             exit_stopped(stopped)
     groups = [plan[0].group, plan[1].group]

@@ -4,6 +4,8 @@ existing trial again)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -235,6 +237,22 @@ def trial(suite_name: str, store: Path | None, users: int | None, spawn_rate: fl
     sys.exit(0 if result.completed else 1)
 
 
+@contextmanager
+def main_job_exits() -> Iterator[None]:
+    """A main job that did not finish ends the command: its message on stderr, exit code 4 when the machine was too
+    busy to judge (more trials disturbed than the job runs again), 1 when a step failed."""
+    from substrate_assets.app.main_job import MachineTooBusy, MainJobError
+
+    try:
+        yield
+    except MachineTooBusy as error:
+        click.echo(str(error), err=True)
+        sys.exit(4)
+    except MainJobError as error:
+        click.echo(str(error), err=True)
+        sys.exit(1)
+
+
 def exit_stopped(stopped: Stopped) -> None:
     """One line for a command stopped by a signal, and the shell's exit code for it (128 + the signal's number)."""
     click.echo(f"stopped by {stopped.signal_name}; any run this command had started is marked failed or canceled "
@@ -264,7 +282,7 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, w
     at any point (exit 130 or 143); a run it had started ends failed or canceled, its slots freed.
     """
     from substrate_assets.app.instance import project_instance
-    from substrate_assets.app.main_job import MachineTooBusy, MainJobError, run_suite
+    from substrate_assets.app.main_job import run_suite
     from substrate_assets.app.stopped import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
 
@@ -282,16 +300,10 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, w
             console.print(f"main job: suite {suite.name} ({workload}, {suite.load_description()}"
                           f"{f', {trials} trials' if trials > 1 else ''}) on Dagster instance "
                           f"{instance.root_directory}", highlight=False)
-            try:
+            with main_job_exits():
                 outcome = run_suite(suite, RunStore(store_directory()), instance, say=click.echo, repeat=repeat,
                                     inject_wake_delay_ms=inject_wake_delay_ms, wait_at_most_s=wait_at_most_s,
                                     live=live)
-            except MachineTooBusy as error:
-                click.echo(str(error), err=True)
-                sys.exit(4)
-            except MainJobError as error:
-                click.echo(str(error), err=True)
-                sys.exit(1)
             console.print(f"trial {outcome.trial_id} materialized (runs {', '.join(outcome.runs)})",
                           highlight=False)
             with warehouse_said_unavailable():
@@ -315,7 +327,7 @@ def materialize_trial(trial_id: str) -> None:
     """Load an existing trial's files from the run store into the warehouse again (its raw tables, then the models);
     no new trial runs."""
     from substrate_assets.app.instance import project_instance
-    from substrate_assets.app.main_job import MainJobError, reload_trial
+    from substrate_assets.app.main_job import reload_trial
     from substrate_assets.app.stopped import Stopped, stopping_on_signals
     from substrate_assets.results.layout import RunStore
 
@@ -323,12 +335,10 @@ def materialize_trial(trial_id: str) -> None:
     with stopping_on_signals():
         try:
             try:
-                outcome = reload_trial(trial_id, RunStore(store_directory()), project_instance(), say=click.echo)
+                with main_job_exits():
+                    outcome = reload_trial(trial_id, RunStore(store_directory()), project_instance(), say=click.echo)
             except FileNotFoundError as error:
                 raise click.UsageError(str(error)) from None
-            except MainJobError as error:
-                click.echo(str(error), err=True)
-                sys.exit(1)
             console.print(f"trial {trial_id} reloaded (run {outcome.runs[0]})", highlight=False)
             with warehouse_said_unavailable():
                 show_trial(console, trial_id)

@@ -124,6 +124,9 @@ class FigureComparison:
     drift: float | None = None
     # How the figure was made, where that needs saying (the common mix of a path gmean).
     note: str | None = None
+    # The suite's threshold for the figure as the suite states it: percent, or the unit's amount for a failure ratio
+    # or a share (FRACTION_UNITS).
+    threshold: float | None = None
 
 
 @dataclass(frozen=True)
@@ -137,8 +140,11 @@ class Comparison:
     history: str | None = None
     # Whether the sides were analysed as rounds (ab), and the rounds' correlation of the primary figure.
     paired: bool = False
-    # Notes on the data behind the verdicts: trials left out (disturbed), disturbed trials kept, a drifting history.
+    # Notes on the data behind the verdicts: trials left out (disturbed), disturbed trials kept, a primary figure
+    # not measured. (Those the figures tell, a drifting history and the rounds' correlation, are the report's.)
     warnings: list[str] = field(default_factory=list)
+    # How many rounds (ab) the sides were analysed as; 0 when they were not.
+    rounds: int = 0
 
 
 def change_pct(baseline: float | None, candidate: float | None) -> float | None:
@@ -242,18 +248,19 @@ def _evidence(measured: Measured, pairs: Pairs | None) -> _Evidence | None:
                                                         noise.history), drifting=drifting)
 
 
-def margin(evidence: _Evidence, thresholds: Thresholds) -> tuple[float, str]:
-    """The smallest shift on the figure's scale the suite counts as a change, and how the suite says it."""
+def margin(evidence: _Evidence, thresholds: Thresholds) -> tuple[float, float]:
+    """The smallest shift on the figure's scale the suite counts as a change, and the suite's threshold as it states
+    it (percent, or a failure ratio's or share's amount)."""
     kind = evidence.measured.kind
     if kind == "failure_ratio":
-        return thresholds.failure_ratio_change, f"±{thresholds.failure_ratio_change:g}"
+        return thresholds.failure_ratio_change, thresholds.failure_ratio_change
     if kind == "share":
-        return thresholds.share_change, f"±{thresholds.share_change:g}"
+        return thresholds.share_change, thresholds.share_change
     percent = thresholds.latency_change_pct if kind == "latency" else thresholds.density_change_pct
     if evidence.scale == "ratio":
-        return math.log1p(percent / 100), f"±{percent:g} %"
+        return math.log1p(percent / 100), percent
     # A relative threshold on a figure some trial measured as 0: the same share of the baseline's mean.
-    return percent / 100 * abs(float(evidence.baseline.mean())), f"±{percent:g} %"
+    return percent / 100 * abs(float(evidence.baseline.mean())), percent
 
 
 def _direction(shift: float, better: str) -> Verdict:
@@ -289,8 +296,8 @@ def _figure(evidence: _Evidence, level: float, thresholds: Thresholds) -> Figure
                                 verdict=None if measured.unjudged else "inconclusive",
                                 why=measured.unjudged or NO_NOISE)
     estimate = Estimate(shift, *evidence.error)
-    bound, text = margin(evidence, thresholds)
-    common |= {"noise": noise.spread, "noise_df": estimate.df, "p_value": estimate.p_value(),
+    bound, threshold = margin(evidence, thresholds)
+    common |= {"threshold": threshold, "noise": noise.spread, "noise_df": estimate.df, "p_value": estimate.p_value(),
                "drift": None if evidence.drifting is None else evidence.drifting.between,
                "interval": _as_interval(*estimate.interval(CONFIDENCE), scale),
                "equivalence_interval": _as_interval(*estimate.interval(1 - 2 * thresholds.false_alarm_rate), scale),
@@ -300,30 +307,19 @@ def _figure(evidence: _Evidence, level: float, thresholds: Thresholds) -> Figure
     needed = trials_to_settle(noise.spread, _history_df(noise), thresholds.false_alarm_rate, bound,
                               0.0 if evidence.drifting is None else evidence.drifting.between ** 2 *
                               evidence.drifting.moments)
-    return _verdict(common, estimate, level, bound, text, thresholds, scale, needed)
+    return _verdict(common, estimate, level, bound, thresholds, needed)
 
 
-def _verdict(common: dict, estimate: Estimate, level: float, bound: float, text: str, thresholds: Thresholds,
-             scale: Scale, needed: int | None) -> FigureComparison:
+def _verdict(common: dict, estimate: Estimate, level: float, bound: float, thresholds: Thresholds,
+             needed: int | None) -> FigureComparison:
     outcome = call(estimate, level, bound, thresholds.false_alarm_rate)
     if outcome == "changed":
         return FigureComparison(**common, verdict=_direction(estimate.shift, common["better"]), trials_needed=needed)
     if outcome == "no change":
         return FigureComparison(**common, verdict="no change", trials_needed=needed)
-    if scale == "ratio":
-        reach = as_change(detectable(estimate.error, estimate.df, level, bound), scale)
-        could = f"{reach:.1f} %"
-    else:
-        reach = common["detectable"]
-        could = f"{reach:.4g} {common['unit']}"
-    detects = f"no change it could show ({past_showing(scale, common['unit'])})" \
-        if beyond_showing(reach, scale, common["unit"]) else f"≥ {could}"
-    more = f"about {needed} trials a side would settle it" if needed else \
-        "more than 100 trials a side would be needed to settle it"
-    return FigureComparison(**common, verdict="inconclusive", trials_needed=needed, why=(
-        f"neither beyond the threshold's {text} at p < {level:.2g} nor inside it (90 % interval "
-        f"{_interval_text(common['equivalence_interval'], scale, common['unit'])}); could detect {detects} with "
-        f"{common['baseline_trials']} and {common['candidate_trials']} trials: {more}"))
+    # Why (its interval, what it could detect, the trials that would settle it) is the report's to say, from the
+    # figure's fields: report/verdict_text.py's why_text.
+    return FigureComparison(**common, verdict="inconclusive", trials_needed=needed)
 
 
 # Past this the rule's minimal detectable change is shown as none (percent, ratio scale): a side of two trials and a
@@ -341,17 +337,6 @@ def beyond_showing(reach: float, scale: Scale, unit: str) -> bool:
     return unit in FRACTION_UNITS and reach > 1
 
 
-def past_showing(scale: Scale, unit: str) -> str:
-    """What ``beyond_showing`` means for the figure, in words."""
-    return f"none under +{SHOWN_REACH_PCT:,.0f} %" if scale == "ratio" else f"a {unit} moves at most 1"
-
-
-def _interval_text(interval: Interval, scale: Scale, unit: str) -> str:
-    if scale == "ratio":
-        return f"[{interval.low:+.1f} %, {interval.high:+.1f} %]"
-    return f"[{interval.low:+.4g}, {interval.high:+.4g}] {unit}"
-
-
 def _counts_figure(measured: Measured, level: float, thresholds: Thresholds) -> FigureComparison:
     """A figure of counts: the exact conditional test on counts scaled by the dispersion, and the rule on the
     difference of ratios."""
@@ -361,7 +346,8 @@ def _counts_figure(measured: Measured, level: float, thresholds: Thresholds) -> 
     base_n, cand_n = len(counts.baseline), len(counts.candidate)
     common = {"figure": measured.figure, "unit": measured.unit, "better": measured.better, "scale": "difference",
               "baseline_trials": base_n, "candidate_trials": cand_n, "history_trials": len(counts.history),
-              "primary": measured.primary, "level": level, "note": measured.note}
+              "primary": measured.primary, "level": level, "note": measured.note,
+              "threshold": thresholds.failure_ratio_change}
     if found is None:
         return FigureComparison(**common, baseline=None, candidate=None, change_pct=None, difference=None,
                                 interval=None, noise=None, noise_df=None, detectable=None, p_value=None,
@@ -380,9 +366,7 @@ def _counts_figure(measured: Measured, level: float, thresholds: Thresholds) -> 
     low, high = common["equivalence_interval"].low, common["equivalence_interval"].high
     if -bound < low and high < bound:
         return FigureComparison(**common, verdict="no change")
-    return FigureComparison(**common, verdict="inconclusive", why=(
-        f"neither beyond the threshold's ±{bound:g} at p < {level:.2g} nor inside it (90 % interval "
-        f"[{low:+.4g}, {high:+.4g}])"))
+    return FigureComparison(**common, verdict="inconclusive")
 
 
 def levels(evidence: Sequence[_Evidence | None], thresholds: Thresholds) -> tuple[float, float]:

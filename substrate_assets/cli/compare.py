@@ -27,12 +27,14 @@ EXIT_CODES_HELP = ("Exit code 0: no figure regressed, and every figure both side
 
 
 def print_table(comparison: Comparison, source: str) -> None:
-    from substrate_assets.analysis.verdict_text import (
+    from substrate_assets.report.verdict_text import (
         COLUMN_LEGEND,
         SHOWN_COLUMNS,
+        notes,
         settling_advice,
         shown_row,
         summary,
+        why_text,
     )
 
     console = wide_console()
@@ -43,7 +45,7 @@ def print_table(comparison: Comparison, source: str) -> None:
         console.print(f"[bold]history[/bold]   {comparison.history}", highlight=False)
     for difference in comparison.differences:
         console.print(f"[yellow]configuration differs[/yellow] {difference}", highlight=False)
-    for warning in comparison.warnings:
+    for warning in notes(comparison):
         console.print(f"[yellow]note[/yellow] {warning}", highlight=False)
     table = Table()
     for column in SHOWN_COLUMNS:
@@ -54,8 +56,9 @@ def print_table(comparison: Comparison, source: str) -> None:
     console.print(table)
     console.print(COLUMN_LEGEND, style="dim", highlight=False)
     for row in comparison.figures:
-        if row.verdict == "inconclusive" and row.why:
-            console.print(f"[yellow]{row.figure}[/yellow]: {row.why}", highlight=False)
+        why = why_text(row)
+        if row.verdict == "inconclusive" and why:
+            console.print(f"[yellow]{row.figure}[/yellow]: {why}", highlight=False)
     console.print(summary(comparison, source), highlight=False)
     advice = settling_advice(comparison)
     if advice:
@@ -107,7 +110,7 @@ FIGURE = click.option(
 
 def show_comparison(comparison: Comparison, source: str, output_format: str) -> int:
     """The comparison in ``output_format``; the exit code of its outcome."""
-    from substrate_assets.analysis.verdict_text import EXIT_CODES, as_csv, as_json, as_markdown, outcome
+    from substrate_assets.report.verdict_text import EXIT_CODES, as_csv, as_json, as_markdown, outcome
 
     if output_format == "table":
         print_table(comparison, source)

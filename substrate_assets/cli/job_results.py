@@ -37,8 +37,8 @@ def show_verdict(console: Console, candidate: str, figures: tuple[str, ...] = ()
     """The trial or group ``candidate`` judged against its configuration's history, as trial_run's check judges a
     trial (``figures``, from ``--figure``, as the primary ones): the verdict line, the figures that regressed or that
     the data cannot judge, and what would settle them."""
-    from substrate_assets.analysis.verdict_text import SHOWN_COLUMNS, settling_advice, shown_row, summary
     from substrate_assets.cli.compare import thresholds_of
+    from substrate_assets.report.verdict_text import SHOWN_COLUMNS, notes, settling_advice, shown_row, summary
     from substrate_assets.warehouse.compare_figures import FigureNotRecorded
     from substrate_assets.warehouse.compare_trials import judge_against_history, suite_of
     from substrate_assets.warehouse.connection import connect
@@ -65,7 +65,7 @@ def show_verdict(console: Console, candidate: str, figures: tuple[str, ...] = ()
         print_rows(console, f"{candidate} against {comparison.baseline.label}", SHOWN_COLUMNS,
                    [tuple(shown_row(row)) for row in shown])
     console.print(f"verdict against {comparison.baseline.label}: {summary(comparison, source)}", highlight=False)
-    for warning in comparison.warnings:
+    for warning in notes(comparison):
         console.print(f"note: {warning}", style="yellow", highlight=False)
     advice = settling_advice(comparison)
     if advice:

@@ -22,9 +22,9 @@ def wide_console() -> Console:
 
 
 def shown(value: Any, column: str) -> str:
-    """A value as the tables show it: a float rounded by what its column holds (ms to 0.1, ratios to 4 dp, densities
-    to 2 dp), null as null."""
-    return "null" if value is None else figure(value, column) if isinstance(value, float) else str(value)
+    """A value as the tables show it: by the one rule of report/figures.py (a float rounded by what its column
+    holds, null as a dash)."""
+    return figure(value, column)
 
 
 def print_rows(console: Console, title: str, columns: list[str], rows: list[tuple[Any, ...]],

@@ -1,18 +1,26 @@
-"""How a figure is shown to a person, by what it is: the one rounding rule of reports, the Dagster UI's metadata and
-its previews."""
+"""How a figure is shown to a person, by what it is: the one rule for numbers, changes and units of the command
+line's tables, the HTML report, the comparisons' text (:mod:`~substrate_assets.report.verdict_text`) and the Dagster
+UI's metadata and previews. Machine formats (JSON, CSV, Dagster's float metadata through :func:`rounded`) keep the
+numbers; a figure not measured (null) reads as a dash."""
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 MISSING = "—"
 EPOCH_SUFFIXES = ("_at", "_ts")
+# The smallest p-value a double holds is about 1e-308: below this one it reads as a bound, not a number.
+SMALLEST_P = 1e-300
+
+Kind = Literal["p", "pct", "ms", "ratio", "share", "density", "plain"]
+# Decimal places of each kind that rounds to a fixed number of them.
+DECIMALS: dict[str, int] = {"ms": 1, "pct": 1, "ratio": 4, "share": 3, "density": 2}
 
 
-def _digits_for(column: str, unit: str | None) -> str:
+def kind_of(column: str, unit: str | None) -> Kind:
     """How a figure rounds: by its column's name first (a p-value in a row of milliseconds is still a p-value), then
     by its unit."""
     name, unit = column.lower(), (unit or "").lower()
@@ -22,7 +30,9 @@ def _digits_for(column: str, unit: str | None) -> str:
         return "pct"
     if name.endswith("_ms"):
         return "ms"
-    if "ratio" in name or name.endswith(("_share", "cpu_pressure")):
+    if name.endswith("_share"):
+        return "share"
+    if "ratio" in name or name.endswith("cpu_pressure"):
         return "ratio"
     if "per_" in name:
         return "density"
@@ -32,16 +42,19 @@ def _digits_for(column: str, unit: str | None) -> str:
         return "pct"
     if unit == "ratio":
         return "ratio"
-    if "/" in unit or unit.startswith("actors per"):
+    if unit == "share":
+        return "share"
+    if unit == "users" or "/" in unit or unit.startswith("actors per"):
         return "density"
     return "plain"
 
 
-def figure(value: Any, column: str = "", unit: str | None = None) -> str:
-    """A figure as a person reads it, by what it is (its column's name, else its unit): milliseconds to 0.1, failure
-    ratios to 4 dp and densities (actors per node, vCPU, GiB) to 2 dp, p-values to 2 significant digits, percent
-    changes signed to 0.1; whole numbers whole; times in UTC to the second, and in epoch seconds (a column named
-    ``*_at`` or ``*_ts``) without separators; null as a dash."""
+def figure(value: Any, column: str = "", unit: str | None = None, *, signed: bool = False) -> str:
+    """A figure as a person reads it, by what it is (its column's name, else its unit): milliseconds to 0.1,
+    failure ratios to 4 dp, shares to 3 dp, densities (actors per node, vCPU, GiB) and users to 2 dp, p-values to 2
+    significant digits, percent changes signed to 0.1 (``+1.5 %``); thousands separated; whole numbers whole; times
+    in UTC to the second, and in epoch seconds (a column named ``*_at`` or ``*_ts``) without separators; null as a
+    dash. ``signed``: a + before a positive figure (a difference)."""
     if value is None:
         return MISSING
     if isinstance(value, bool):
@@ -53,43 +66,46 @@ def figure(value: Any, column: str = "", unit: str | None = None) -> str:
         value = float(value)
     if column.lower().endswith(EPOCH_SUFFIXES) and isinstance(value, int | float) and float(value).is_integer():
         return str(int(value))  # a time in epoch seconds: separators would read as a count
+    sign = "+" if signed else ""
     if isinstance(value, int):
-        return f"{value:,}" if abs(value) >= 10_000 else str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "NaN"
-        if math.isinf(value):
-            return "∞" if value > 0 else "−∞"
-        kind = _digits_for(column, unit)
-        if kind == "ms":
-            return f"{value:,.1f}"
-        if kind == "p":
-            return f"{value:.2g}"
-        if kind == "pct":
-            return f"{value:+.1f}%"
-        if kind == "ratio":
-            return f"{value:.4f}"
-        if kind == "density":
-            return f"{value:,.2f}"
-        if value.is_integer() and abs(value) < 1e15:
-            return f"{value:,.0f}"
-        return f"{value:,.4g}" if abs(value) < 1 else f"{value:,.2f}"
-    return str(value)
+        return f"{value:{sign},}" if abs(value) >= 10_000 else f"{value:{sign}}"
+    if not isinstance(value, float):
+        return str(value)
+    kind = kind_of(column, unit)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        infinite = "+∞" if value > 0 else "−∞"
+        return f"{infinite} %" if kind == "pct" else infinite.lstrip("+")
+    if kind == "pct":
+        return f"{value:+.1f} %"
+    if kind == "p":
+        return f"< {SMALLEST_P:g}" if 0 < value < SMALLEST_P else f"{value:.2g}"
+    if kind in DECIMALS:
+        return f"{value:{sign},.{DECIMALS[kind]}f}"
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{value:{sign},.0f}"
+    return f"{value:{sign},.4g}" if abs(value) < 1 else f"{value:{sign},.2f}"
 
 
-ROUNDING_DIGITS = {"ms": 1, "ratio": 4, "density": 2, "pct": 1}
+def change(value: float | None) -> str:
+    """A change in percent: signed, to 0.1 (``+12.5 %``)."""
+    return figure(value, unit="%")
+
+
+def percent(value: float | None) -> str:
+    """A size in percent (a spread, a change a test could detect): unsigned, to 0.1 (``12.5 %``)."""
+    return MISSING if value is None else f"{value:,.{DECIMALS['pct']}f} %"
 
 
 def rounded(value: float | None, column: str = "", unit: str | None = None) -> float | None:
     """A float rounded as :func:`figure` shows it, for places that take a number (Dagster's float metadata, which
-    it charts across materializations): milliseconds to 0.1, ratios to 4 dp, densities to 2 dp, percent changes to
-    0.1, p-values to 2 significant digits, anything else below 1 to 4 significant digits and above to 2 dp. None
-    stays None: not measured."""
+    it charts across materializations). None stays None: not measured."""
     if value is None or math.isnan(value) or math.isinf(value):
         return value
-    kind = _digits_for(column, unit)
-    if kind in ROUNDING_DIGITS:
-        return round(value, ROUNDING_DIGITS[kind])
+    kind = kind_of(column, unit)
+    if kind in DECIMALS:
+        return round(value, DECIMALS[kind])
     if kind == "p" or abs(value) < 1:
         return float(f"{value:.{2 if kind == 'p' else 4}g}")
     return round(value, 2)

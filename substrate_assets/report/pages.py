@@ -23,13 +23,6 @@ import numpy as np
 import polars as pl
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
-from substrate_assets.analysis.verdict_text import (
-    COLUMN_LEGEND,
-    SHOWN_COLUMNS,
-    settling_advice,
-    shown_row,
-    summary,
-)
 from substrate_assets.analysis.verdicts import Comparison
 from substrate_assets.report import plots
 from substrate_assets.report.drift import drift_section
@@ -46,6 +39,17 @@ from substrate_assets.report.html import (
     side_by_side,
     table,
     warning,
+)
+from substrate_assets.report.verdict_text import (
+    COLUMN_LEGEND,
+    SHOWN_COLUMNS,
+    settling_advice,
+    shown_row,
+    summary,
+    why_text,
+)
+from substrate_assets.report.verdict_text import (
+    notes as comparison_notes,
 )
 from substrate_assets.warehouse.compare_samples import pooled_wakes
 from substrate_assets.warehouse.introspection import has_table
@@ -363,11 +367,11 @@ def compared_page(connection: duckdb.DuckDBPyConnection, comparison: Comparison,
     advice = settling_advice(comparison)
     notes = [COLUMN_LEGEND, summary(comparison, source),
              *([f"History (the noise's other measurements): {comparison.history}"] if comparison.history else []),
-             *(f"{row.figure} is inconclusive: {row.why}" for row in comparison.figures
-               if row.verdict == "inconclusive" and row.why),
+             *(f"{row.figure} is inconclusive: {why_text(row)}" for row in comparison.figures
+               if row.verdict == "inconclusive" and why_text(row)),
              *([f"To settle: {advice}"] if advice else []),
              *(f"configuration differs: {line}" for line in comparison.differences),
-             *(f"Note: {line}" for line in comparison.warnings)]
+             *(f"Note: {line}" for line in comparison_notes(comparison))]
     return comparison_report(f"{comparison.candidate.label} against {comparison.baseline.label}",
                              comparison.baseline.label, comparison.candidate.label, rows, samples,
                              warehouse=warehouse, generated_at=generated_at, notes=notes, navigation=navigation)

@@ -40,12 +40,12 @@ from typing import Any
 import duckdb
 
 from substrate_assets.analysis.thresholds import Thresholds
-from substrate_assets.analysis.verdict_text import change_text, interval_text
 from substrate_assets.analysis.verdicts import Comparison
 from substrate_assets.report import plots
 from substrate_assets.report.html import Link, chart, note, page, paragraph, section, table
 from substrate_assets.report.pages import compared_page, history_chart, trial_report
 from substrate_assets.report.primary_chart import kind, primary_history_chart
+from substrate_assets.report.verdict_text import change_text, interval_text
 from substrate_assets.warehouse.compare_trials import judge_against_history
 from substrate_assets.warehouse.introspection import has_table
 from substrate_assets.warehouse.primary_history import SuiteHistory, suite_history

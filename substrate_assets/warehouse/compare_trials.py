@@ -15,15 +15,13 @@ comparison counts that in the figure's error, and says so.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import duckdb
 
 from substrate_assets.analysis.noise import HISTORY_WINDOW
-from substrate_assets.analysis.verdict_text import spread_text
-from substrate_assets.analysis.verdicts import Comparison, FigureComparison, Side, Thresholds, judge
+from substrate_assets.analysis.verdicts import Comparison, Side, Thresholds, judge
 from substrate_assets.warehouse.compare_figures import measured_figures
 from substrate_assets.warehouse.introspection import has_table
 from substrate_assets.warehouse.sides import SideNotFound, rounds, trials_text
@@ -132,19 +130,15 @@ def compare(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Si
     figures = judge(measured, thresholds, pairs)
     warnings = [f"left out of the {role}: {line}" for role, side in (("baseline", baseline), ("candidate", candidate))
                 for line in side.left_out]
-    warnings += [*kept_disturbed(connection, baseline, candidate), *drifted(figures)]
+    warnings += kept_disturbed(connection, baseline, candidate)
     named = {row.figure for row in measured}
     warnings += [f"the suite's primary figure {name!r} is not one of this comparison's figures: nothing of it was "
                  "judged, and its share of the false-alarm budget went to the others"
                  for name in thresholds.primary or () if name not in named]
-    if pairs:
-        primary = next((row for row in figures if row.primary and row.correlation is not None), None)
-        if primary is not None:
-            warnings.append(f"analysed as {len(pairs)} rounds (the groups of one ab run): {primary.figure}'s "
-                            f"correlation between a round's two trials is {primary.correlation:+.2f}")
     return Comparison(baseline, candidate, thresholds, figures,
                       [*configuration_differences(connection, baseline, candidate),
-                       *unfinished(connection, baseline, candidate)], history.description, bool(pairs), warnings)
+                       *unfinished(connection, baseline, candidate)], history.description, bool(pairs), warnings,
+                      len(pairs) if pairs else 0)
 
 
 def kept_disturbed(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> list[str]:
@@ -154,17 +148,6 @@ def kept_disturbed(connection: duckdb.DuckDBPyConnection, baseline: Side, candid
                               [[*baseline.trial_ids, *candidate.trial_ids]]).fetchall()
     return [f"trial {trial_id} is disturbed ({because}), kept as asked: its figures carry other work's load"
             for trial_id, because in rows]
-
-
-def drifted(figures: Sequence[FigureComparison]) -> list[str]:
-    """A line for each primary figure whose sides ran at moments of a drifting machine: how much the moments alone
-    move it, counted in its error."""
-    return [f"{row.figure}'s history drifted: groups run at different moments differ by about "
-            f"{math.expm1(row.drift) * 100 if row.scale == 'ratio' else row.drift:.1f}"
-            f"{' %' if row.scale == 'ratio' else ''} on their own (and consecutive trials by "
-            f"{spread_text(row.noise, row.scale, row.unit)}), which more trials a side do not shrink: it is counted in "
-            "the change's interval and detectable change. Rounds (ab) cancel it"
-            for row in figures if row.primary and row.drift is not None and row.noise is not None]
 
 
 def judge_against_history(connection: duckdb.DuckDBPyConnection, candidate: Side,

@@ -347,13 +347,13 @@ def test_a_bar_past_what_a_double_holds_is_an_infinite_detectable_change_not_an_
     output writes it."""
     import json
 
-    from substrate_assets.analysis.verdict_text import detectable_text, plain_row
+    from substrate_assets.report.verdict_text import detectable_text, plain_row, why_text
 
     row = scalar_figure("Step p99", "ms", "lower", "latency", [10.0, 100.0], [30.0], [])
     judged = judge([row], THRESHOLDS.model_copy(update={"false_alarm_rate": 0.0007}))[0]
     assert judged.verdict == "inconclusive" and judged.detectable == math.inf
     assert detectable_text(judged) == "none: too few trials"
-    assert "could detect no change it could show (none under +1,000 %) with 2 and 1 trials" in judged.why
+    assert "could detect no change it could show (none under +1,000 %) with 2 and 1 trials" in why_text(judged)
     assert plain_row(judged)["detectable"] == "inf"
     json.dumps(plain_row(judged), allow_nan=False)  # what compare --format json writes of the row
 
@@ -361,8 +361,8 @@ def test_a_bar_past_what_a_double_holds_is_an_infinite_detectable_change_not_an_
 def test_a_detectable_change_past_any_the_figure_could_show_is_shown_as_none():
     """Two trials a side at a secondary figure's level: the bar is finite but past any change a reader could use
     (10^60 % was printed); a share's past 1, which a share cannot move. Both are "none", the number kept in JSON."""
-    from substrate_assets.analysis.verdict_text import detectable_text, plain_row
     from substrate_assets.analysis.verdicts import beyond_showing
+    from substrate_assets.report.verdict_text import detectable_text, plain_row, why_text
 
     assert beyond_showing(1000.1, "ratio", "ms") and not beyond_showing(999.9, "ratio", "ms")
     assert beyond_showing(1.2, "difference", "share") and not beyond_showing(0.9, "difference", "share")
@@ -371,5 +371,5 @@ def test_a_detectable_change_past_any_the_figure_could_show_is_shown_as_none():
     judged = judge([row], THRESHOLDS.model_copy(update={"false_alarm_rate": 0.0007}))[0]
     assert judged.verdict == "inconclusive" and SHOWN_REACH_PCT < judged.detectable < math.inf
     assert detectable_text(judged) == "none: too few trials"
-    assert "could detect no change it could show (none under +1,000 %) with 2 and 2 trials" in judged.why
+    assert "could detect no change it could show (none under +1,000 %) with 2 and 2 trials" in why_text(judged)
     assert plain_row(judged)["detectable"] == judged.detectable

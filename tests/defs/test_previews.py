@@ -1,4 +1,4 @@
-"""What Dagster shows of a table's first rows: figures rounded by column, null as null, and a table too wide for the
+"""What Dagster shows of a table's first rows: figures rounded by column (report/figures.py's rule, null as a dash), and a table too wide for the
 page turned on its side."""
 
 from substrate_assets.defs.warehouse.metadata import WIDE_PREVIEW_ROWS, preview_markdown
@@ -10,7 +10,7 @@ def test_a_narrow_preview_is_a_table_with_rounded_figures():
                               "run_ts": 1796098653},
                              {"trial_id": "b", "p50_ms": None, "failure_ratio": 0.0, "run_ts": 1}])
     assert text.splitlines() == ["| trial_id | p50_ms | failure_ratio | run_ts |", "|---|---|---|---|",
-                                 "| a | 748.7 | 0.0123 | 1796098653 |", "| b | null | 0.0000 | 1 |"]
+                                 "| a | 748.7 | 0.0123 | 1796098653 |", "| b | — | 0.0000 | 1 |"]
 
 
 def test_one_row_reads_as_column_value_lines():

@@ -80,7 +80,7 @@ def test_history_report_tables(filled):
     (3.14159e-12, "p_value", None, "3.1e-12"),
     (0.0123456, "failure_ratio", None, "0.0123"),
     (12.3456, "actors_per_node", None, "12.35"),
-    (21.94, "change_pct", "ms", "+21.9%"),
+    (21.94, "change_pct", "ms", "+21.9 %"),
     (48000, "n_wakes", None, "48,000"),
     (120.0, "users", None, "120"),
     (None, "p50_ms", None, "—"),

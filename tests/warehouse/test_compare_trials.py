@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from substrate_assets.analysis.statistics import floor_index
 from substrate_assets.analysis.verdicts import NO_NOISE, Side, Thresholds
 from substrate_assets.cli import main
+from substrate_assets.report.verdict_text import notes
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.compare_trials import compare, history_window, judge_against_history
@@ -320,7 +321,7 @@ def test_the_groups_of_an_ab_run_are_judged_round_by_round(tmp_path):
         primary = next(row for row in result.figures if row.primary)
         assert result.paired and primary.correlation is not None and primary.verdict == "regressed"
         assert primary.noise_df == 3  # four rounds' differences, no history of this configuration yet
-        assert any("analysed as 4 rounds" in warning for warning in result.warnings)
+        assert any("analysed as 4 rounds" in warning for warning in notes(result))
         unpaired = compare(connection, select_side(connection, f"{stamp}-a4", last=3),
                            select_side(connection, f"{stamp}-b4"), Thresholds())
         assert not unpaired.paired
@@ -343,13 +344,13 @@ def test_a_drifting_history_is_counted_in_the_error_and_said(tmp_path):
         judged = judge_against_history(connection, select_side(connection, ids[-1]), Thresholds())
     primary = next(row for row in judged.figures if row.primary)
     assert len(judged.baseline.trial_ids) == 11 and primary.drift is not None and primary.drift > primary.noise
-    assert any("history drifted" in warning and "Rounds (ab) cancel it" in warning for warning in judged.warnings)
+    assert any("history drifted" in warning and "Rounds (ab) cancel it" in warning for warning in notes(judged))
     flat = [(latencies(80 + n, 100.0, between=0.005), {}) for n in range(12)]
     path, ids = loaded(tmp_path / "flat", flat)
     with connect(path, read_only=True) as connection:
         judged = judge_against_history(connection, select_side(connection, ids[-1]), Thresholds())
     primary = next(row for row in judged.figures if row.primary)
-    assert primary.drift is None and not any("drifted" in warning for warning in judged.warnings)
+    assert primary.drift is None and not any("drifted" in warning for warning in notes(judged))
 
 
 def test_a_suite_names_its_primary_figures_and_a_name_that_matches_none_is_said(warehouse):

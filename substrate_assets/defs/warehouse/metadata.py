@@ -44,9 +44,7 @@ PREVIEW_CELL_CHARS = 48
 
 
 def _cell(value: Any, column: str) -> str:
-    # null, not a dash: in the warehouse a null is a figure that was not measured. Whole numbers as they are: a count
-    # of bytes reads better without separators here.
-    text = "null" if value is None else str(value) if isinstance(value, int) else figure(value, column)
+    text = figure(value, column)
     if len(text) > PREVIEW_CELL_CHARS:
         kept = PREVIEW_CELL_CHARS - 1
         text = f"{text[:kept // 2]}…{text[-(kept - kept // 2):]}"

@@ -11,11 +11,11 @@ from datetime import timedelta
 import dagster as dg
 import duckdb
 
-from substrate_assets.analysis.verdict_text import figure_text, p_value_text, percent_text, spread_text
 from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.warehouse.column_checks import check_results, column_checks
 from substrate_assets.defs.warehouse.metadata import declared_table, model_metadata
 from substrate_assets.defs.warehouse.resources import WarehouseResource
+from substrate_assets.report.verdict_text import figure_text, p_value_text, percent_text, spread_text
 from substrate_assets.warehouse.change_points import CHANGE_POINTS, MetricChange, read_change_points
 from substrate_assets.warehouse.checks import ColumnTest, load_tests
 from substrate_assets.warehouse.connection import transaction

@@ -9,13 +9,13 @@ import warnings
 import dagster as dg
 import duckdb
 
-from substrate_assets.analysis.verdict_text import as_markdown, outcome, settling_advice, summary
 from substrate_assets.analysis.verdicts import Comparison, Side, inconclusive, lost, regressed
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION, TRIAL_RUN
 from substrate_assets.defs.warehouse.resources import WarehouseResource
+from substrate_assets.report.verdict_text import as_markdown, notes, outcome, settling_advice, summary
 from substrate_assets.suites import compare_thresholds
 from substrate_assets.warehouse.compare_samples import pooled_wakes
 from substrate_assets.warehouse.compare_trials import judge_against_history
@@ -57,7 +57,7 @@ def check_result(comparison: Comparison, source: str,
         "inconclusive": ", ".join(row.figure for row in unsure) or "none",
         "not_measured_by_this_trial": ", ".join(row.figure for row in gone) or "none",
         "comparison": dg.MetadataValue.md(as_markdown(comparison, source)),
-        **({"notes": "\n".join(comparison.warnings)} if comparison.warnings else {}),
+        **({"notes": "\n".join(notes(comparison))} if notes(comparison) else {}),
         **({"to_settle": advice} if advice else {}),
     }
     for row in comparison.figures:

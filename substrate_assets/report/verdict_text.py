@@ -1,6 +1,7 @@
-"""A comparison as people and programs read it: figures rounded to what they mean (ms to 0.1, ratios to 4 dp,
-densities to 2 dp, changes to 0.1 %, p-values to 2 significant digits) for tables and markdown, unrounded in CSV and
-JSON; and the comparison's outcome, which a CI gate reads from the exit code."""
+"""A comparison as people and programs read it: figures shown by the one rule of :mod:`.figures` (ms to 0.1,
+ratios to 4 dp, shares to 3 dp, densities to 2 dp, changes to 0.1 %, p-values to 2 significant digits, a dash for
+null) in tables, markdown and the reasons given, unrounded in CSV and JSON; and the comparison's outcome, which a CI
+gate reads from the exit code."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ from dataclasses import asdict
 from typing import Any, Literal
 
 from substrate_assets.analysis.verdicts import (
+    FRACTION_UNITS,
+    SHOWN_REACH_PCT,
     Comparison,
     FigureComparison,
+    Interval,
     beyond_showing,
     improved,
     inconclusive,
@@ -21,65 +25,61 @@ from substrate_assets.analysis.verdicts import (
     regressed,
     unjudged,
 )
+from substrate_assets.report.figures import MISSING, change, figure, percent
 
 FIELDS = ("figure", "unit", "better", "scale", "primary", "baseline", "candidate", "change_pct", "difference",
           "interval_low", "interval_high", "equivalence_interval_low", "equivalence_interval_high", "noise",
-          "noise_df", "drift", "correlation", "detectable", "p_value", "level", "baseline_trials",
+          "noise_df", "drift", "correlation", "detectable", "p_value", "level", "threshold", "baseline_trials",
           "candidate_trials", "history_trials", "trials_needed", "verdict", "why", "note")
-DIGITS_BY_UNIT = {"ms": 1, "ratio": 4, "users": 2, "share": 3}
 Outcome = Literal["regressed", "inconclusive", "no regression"]
 # What `substrate-bench compare` exits with for each outcome: a CI gate can tell them apart.
 EXIT_CODES: dict[Outcome, int] = {"no regression": 0, "regressed": 3, "inconclusive": 4}
 
 
 def figure_text(value: float | None, unit: str, signed: bool = False) -> str:
-    """A figure rounded to what it means: ms to 0.1, ratios to 4 dp, densities and users to 2 dp."""
-    if value is None:
-        return "null"
-    return f"{value:{'+' if signed else ''}.{DIGITS_BY_UNIT.get(unit, 2)}f}"
+    """A figure of ``unit`` as :func:`~.figures.figure` shows it."""
+    return figure(value, unit=unit, signed=signed)
 
 
 def percent_text(value: float | None) -> str:
-    return "null" if value is None else "+∞ %" if value == math.inf else f"{value:+.1f} %"
+    return change(value)
 
 
 def p_value_text(value: float | None) -> str:
-    """Two significant digits; a p-value below what a double holds is ``< 1e-300``."""
-    if value is None:
-        return "null"
-    if value < 1e-300:
-        return "< 1e-300"
-    return f"{value:.2g}"
+    return figure(value, "p_value")
 
 
 def change_text(row: FigureComparison) -> str:
     """The change as the figure's scale reads it: a percentage, or (difference scale) the unit's signed amount."""
-    if row.scale == "difference" and row.unit in ("ratio", "share"):
+    if row.scale == "difference" and row.unit in FRACTION_UNITS:
         return figure_text(row.difference, row.unit, signed=True)
     return percent_text(row.change_pct)
 
 
+def _interval(interval: Interval | None, scale: str, unit: str) -> str:
+    if interval is None:
+        return MISSING
+    if scale == "ratio":
+        return f"[{percent_text(interval.low)}, {percent_text(interval.high)}]"
+    return f"[{figure_text(interval.low, unit, signed=True)}, {figure_text(interval.high, unit, signed=True)}]"
+
+
 def interval_text(row: FigureComparison) -> str:
-    if row.interval is None:
-        return "null"
-    if row.scale == "ratio":
-        return f"[{percent_text(row.interval.low)}, {percent_text(row.interval.high)}]"
-    return (f"[{figure_text(row.interval.low, row.unit, signed=True)}, "
-            f"{figure_text(row.interval.high, row.unit, signed=True)}]")
+    return _interval(row.interval, row.scale, row.unit)
 
 
 def spread_text(spread: float | None, scale: str, unit: str) -> str:
     """A trial-to-trial spread: a coefficient of variation in percent on the ratio scale, else in the unit."""
     if spread is None:
         return "unknown"
-    return f"{spread * 100:.1f} %" if scale == "ratio" else f"{figure_text(spread, unit)} {unit}"
+    return percent(spread * 100) if scale == "ratio" else f"{figure_text(spread, unit)} {unit}"
 
 
 def noise_text(row: FigureComparison) -> str:
     if row.noise is None:
         return "unknown"
     if row.unit == "ratio":  # counts: the dispersion over binomial, from the trials' scatter
-        return f"dispersion {row.noise:.2f} (df {_df(row.noise_df)})"
+        return f"dispersion {figure(row.noise, unit='users')} (df {_df(row.noise_df)})"
     drift = f" + drift {spread_text(row.drift, row.scale, row.unit)}" if row.drift is not None else ""
     return f"{spread_text(row.noise, row.scale, row.unit)}{drift} (df {_df(row.noise_df)})"
 
@@ -94,8 +94,68 @@ def detectable_text(row: FigureComparison) -> str:
     if beyond_showing(row.detectable, row.scale, row.unit):
         return "none: too few trials"
     if row.scale == "ratio":
-        return f"≥ {row.detectable:.1f} %"
+        return f"≥ {percent(row.detectable)}"
     return f"≥ {figure_text(row.detectable, row.unit)}"
+
+
+def threshold_text(row: FigureComparison) -> str:
+    """The suite's threshold for the figure as the suite states it: a percentage, or the unit's amount for a
+    failure ratio or a share."""
+    if row.threshold is None:
+        return MISSING
+    return f"±{row.threshold:g}" if row.unit in FRACTION_UNITS else f"±{row.threshold:g} %"
+
+
+def why_text(row: FigureComparison) -> str | None:
+    """Why the figure has no verdict of change or no change: the reason the comparison gave (a side without the
+    figure, too few samples), or for an inconclusive figure what its interval, its level and the trials could
+    tell."""
+    if row.why is not None or row.verdict != "inconclusive" or row.equivalence_interval is None:
+        return row.why
+    interval = _interval(row.equivalence_interval, row.scale, row.unit)
+    said = (f"neither beyond the threshold's {threshold_text(row)} at p < {figure(row.level, 'p_value')} nor inside "
+            f"it (90 % interval {interval})")
+    if row.unit == "ratio":  # counts: no detectable change a side of trials would reach
+        return said
+    if row.detectable is None:
+        detects = "unknown"
+    elif beyond_showing(row.detectable, row.scale, row.unit):
+        detects = f"no change it could show ({_past_showing(row)})"
+    else:
+        detects = f"≥ {_reach(row)}"
+    more = f"about {row.trials_needed} trials a side would settle it" if row.trials_needed else \
+        "more than 100 trials a side would be needed to settle it"
+    return (f"{said}; could detect {detects} with {row.baseline_trials} and {row.candidate_trials} trials: {more}")
+
+
+def _past_showing(row: FigureComparison) -> str:
+    """What :func:`beyond_showing` means for the figure, in words."""
+    return f"none under +{SHOWN_REACH_PCT:,.0f} %" if row.scale == "ratio" else f"a {row.unit} moves at most 1"
+
+
+def notes(comparison: Comparison) -> list[str]:
+    """The comparison's notes on its data (trials left out, disturbed trials kept, a primary figure not measured),
+    then those its figures tell: a primary figure whose sides ran at moments of a drifting machine (how much the
+    moments alone move it, counted in its error), and the rounds' correlation of the primary figure."""
+    lines = list(comparison.warnings)
+    lines += [f"{row.figure}'s history drifted: groups run at different moments differ by about "
+              f"{percent(math.expm1(row.drift) * 100) if row.scale == 'ratio' else figure_text(row.drift, row.unit)}"
+              f" on their own (and consecutive trials by {spread_text(row.noise, row.scale, row.unit)}), which more "
+              "trials a side do not shrink: it is counted in the change's interval and detectable change. Rounds (ab) "
+              "cancel it"
+              for row in comparison.figures if row.primary and row.drift is not None and row.noise is not None]
+    primary = next((row for row in comparison.figures if row.primary and row.correlation is not None), None)
+    if comparison.rounds and primary is not None:
+        lines.append(f"analysed as {comparison.rounds} rounds (the groups of one ab run): {primary.figure}'s "
+                     f"correlation between a round's two trials is {primary.correlation:+.2f}")
+    return lines
+
+
+def _reach(row: FigureComparison) -> str:
+    assert row.detectable is not None
+    if row.scale == "ratio":
+        return percent(row.detectable)
+    return f"{figure_text(row.detectable, row.unit)} {row.unit}"
 
 
 def trials_text(row: FigureComparison) -> str:
@@ -103,7 +163,7 @@ def trials_text(row: FigureComparison) -> str:
 
 
 def level_text(row: FigureComparison) -> str:
-    return "null" if row.level is None else f"{row.level:.2g}"
+    return figure(row.level, "p_value")
 
 
 def figure_name(row: FigureComparison) -> str:
@@ -114,7 +174,7 @@ def figure_name(row: FigureComparison) -> str:
 def shown_row(row: FigureComparison) -> list[str]:
     return [figure_name(row), figure_text(row.baseline, row.unit), figure_text(row.candidate, row.unit),
             change_text(row), interval_text(row), noise_text(row), detectable_text(row), p_value_text(row.p_value),
-            level_text(row), trials_text(row), row.verdict or row.why or "not measured"]
+            level_text(row), trials_text(row), row.verdict or why_text(row) or "not measured"]
 
 
 SHOWN_COLUMNS = ["figure", "baseline", "candidate", "change", "95 % CI", "noise", "could detect", "p", "level",
@@ -134,6 +194,7 @@ def plain_row(row: FigureComparison) -> dict[str, Any]:
         interval = values.pop(name)
         values[f"{name}_low"] = interval["low"] if interval else None
         values[f"{name}_high"] = interval["high"] if interval else None
+    values["why"] = why_text(row)
     # JSON has no infinity: a change past what a double holds (a bar no data could reach) is written "inf".
     return {name: "inf" if values[name] == math.inf else values[name] for name in FIELDS}
 
@@ -156,7 +217,7 @@ def as_json(comparison: Comparison) -> str:
         "thresholds": comparison.thresholds.model_dump(),
         "configuration_differences": comparison.differences,
         "paired": comparison.paired,
-        "warnings": comparison.warnings,
+        "warnings": notes(comparison),
         "outcome": outcome(comparison),
         "figures": [plain_row(row) for row in comparison.figures],
         "primary": [row.figure for row in comparison.figures if row.primary],
@@ -189,11 +250,12 @@ def as_markdown(comparison: Comparison, source: str) -> str:
     for row in comparison.figures:
         cells = shown_row(row)
         if row.verdict in ("regressed", "inconclusive"):
-            cells[-1] = f"**{row.verdict}**" + (f": {row.why}" if row.why else "")
+            why = why_text(row)
+            cells[-1] = f"**{row.verdict}**" + (f": {why}" if why else "")
         lines.append(f"| {' | '.join(_markdown_cell(cell) for cell in cells)} |")
     lines += ["", f"_{COLUMN_LEGEND}_", "", summary(comparison, source)]
     lines += [f"- configuration differs: {_markdown_cell(difference)}" for difference in comparison.differences]
-    lines += [f"- note: {_markdown_cell(warning)}" for warning in comparison.warnings]
+    lines += [f"- note: {_markdown_cell(warning)}" for warning in notes(comparison)]
     return "\n".join(lines) + "\n"
 
 

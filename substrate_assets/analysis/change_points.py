@@ -67,7 +67,8 @@ class ChangePointParameters:
                              f"{self.min_trials}")
 
     def describe(self) -> str:
-        return (f"window {self.window_len} trials, p < {self.max_pvalue}, magnitude > {self.min_magnitude:.0%}, "
+        return (f"window {self.window_len} trials, p < {self.max_pvalue}, "
+                f"magnitude > {self.min_magnitude * 100:.0f} %, "
                 f"at least {self.min_segment} trials at each level, at least {self.min_trials} trials")
 
 

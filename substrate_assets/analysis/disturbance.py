@@ -46,8 +46,8 @@ def disturbed_because(measured: Mapping[str, float | None], limits: DisturbanceL
     for name, limit in limits.model_dump().items():
         value = measured.get(name)
         if limit is not None and value is not None and value > limit:
-            reasons.append(f"{DESCRIPTIONS[name]} {value:.1%} over the steady window, above the suite's limit of "
-                           f"{limit:.1%}")
+            reasons.append(f"{DESCRIPTIONS[name]} {value * 100:.1f} % over the steady window, above the suite's "
+                           f"limit of {limit * 100:.1f} %")
     return reasons
 
 

@@ -291,13 +291,13 @@ def _figure(evidence: _Evidence, level: float, thresholds: Thresholds) -> Figure
               "baseline_trials": len(base), "candidate_trials": len(cand),
               "history_trials": noise.history if noise else 0, "primary": measured.primary, "level": level,
               "correlation": evidence.correlation, "note": measured.note}
+    bound, common["threshold"] = margin(evidence, thresholds)
     if noise is None:
         return FigureComparison(**common, interval=None, noise=None, noise_df=None, detectable=None, p_value=None,
                                 verdict=None if measured.unjudged else "inconclusive",
                                 why=measured.unjudged or NO_NOISE)
     estimate = Estimate(shift, *evidence.error)
-    bound, threshold = margin(evidence, thresholds)
-    common |= {"threshold": threshold, "noise": noise.spread, "noise_df": estimate.df, "p_value": estimate.p_value(),
+    common |= {"noise": noise.spread, "noise_df": estimate.df, "p_value": estimate.p_value(),
                "drift": None if evidence.drifting is None else evidence.drifting.between,
                "interval": _as_interval(*estimate.interval(CONFIDENCE), scale),
                "equivalence_interval": _as_interval(*estimate.interval(1 - 2 * thresholds.false_alarm_rate), scale),

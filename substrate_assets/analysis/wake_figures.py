@@ -107,4 +107,4 @@ def slow_share(trial: TrialWakes) -> float | None:
 
 
 def mix_text(mix: dict[str, float]) -> str:
-    return ", ".join(f"{path} {weight:.0%}" for path, weight in mix.items())
+    return ", ".join(f"{path} {weight * 100:.0f} %" for path, weight in mix.items())

@@ -55,10 +55,11 @@ class DeadTime:
 
     def line(self) -> str:
         share = self.dead_s / self.load_s if self.load_s > 0 else float("inf")
-        over = f", over the {TARGET_SHARE:.0%} substrate-bench aims for" if share > TARGET_SHARE else ""
+        over = f", over the {TARGET_SHARE * 100:.0f} % substrate-bench aims for" if share > TARGET_SHARE else ""
         # A negative part is shown, not hidden: a trial's clock (a driver pod's) behind this machine's makes one.
         parts = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in self.parts.items() if abs(seconds) >= 0.05)
-        return (f"dead time: {self.dead_s:.1f} s beyond {self.load_s:.1f} s of load ({share:.0%}{over}): {parts}")
+        return (f"dead time: {self.dead_s:.1f} s beyond {self.load_s:.1f} s of load ({share * 100:.0f} %{over}): "
+                f"{parts}")
 
 
 def process_started() -> float:

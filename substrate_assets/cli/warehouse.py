@@ -116,7 +116,7 @@ def rebuild() -> None:
     for problem in result.skipped:
         click.echo(f"skipped {problem.trial_dir}: {problem}", err=True)
     console = wide_console()
-    console.print(f"rebuilt {warehouse} from {len(result.trials)} trials in {result.seconds:.2f}s",
+    console.print(f"rebuilt {warehouse} from {len(result.trials)} trials in {result.seconds:.2f} s",
                   highlight=False)
     print_rows(console, "tables", ["table", "rows"],
                [*result.raw_rows.items(), *((table.name, table.rows) for table in result.models)])

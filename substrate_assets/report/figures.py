@@ -11,7 +11,8 @@ from decimal import Decimal
 from typing import Any, Literal
 
 MISSING = "—"
-EPOCH_SUFFIXES = ("_at", "_ts")
+# Columns of times in epoch seconds (started_at, run_ts, run_start, a history row's timestamp): no separators.
+EPOCH_SUFFIXES = ("_at", "_ts", "_start", "_end", "timestamp")
 # The smallest p-value a double holds is about 1e-308: below this one it reads as a bound, not a number.
 SMALLEST_P = 1e-300
 
@@ -44,7 +45,7 @@ def kind_of(column: str, unit: str | None) -> Kind:
         return "ratio"
     if unit == "share":
         return "share"
-    if unit == "users" or "/" in unit or unit.startswith("actors per"):
+    if unit == "users" or "/" in unit or unit.startswith("actors"):
         return "density"
     return "plain"
 
@@ -75,13 +76,16 @@ def figure(value: Any, column: str = "", unit: str | None = None, *, signed: boo
     if math.isnan(value):
         return "NaN"
     if math.isinf(value):
-        infinite = "+∞" if value > 0 else "−∞"
+        infinite = "+∞" if value > 0 else "-∞"
         return f"{infinite} %" if kind == "pct" else infinite.lstrip("+")
-    if kind == "pct":
-        return f"{value:+.1f} %"
     if kind == "p":
-        return f"< {SMALLEST_P:g}" if 0 < value < SMALLEST_P else f"{value:.2g}"
+        # A p-value of 0 is one that underflowed a double, not a certainty.
+        return f"< {SMALLEST_P:g}" if value < SMALLEST_P else f"{value:.2g}"
     if kind in DECIMALS:
+        # Rounded first, so that a figure that rounds to zero reads 0, never -0.
+        value = round(value, DECIMALS[kind]) + 0.0
+        if kind == "pct":
+            return f"{value:+.1f} %"
         return f"{value:{sign},.{DECIMALS[kind]}f}"
     if value.is_integer() and abs(value) < 1e15:
         return f"{value:{sign},.0f}"
@@ -95,7 +99,9 @@ def change(value: float | None) -> str:
 
 def percent(value: float | None) -> str:
     """A size in percent (a spread, a change a test could detect): unsigned, to 0.1 (``12.5 %``)."""
-    return MISSING if value is None else f"{value:,.{DECIMALS['pct']}f} %"
+    if value is None:
+        return MISSING
+    return "∞ %" if math.isinf(value) else f"{round(value, DECIMALS['pct']) + 0.0:,.{DECIMALS['pct']}f} %"
 
 
 def rounded(value: float | None, column: str = "", unit: str | None = None) -> float | None:

@@ -264,7 +264,7 @@ def rules(comparison: Comparison, source: str) -> str:
     return (f"{source}: latency ±{thresholds.latency_change_pct:g} %, densities and capacity "
             f"±{thresholds.density_change_pct:g} %, failure ratio ±{thresholds.failure_ratio_change:g}, shares "
             f"±{thresholds.share_change:g}; a false-alarm rate of {thresholds.false_alarm_rate:g}, "
-            f"{thresholds.primary_share:.0%} of it on the primary figures")
+            f"{thresholds.primary_share * 100:.0f} % of it on the primary figures")
 
 
 def summary(comparison: Comparison, source: str) -> str:

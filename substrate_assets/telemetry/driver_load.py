@@ -62,10 +62,10 @@ class DriverLoad:
         if share is None or share <= limit:
             return None
         saturation = self.machine_cpu_saturation
-        busy = "" if saturation is None else f", with the machine {saturation:.0%} busy"
-        return (f"the driver (Locust) used {share:.0%} of this machine's {self.cores} cores over the steady window "
-                f"({self.driver_cpu_s:.1f} CPU s in {self.seconds:.0f} s{busy}), more than {limit:.0%}: it "
-                "competed with the actors for CPU, and its cost is in the latencies measured")
+        busy = "" if saturation is None else f", with the machine {saturation * 100:.0f} % busy"
+        return (f"the driver (Locust) used {share * 100:.0f} % of this machine's {self.cores} cores over the steady "
+                f"window ({self.driver_cpu_s:.1f} CPU s in {self.seconds:.0f} s{busy}), more than "
+                f"{limit * 100:.0f} %: it competed with the actors for CPU, and its cost is in the latencies measured")
 
 
 def _delta(first: dict[str, Any], last: dict[str, Any], column: str) -> float | None:

@@ -99,3 +99,9 @@ def test_a_failed_value_test_warns_and_blocks_nothing(project):
                 if evaluation.check_name == "value_tests"]
     assert not values.passed and values.severity == dg.AssetCheckSeverity.WARN
     assert rows(project, "second") == [("a", -2)]
+
+
+def test_a_subset_whose_input_was_never_built_builds_it_and_reports_the_selection_only(project):
+    result = refresh(project, "SELECT 'a' AS trial_id, 1 AS n", selection=["second"])
+    assert result.success and set(materialized(result)) == {"second"}
+    assert rows(project, "second") == [("a", 2)]

@@ -22,7 +22,8 @@ from substrate_assets.report.verdict_text import (
 
 CASES = [(748.7297, "p50_ms"), (1234.56, "wake_max_ms"), (0.012345678, "failure_ratio"), (0.35555, "slow_share"),
          (12.3456, "actors_per_node"), (21.94, "change_pct"), (0.000312345, "p_value"), (None, "p50_ms"),
-         (48000, "n_wakes"), (3, "points")]
+         (48000, "n_wakes"), (3, "points"), (1796593951, "run_start"), (1796593951, "timestamp"),
+         (4.0, "actors_per_node")]
 
 
 @pytest.mark.parametrize(("value", "column"), CASES)
@@ -35,7 +36,8 @@ def test_a_figure_reads_the_same_in_a_table_a_preview_and_a_page(value, column):
 
 @pytest.mark.parametrize(("value", "unit", "text"), [
     (748.7297, "ms", "748.7"), (1234.56, "ms", "1,234.6"), (0.012345678, "ratio", "0.0123"),
-    (0.35555, "share", "0.356"), (12.3456, "users", "12.35"), (None, "ms", MISSING)])
+    (0.35555, "share", "0.356"), (12.3456, "users", "12.35"), (4.0, "actors", "4.00"), (3.5, "actors/vCPU", "3.50"),
+    (None, "ms", MISSING)])
 def test_a_comparisons_figures_follow_the_same_rule(value, unit, text):
     assert figure_text(value, unit) == text == figure(value, unit=unit)
 
@@ -43,8 +45,10 @@ def test_a_comparisons_figures_follow_the_same_rule(value, unit, text):
 def test_changes_p_values_and_sizes_in_percent():
     assert percent_text(21.94) == change(21.94) == "+21.9 %" == figure(21.94, "change_pct")
     assert percent_text(-3.04) == "-3.0 %" and percent_text(math.inf) == "+∞ %" and percent_text(None) == MISSING
-    assert percent(12.345) == "12.3 %" and percent(None) == MISSING
-    assert p_value_text(0.000312345) == "0.00031" and p_value_text(1e-320) == "< 1e-300" and p_value_text(0.0) == "0"
+    assert percent(12.345) == "12.3 %" and percent(None) == MISSING and percent(math.inf) == "∞ %"
+    assert change(-0.04) == "+0.0 %" and figure(-0.00004, "failure_ratio") == "0.0000" and change(-math.inf) == "-∞ %"
+    assert p_value_text(0.000312345) == "0.00031" and p_value_text(1e-320) == "< 1e-300" and \
+        p_value_text(0.0) == "< 1e-300"
     assert figure(0.0123, unit="ratio", signed=True) == "+0.0123" and figure(-2.5, unit="ms", signed=True) == "-2.5"
     assert spread_text(0.0523, "ratio", "ms") == "5.2 %" and spread_text(0.004, "difference", "ratio") == \
         "0.0040 ratio" and spread_text(None, "ratio", "ms") == "unknown"
@@ -58,6 +62,11 @@ def _row(**given: object) -> FigureComparison:
               "candidate_trials": 3, "history_trials": 8, "verdict": "inconclusive", "level": 0.0125,
               "equivalence_interval": Interval(-1.0, 9.0), "threshold": 5.0, "trials_needed": 12}
     return FigureComparison(**{**fields, **given})
+
+
+def test_epoch_seconds_read_without_separators():
+    assert figure(1796593951, "run_start") == figure(1796593951, "run_end") == "1796593951"
+    assert figure(1796593951.0, "timestamp") == "1796593951" and figure(1796593951, "bytes") == "1,796,593,951"
 
 
 def test_an_inconclusive_figure_says_why_from_its_fields():

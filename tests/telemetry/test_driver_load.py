@@ -42,8 +42,8 @@ def test_a_driver_over_its_share_is_warned_about():
     assert load.driver_core_share > DRIVER_CORE_SHARE_LIMIT
     warning = load.warning()
     assert warning is not None
-    assert "used 30% of this machine's 2 cores" in warning and "6.0 CPU s in 10 s" in warning
-    assert "machine 95% busy" in warning
+    assert "used 30 % of this machine's 2 cores" in warning and "6.0 CPU s in 10 s" in warning
+    assert "machine 95 % busy" in warning
     assert load.warning(limit=0.3) is None
 
 

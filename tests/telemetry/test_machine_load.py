@@ -57,7 +57,7 @@ def test_a_figure_over_its_limit_disturbs_the_trial_and_one_not_measured_is_not_
     measured = {"foreign_cpu_share": 0.24, "steal_share": 0.001, "cpu_pressure": 0.9}
     assert is_disturbed(measured, limits) is True
     assert disturbed_because(measured, limits) == [
-        "CPU taken by other processes 24.0% over the steady window, above the suite's limit of 5.0%"]
+        "CPU taken by other processes 24.0 % over the steady window, above the suite's limit of 5.0 %"]
     # A cluster measures its nodes' pressure only, which the default limits do not judge: not known.
     assert is_disturbed({"foreign_cpu_share": None, "steal_share": None, "cpu_pressure": 0.9}, limits) is None
     assert is_disturbed({"cpu_pressure": 0.9}, DisturbanceLimits(cpu_pressure=0.5)) is True

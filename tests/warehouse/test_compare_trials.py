@@ -113,7 +113,7 @@ def test_each_trial_is_its_own_figure_and_a_group_their_geometric_mean(warehouse
                 for values, paths in (wakes[trial] for trial in ids[6:9])]
     primary = rows[PRIMARY]
     assert primary.primary and primary.baseline == pytest.approx(math.exp(np.mean(np.log(expected))), rel=1e-3)
-    assert f"restore_cold {cold:.0%}" in primary.note
+    assert f"restore_cold {cold * 100:.0f} %" in primary.note
     assert (primary.baseline_trials, primary.candidate_trials) == (3, 3)
 
 

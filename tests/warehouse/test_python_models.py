@@ -12,6 +12,7 @@ from substrate_assets.warehouse.models import python_models
 from substrate_assets.warehouse.models.discovery import ModelError, build_order
 from substrate_assets.warehouse.models.marts import build_marts, refresh_marts
 from substrate_assets.warehouse.models.python_models import PythonModel, every_model
+from substrate_assets.warehouse.raw_tables import ensure_schema
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = """\
@@ -106,3 +107,17 @@ def test_a_selected_model_builds_a_model_it_reads_that_was_never_built(project):
         assert [table.name for table in refreshed.tables] == ["first", "first_count"]
         refreshed = refresh_marts(connection, project / "dbt_like_sql", selected={"first_count"})
         assert [table.name for table in refreshed.tables] == ["first_count"]
+
+
+def test_a_failed_key_test_goes_on_stopping_what_reads_the_table_until_it_is_mended(project):
+    (project / "dbt_like_sql" / "first.sql").write_text("SELECT NULL::VARCHAR AS trial_id, 1 AS n")
+    with connect(project / "w.duckdb") as connection:
+        ensure_schema(connection)  # the bookkeeping: a second refresh finds first up to date and does not rebuild it
+        refresh_marts(connection, project / "dbt_like_sql")
+        again = refresh_marts(connection, project / "dbt_like_sql")
+        assert [table.updated for table in again.tables] == [()]  # nothing new for first
+        assert again.skipped == {"second": "first: trial_id_not_null", "first_count": "first: trial_id_not_null"}
+    (project / "dbt_like_sql" / "first.sql").write_text("SELECT 'a' AS trial_id, 1 AS n")
+    with connect(project / "w.duckdb") as connection:
+        mended = refresh_marts(connection, project / "dbt_like_sql")
+        assert mended.skipped == {} and {table.name for table in mended.tables} == {"first", "second", "first_count"}

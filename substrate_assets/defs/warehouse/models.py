@@ -130,7 +130,8 @@ def marts_asset(models: dict[str, AnyModel], tests: dict[str, list[ColumnTest]],
             found = read_change_points(connection) if CHANGE_POINTS in refreshed else None
             shown = _shown(connection, refreshed, found)
         committed = {COMMITTED_AT: dg.MetadataValue.timestamp(time.time())}
-        for table in refresh.tables:
+        # A model built because a selected one reads it and it was never built is not this run's to report.
+        for table in [table for table in refresh.tables if table.name in selected]:
             evaluated = check_results(table.name, refresh.outcomes.get(table.name, []))
             extra = shown.get(table.name, {})
             if table.name == CHANGE_POINTS:

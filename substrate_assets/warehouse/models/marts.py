@@ -142,13 +142,16 @@ def _with_missing_inputs(connection: duckdb.DuckDBPyConnection, models: Mapping[
 def _tested(connection: duckdb.DuckDBPyConnection, model: AnyModel, tests: Sequence[ColumnTest],
             checked: Collection[tuple[str, str]] | None, trial_ids: tuple[str, ...] | None,
             books: changes.Books | None) -> list[TestOutcome]:
-    """``model``'s tests (those ``checked``) over what its refresh wrote; each passes with no query when it wrote
-    nothing (a refresh reports every chosen test, and the rows were tested when they were written)."""
+    """``model``'s tests (those ``checked``) over what its refresh wrote: a per-trial model's new rows (each test
+    passes with no query when it wrote none: its rows were tested when they were written); another model's whole
+    table, even unchanged, so that a key test that failed goes on stopping what reads it until the table is
+    mended."""
     chosen = [test for test in tests if checked is None or (model.name, test.name) in checked]
+    if not model.per_trial:
+        return run_tests(connection, chosen, rows=held_rows(books))
     if trial_ids == ():
         return [TestOutcome(test, 0, []) for test in chosen]
-    scope = trial_ids if model.per_trial else None
-    return run_tests(connection, chosen, trial_ids=scope, rows=held_rows(books))
+    return run_tests(connection, chosen, trial_ids=trial_ids, rows=held_rows(books))
 
 
 def _prune_copies(connection: duckdb.DuckDBPyConnection, models: Mapping[str, AnyModel],

@@ -34,10 +34,12 @@ ui: setup
 validate: setup
 	$(VENV)/bin/substrate-bench validate --steps
 
-# ruff, and the layering of docs/architecture.md (import-linter's contracts in pyproject.toml).
+# ruff, the layering of docs/architecture.md (import-linter's contracts in pyproject.toml), and the types (mypy,
+# strict; pyproject.toml's [tool.mypy] lists the modules not yet strict-clean).
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 # The harvest tests run against a real Prometheus (Debian's package). As root, install it; otherwise
 # those tests skip and say so (CI sets SUBSTRATE_BENCH_REQUIRE_PROMETHEUS=1, which fails them instead).
@@ -76,4 +78,4 @@ test: setup prometheus chromium postgresql lint
 	$(VENV)/bin/pytest -n 2 --dist loadfile
 
 clean:
-	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .import_linter_cache
+	rm -rf $(VENV) $(TOOLS) .pytest_cache .ruff_cache .import_linter_cache .mypy_cache

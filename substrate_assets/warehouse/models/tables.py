@@ -75,10 +75,12 @@ def _has_manifests(connection: duckdb.DuckDBPyConnection, books: changes.Books |
     if books is not None and "trial_manifests" in books.columns:
         return any(column == "started_at" for column, _ in books.columns["trial_manifests"])
     # Asked of the catalog, not by DESCRIBE: an error would abort the refresh's transaction.
-    return connection.execute(
+    found = connection.execute(
         "SELECT count(*) > 0 FROM information_schema.columns WHERE table_catalog = current_database() AND "
         "table_schema = current_schema() AND table_name = 'trial_manifests' AND column_name = 'started_at'"
-    ).fetchone()[0]
+    ).fetchone()
+    assert found is not None  # an aggregate over the whole table is one row
+    return bool(found[0])
 
 
 def booked_columns(connection: duckdb.DuckDBPyConnection, name: str,
@@ -107,5 +109,7 @@ def rows_apart(connection: duckdb.DuckDBPyConnection, left: str, right: str) -> 
     the two tables hold the same rows (in any order)."""
     one = f"SELECT {comparable(connection, left)} FROM {left}"
     other = f"SELECT {comparable(connection, right)} FROM {right}"
-    return connection.execute(f"SELECT (SELECT count(*) FROM ({one} EXCEPT ALL {other})) + "
-                              f"(SELECT count(*) FROM ({other} EXCEPT ALL {one}))").fetchone()[0]
+    found = connection.execute(f"SELECT (SELECT count(*) FROM ({one} EXCEPT ALL {other})) + "
+                               f"(SELECT count(*) FROM ({other} EXCEPT ALL {one}))").fetchone()
+    assert found is not None  # a SELECT without FROM is one row
+    return int(found[0])

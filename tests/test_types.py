@@ -6,8 +6,9 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# 85 modules when mypy --strict was added to make test; fixing one takes it off the list, never the other way.
-LISTED_AT_THE_START = 85
+# 86 modules when mypy --strict was added to make test, 74 once the first were mended; fixing one takes it off the
+# list (and this number down with it), never the other way.
+LISTED_AT_MOST = 74
 
 
 def _not_yet_strict() -> list[str]:
@@ -23,5 +24,5 @@ def test_every_module_not_yet_strict_exists():
 
 def test_the_list_only_shrinks_and_names_no_module_twice():
     listed = _not_yet_strict()
-    assert len(listed) == len(set(listed)) <= LISTED_AT_THE_START
+    assert len(listed) == len(set(listed)) <= LISTED_AT_MOST
     assert all(name.startswith("substrate_assets") for name in listed)

@@ -153,7 +153,7 @@ def _levels_long_enough(points: list[OtavaChangePoint], series: list[float],
         if magnitudes[weakest] >= parameters.min_magnitude:
             break
         points = _without(points, weakest, series, parameters)
-    return merge(points, series, parameters.max_pvalue, parameters.min_magnitude)
+    return list(merge(points, series, parameters.max_pvalue, parameters.min_magnitude))
 
 
 def load_engine() -> None:

@@ -65,7 +65,7 @@ class DeadTime:
 def process_started() -> float:
     """When this process started (Unix seconds), as the kernel recorded it: the imports before any code of ours ran
     are part of a job's wall time."""
-    return psutil.Process().create_time()
+    return float(psutil.Process().create_time())
 
 
 def _seconds(trial: TrialDirectory, key: str) -> float:

@@ -143,4 +143,4 @@ def free_port() -> int:
     """A port free on 127.0.0.1 now, for a server the guard stands in front of."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        return int(probe.getsockname()[1])

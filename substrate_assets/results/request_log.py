@@ -198,7 +198,7 @@ def part_bytes(rows: list[RequestRecord]) -> bytes:
         columns, _PART_ARROW, strict=True)], schema=_PART_ARROW)
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
-    return sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def write_stop_reason(path: Path, reason: str) -> bool:

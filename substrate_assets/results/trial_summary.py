@@ -46,7 +46,7 @@ def observed_users(stats_history_csv: Path | None) -> list[float]:
                 if row.get("Name", "") not in TOTAL_ROW_NAMES:
                     continue
                 try:
-                    users = float(row.get("User Count", ""))  # type: ignore[arg-type]
+                    users = float(row.get("User Count", ""))
                 except (TypeError, ValueError):
                     continue
                 if users > 0:

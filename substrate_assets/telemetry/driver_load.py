@@ -71,7 +71,7 @@ class DriverLoad:
 def _delta(first: dict[str, Any], last: dict[str, Any], column: str) -> float | None:
     if first[column] is None or last[column] is None:
         return None
-    return last[column] - first[column]
+    return float(last[column] - first[column])
 
 
 def driver_load(samples: pl.DataFrame, steady: tuple[float, float], cores: int) -> DriverLoad | None:

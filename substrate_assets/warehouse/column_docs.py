@@ -2,6 +2,7 @@
 ``dbt_like_sql/sources.yml`` (the raw tables)."""
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -19,7 +20,7 @@ class ColumnDocsError(ValueError):
     """A description file does not read; the message names the file and the entry."""
 
 
-def _columns(path: Path, table: dict, where: str) -> dict[str, str]:
+def _columns(path: Path, table: dict[str, Any], where: str) -> dict[str, str]:
     described = {}
     for column in table.get("columns") or []:
         if not isinstance(column, dict) or not isinstance(column.get("name"), str):

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from itertools import groupby
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -87,7 +88,7 @@ def wake_figure(family: str) -> str:
     return f"{WAKE_ROWS.get(family) or 'wake'} gmean"
 
 
-def _trials(connection: duckdb.DuckDBPyConnection, suite: str) -> list[tuple]:
+def _trials(connection: duckdb.DuckDBPyConnection, suite: str) -> list[tuple[Any, ...]]:
     return connection.execute("""
         SELECT h.configuration, h.trial_id, h.trial_number, h.started_at, h.sut_version, t.group_id,
                coalesce(t.disturbed, false), t.completed, t.family

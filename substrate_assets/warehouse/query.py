@@ -59,7 +59,9 @@ def refusal(sql: str) -> str | None:
         for statement in statements:
             if statement.type != duckdb.StatementType.SELECT:
                 return f"{statement.type.name} statements are refused; sql runs queries only"
-            tree = json.loads(parser.execute("SELECT json_serialize_sql(?)", [statement.query]).fetchone()[0])
+            serialized = parser.execute("SELECT json_serialize_sql(?)", [statement.query]).fetchone()
+            assert serialized is not None  # a scalar SELECT is one row
+            tree = json.loads(serialized[0])
             if tree.get("error"):
                 return f"only plain queries run ({tree.get('error_message', 'not a query')})"
             refused = sorted(name for name in _function_names(tree) if _REFUSED_FUNCTIONS.fullmatch(name.lower()))

@@ -3,6 +3,7 @@
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -27,7 +28,7 @@ def trial_densities(connection: duckdb.DuckDBPyConnection,
     return _by_trial(connection.execute(query, {NARROWED_IDS: list(trial_ids)}).fetchall(), trial_ids)
 
 
-def _by_trial(rows: list[tuple], trial_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
+def _by_trial(rows: list[tuple[Any, ...]], trial_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
     """Rows of (trial_id, *DENSITY_FIGURES) as figures by trial; every figure null for a trial without a row."""
     found = {row[0]: dict(zip(DENSITY_FIGURES, row[1:], strict=True)) for row in rows}
     return {trial_id: found.get(trial_id, dict.fromkeys(DENSITY_FIGURES)) for trial_id in trial_ids}

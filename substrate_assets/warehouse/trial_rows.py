@@ -108,7 +108,7 @@ class StagedTrial(TrialDirectory):
         super().__init__(path)
         self._staged_key = key
 
-    @property  # type: ignore[override]
+    @property
     def key(self) -> TrialKey:
         return self._staged_key
 

@@ -80,7 +80,7 @@ def percentile_stats(values: Iterable[float | None]) -> dict[str, float | None]:
     """The reference's block of min, p50, p90, p95, p99, max and avg, each rounded to 4 dp; empty → all null."""
     figures = summarize(values, TELEMETRY_STATS[1:5])
     figures["avg"] = figures["mean"]
-    return {name: None if figures[name] is None else reference_round(figures[name], TELEMETRY_DIGITS)
+    return {name: None if (value := figures[name]) is None else reference_round(value, TELEMETRY_DIGITS)
             for name in TELEMETRY_STATS}
 
 

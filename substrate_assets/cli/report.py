@@ -36,7 +36,8 @@ def _comparison_page(connection: duckdb.DuckDBPyConnection, trial_ids: tuple[str
     from substrate_assets.report.pages import compared_page
     from substrate_assets.warehouse.sides import select_side
 
-    comparison, source = judged(connection, *(select_side(connection, trial_id) for trial_id in trial_ids))
+    baseline, candidate = (select_side(connection, trial_id) for trial_id in trial_ids)
+    comparison, source = judged(connection, baseline, candidate)
     return compared_page(connection, comparison, source, warehouse=warehouse)
 
 

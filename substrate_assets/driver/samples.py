@@ -36,7 +36,7 @@ def process_tree_cpu_s(process: psutil.Process) -> float | None:
         with process.oneshot():
             times = process.cpu_times()
             children = process.children(recursive=True)
-        total = times.user + times.system + times.children_user + times.children_system
+        total = float(times.user + times.system + times.children_user + times.children_system)
     except psutil.Error:
         return None
     for child in children:

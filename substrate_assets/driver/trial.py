@@ -139,7 +139,7 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
                                  extra=["--stop-reason-file", str(stop_reason_file)], live_port=live_port)
         notes.append("locust: " + " ".join(command))
         def sample(users: int | None) -> dict[str, Any]:
-            state = runtime.snapshot_state()
+            state: dict[str, Any] = runtime.snapshot_state()
             sampler.take(state, users)
             return state
 

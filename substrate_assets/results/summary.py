@@ -72,7 +72,7 @@ class RequestSummary:
             steps_completed=steps.filter(pl.col("success")).height,
             sessions=requests.filter((pl.col("name") == "CreateActor") & pl.col("success")).height,
             wake_row=", ".join(names) or None,
-            headline=tuple(figures for name in headline if (figures := row_figures(requests, name)) is not None),
+            headline=tuple(row for name in headline if (row := row_figures(requests, name)) is not None),
         )
 
     @property

@@ -24,8 +24,8 @@ def run_on_kubernetes(context: dg.OpExecutionContext, client: PipesK8sClient, su
                           base_pod_spec=pod_spec, pod_wait_timeout=timeout_s)
 
     try:
-        invocation = launch_cluster_trial(suite, key, script_text, run_driver_pod, log=context.log,
-                                          mirror_into=mirror_into)
+        invocation: dg.PipesClientCompletedInvocation = launch_cluster_trial(
+            suite, key, script_text, run_driver_pod, log=context.log, mirror_into=mirror_into)
     except TrialExists as error:
         raise dg.Failure(str(error)) from None
     return invocation

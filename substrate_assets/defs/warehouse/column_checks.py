@@ -90,6 +90,7 @@ def check_evaluations(outcomes: Sequence[TestOutcome]) -> list[dg.AssetCheckEval
     evaluations = []
     for model in dict.fromkeys(outcome.test.model for outcome in outcomes):
         for result in check_results(model, [outcome for outcome in outcomes if outcome.test.model == model]):
+            assert result.check_name is not None  # check_results names every check
             evaluations.append(dg.AssetCheckEvaluation(
                 asset_key=dg.AssetKey(model), check_name=result.check_name, passed=result.passed,
                 severity=result.severity, metadata=result.metadata))

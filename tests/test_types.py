@@ -6,9 +6,9 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# 86 modules when mypy --strict was added to make test, 66 once the first were mended; fixing one takes it off the
+# 86 modules when mypy --strict was added to make test, 61 once the first were mended; fixing one takes it off the
 # list (and this number down with it), never the other way.
-LISTED_AT_MOST = 66
+LISTED_AT_MOST = 61
 
 
 def _not_yet_strict() -> list[str]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 Call = Literal["changed", "no change", "inconclusive"]
 POWER = 0.8
@@ -98,11 +99,11 @@ SPREAD_POINTS = 400
 
 
 @functools.lru_cache(maxsize=256)
-def _spread_ratios(df: float) -> np.ndarray:
+def _spread_ratios(df: float) -> npt.NDArray[np.float64]:
     """``s / σ`` at :data:`SPREAD_POINTS` equally likely points: ``√(χ²_df / df)`` at the midpoints of its quantiles."""
     from scipy.stats import chi2
 
-    return np.sqrt(chi2.ppf((np.arange(SPREAD_POINTS) + 0.5) / SPREAD_POINTS, df) / df)
+    return np.asarray(np.sqrt(chi2.ppf((np.arange(SPREAD_POINTS) + 0.5) / SPREAD_POINTS, df) / df), dtype=np.float64)
 
 
 def rule_power(change: float, error: float, df: float, level: float, margin: float) -> float:

@@ -161,7 +161,7 @@ def compare_command(baseline: str, candidate: str, suite: str | None, last: int 
     try:
         with connect(warehouse, read_only=True) as connection:
             sides = [select_side(connection, spec, suite, last, include_disturbed) for spec in (baseline, candidate)]
-            comparison, source = judged(connection, *sides, figures)
+            comparison, source = judged(connection, sides[0], sides[1], figures)
     except AllDisturbed as error:
         click.echo(f"Error: {error}", err=True)
         sys.exit(4)

@@ -33,7 +33,7 @@ def ticks_per_second() -> int:
 @functools.cache
 def _boot_time() -> float:
     """The boot time by the wall clock, read once: one process's starts then convert the same way every time."""
-    return psutil.boot_time()
+    return float(psutil.boot_time())
 
 
 def _start_ticks(pid: int) -> int | None:
@@ -63,7 +63,7 @@ def _started(pid: int) -> float | None:
         process = psutil.Process(pid)
         if process.status() == psutil.STATUS_ZOMBIE:
             return None
-        return process.create_time() - _boot_time()
+        return float(process.create_time()) - _boot_time()
     except psutil.NoSuchProcess:
         return None
     except psutil.AccessDenied as error:

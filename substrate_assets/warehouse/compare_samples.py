@@ -11,11 +11,12 @@ from collections.abc import Sequence
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 
 from substrate_assets.analysis.wake_figures import WAKE_PATHS, TrialWakes
 from substrate_assets.warehouse.introspection import has_table
 
-TrialSamples = dict[str, dict[str, np.ndarray]]
+TrialSamples = dict[str, dict[str, npt.NDArray[np.float64]]]
 TrialWakeSamples = dict[str, dict[str, TrialWakes]]
 
 
@@ -84,7 +85,7 @@ def wake_trials(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str])
     return wakes
 
 
-def pooled_wakes(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str]) -> np.ndarray:
+def pooled_wakes(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str]) -> npt.NDArray[np.float64]:
     """The trials' wake latencies, pooled and ascending, to draw (a CDF): every wake the marts count, failed or not.
     Pooled for a picture only; no verdict is drawn from requests pooled across trials."""
     found = [trial.latencies for by_trial in wake_trials(connection, trial_ids).values() for trial in by_trial.values()]

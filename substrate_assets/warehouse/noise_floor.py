@@ -108,4 +108,6 @@ def replace_noise_floor(connection: duckdb.DuckDBPyConnection) -> int:
     with transaction(connection):
         connection.execute(f"CREATE OR REPLACE TABLE {NOISE_FLOOR} ({columns})")
         connection.execute(f"INSERT INTO {NOISE_FLOOR} ({names}) {_WINDOWS}")
-    return connection.execute(f"SELECT count(*) FROM {NOISE_FLOOR}").fetchone()[0]
+    counted = connection.execute(f"SELECT count(*) FROM {NOISE_FLOOR}").fetchone()
+    assert counted is not None  # a count is one row
+    return int(counted[0])

@@ -138,13 +138,16 @@ class Comparison:
     differences: list[str] = field(default_factory=list)
     # What the history is: e.g. "12 earlier trials of configuration 3f2a… (suite quick-smoke)"; None without one.
     history: str | None = None
-    # Whether the sides were analysed as rounds (ab), and the rounds' correlation of the primary figure.
-    paired: bool = False
+    # How many rounds (ab) the sides were analysed as; 0 when they were not.
+    rounds: int = 0
     # Notes on the data behind the verdicts: trials left out (disturbed), disturbed trials kept, a primary figure
     # not measured. (Those the figures tell, a drifting history and the rounds' correlation, are the report's.)
     warnings: list[str] = field(default_factory=list)
-    # How many rounds (ab) the sides were analysed as; 0 when they were not.
-    rounds: int = 0
+
+    @property
+    def paired(self) -> bool:
+        """Whether the sides were analysed as rounds (ab)."""
+        return self.rounds > 0
 
 
 def change_pct(baseline: float | None, candidate: float | None) -> float | None:

@@ -54,8 +54,8 @@ def figure(value: Any, column: str = "", unit: str | None = None, *, signed: boo
     """A figure as a person reads it, by what it is (its column's name, else its unit): milliseconds to 0.1,
     failure ratios to 4 dp, shares to 3 dp, densities (actors per node, vCPU, GiB) and users to 2 dp, p-values to 2
     significant digits, percent changes signed to 0.1 (``+1.5 %``); thousands separated; whole numbers whole; times
-    in UTC to the second, and in epoch seconds (a column named ``*_at`` or ``*_ts``) without separators; null as a
-    dash. ``signed``: a + before a positive figure (a difference)."""
+    in UTC to the second, and in epoch seconds (a column named as :data:`EPOCH_SUFFIXES` say) without separators;
+    null as a dash. ``signed``: a + before a positive figure (a difference)."""
     if value is None:
         return MISSING
     if isinstance(value, bool):

@@ -137,8 +137,8 @@ def compare(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Si
                  for name in thresholds.primary or () if name not in named]
     return Comparison(baseline, candidate, thresholds, figures,
                       [*configuration_differences(connection, baseline, candidate),
-                       *unfinished(connection, baseline, candidate)], history.description, bool(pairs), warnings,
-                      len(pairs) if pairs else 0)
+                       *unfinished(connection, baseline, candidate)], history.description,
+                      len(pairs) if pairs else 0, warnings)
 
 
 def kept_disturbed(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> list[str]:

@@ -10,6 +10,7 @@ import pytest
 
 from substrate_assets.defs.warehouse.models import COMMITTED_AT, model_assets
 from substrate_assets.defs.warehouse.resources import WarehouseResource
+from tests.support.projects import two_models
 
 SCHEMA = """\
 models:
@@ -30,12 +31,7 @@ models:
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SUBSTRATE_BENCH_ROOT", str(tmp_path))
-    models = tmp_path / "dbt_like_sql"
-    models.mkdir()
-    (models / "schema.yml").write_text(SCHEMA)
-    (models / "first.sql").write_text("SELECT 'a' AS trial_id, 1 AS n")
-    (models / "second.sql").write_text("-- Reads first.\nSELECT trial_id, n * 2 AS n FROM first")
-    return tmp_path
+    return two_models(tmp_path, SCHEMA)
 
 
 def refresh(project: Path, first_sql: str, selection: list[str] | None = None) -> dg.ExecuteInProcessResult:

@@ -42,3 +42,14 @@ def project_env(root: Path) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if key not in PROJECT_PATHS}
     env[ROOT_ENV] = str(root)
     return env
+
+
+def two_models(root: Path, schema: str) -> Path:
+    """``root`` as a project of two SQL models, first (one row) and second, which reads it, with ``schema`` as their
+    schema.yml: the smallest graph in which a model stops what reads it."""
+    models = root / "dbt_like_sql"
+    models.mkdir(parents=True)
+    (models / "schema.yml").write_text(schema)
+    (models / "first.sql").write_text("SELECT 'a' AS trial_id, 1 AS n")
+    (models / "second.sql").write_text("-- Reads first.\nSELECT trial_id, n * 2 AS n FROM first")
+    return root

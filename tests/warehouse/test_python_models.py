@@ -13,6 +13,7 @@ from substrate_assets.warehouse.models.discovery import ModelError, build_order
 from substrate_assets.warehouse.models.marts import build_marts, refresh_marts
 from substrate_assets.warehouse.models.python_models import PythonModel, every_model
 from substrate_assets.warehouse.raw_tables import ensure_schema
+from tests.support.projects import two_models
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = """\
@@ -44,12 +45,7 @@ FIRST_COUNT = PythonModel("first_count", ("first",), "How many rows first holds.
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("SUBSTRATE_BENCH_ROOT", str(tmp_path))
     monkeypatch.setattr(python_models, "PYTHON_MODELS", (*python_models.PYTHON_MODELS, FIRST_COUNT))
-    models = tmp_path / "dbt_like_sql"
-    models.mkdir()
-    (models / "schema.yml").write_text(SCHEMA)
-    (models / "first.sql").write_text("SELECT 'a' AS trial_id, 1 AS n")
-    (models / "second.sql").write_text("-- Reads first.\nSELECT trial_id, n * 2 AS n FROM first")
-    return tmp_path
+    return two_models(tmp_path, SCHEMA)
 
 
 def test_a_python_model_joins_the_graph_when_what_it_reads_is_a_model(project):

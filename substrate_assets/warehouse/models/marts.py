@@ -148,7 +148,7 @@ def _tested(connection: duckdb.DuckDBPyConnection, model: AnyModel, tests: Seque
     mended."""
     chosen = [test for test in tests if checked is None or (model.name, test.name) in checked]
     if not model.per_trial:
-        return run_tests(connection, chosen, rows=held_rows(books))
+        return run_tests(connection, chosen)
     if trial_ids == ():
         return [TestOutcome(test, 0, []) for test in chosen]
     return run_tests(connection, chosen, trial_ids=trial_ids, rows=held_rows(books))

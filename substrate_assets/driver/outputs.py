@@ -24,7 +24,7 @@ from substrate_assets.project import code_version
 from substrate_assets.results.atomic import write_json, write_text
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.load_steps import LoadStep, read_ladder_spans, write_load_steps
-from substrate_assets.results.readers import DamagedCsv, read_stats
+from substrate_assets.results.locust_files import LocustCsv, LocustFiles
 from substrate_assets.results.request_log import merge_parts
 from substrate_assets.results.server_summary import flatten, unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
@@ -53,7 +53,7 @@ from substrate_assets.telemetry.driver_load import DriverLoad
 from substrate_assets.telemetry.local import local_server_summary
 from substrate_assets.telemetry.machine_load import MachineLoad
 from substrate_assets.telemetry.prometheus import harvest_server_summary
-from substrate_assets.telemetry.window import read_history, step_window, window_from_history
+from substrate_assets.telemetry.window import samples_of, step_window, window_from_samples
 from substrate_assets.workload import ScriptFile
 
 _PACKAGES = ("substrate-bench", "locust", "dagster", "grpcio", "protobuf", "duckdb", "polars", "gevent")
@@ -86,8 +86,9 @@ def file_digest(path: Path) -> dict[str, Any]:
     return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
-def collect_locust_outputs(staging: Path, work: Path, notes: list[str], *request_log_dirs: Path) -> None:
-    """Move Locust's CSVs into the trial under their basenames and merge every request-log part.
+def collect_locust_outputs(staging: Path, work: Path, notes: list[str], *request_log_dirs: Path) -> LocustFiles:
+    """Move Locust's CSVs into the trial under their basenames and merge every request-log part; what the trial's
+    figures are read from, each file read once.
 
     ``request_log_dirs`` hold distributed workers' parts; without them the parts come from the one Locust
     process whose stats.csv says which rows it counted."""
@@ -97,18 +98,20 @@ def collect_locust_outputs(staging: Path, work: Path, notes: list[str], *request
             os.replace(source, staging / basename)
         else:
             notes.append(f"{basename} not produced")
-    counts = None if request_log_dirs else locust_request_counts(staging / STATS_CSV)
-    rows = merge_parts([work / REQUEST_LOG, *request_log_dirs], staging / REQUESTS_PARQUET, counts)
-    notes.append(f"{REQUESTS_PARQUET}: {rows} requests")
+    stats = LocustCsv.read(staging / STATS_CSV)
+    counts = None if request_log_dirs else locust_request_counts(stats)
+    requests = merge_parts([work / REQUEST_LOG, *request_log_dirs], staging / REQUESTS_PARQUET, counts)
+    notes.append(f"{REQUESTS_PARQUET}: {requests.height} requests")
+    return LocustFiles(stats, LocustCsv.read(staging / STATS_HISTORY_CSV), requests)
 
 
-def locust_request_counts(stats_csv: Path) -> dict[tuple[str, str], int] | None:
+def locust_request_counts(stats_csv: LocustCsv | None) -> dict[tuple[str, str], int] | None:
     """Locust's final ``Request Count`` per (type, name); None when it wrote no stats.csv or a count is unreadable."""
-    if not stats_csv.is_file():
+    if stats_csv is None:
         return None
     try:
-        stats = read_stats(stats_csv).filter(pl.col("name") != "Aggregated")
-    except DamagedCsv:  # write_trial_files warns of it; no row's locust_counted is known
+        stats = stats_csv.stats.filter(pl.col("name") != "Aggregated")
+    except pl.exceptions.PolarsError:  # damaged or empty: write_trial_files warns of it; no locust_counted is known
         return None
     counts = {(kind, name): count for kind, name, count in stats.select("type", "name", "request_count").rows()}
     return None if None in counts.values() else counts
@@ -201,9 +204,13 @@ class TrialOutcome:
     requests: RequestSummary | None = None  # the request log's figures; None without a log
 
 
-def request_summary(requests_parquet: Path, headline: tuple[str, ...] = ()) -> RequestSummary | None:
-    """The request log's figures (its sessions: successful CreateActor); None without a request log."""
-    return RequestSummary.of_file(requests_parquet, headline) if requests_parquet.is_file() else None
+@dataclass(frozen=True)
+class MeasuredTrial:
+    """What :func:`measure_trial` found, for :func:`write_trial_files`: Locust's files as read once, and the server
+    summary over the steady window."""
+
+    files: LocustFiles
+    server_summary: dict[str, Any]
 
 
 def no_session_failure(started: int | None, locust_log: str) -> str | None:
@@ -216,22 +223,23 @@ def no_session_failure(started: int | None, locust_log: str) -> str | None:
     return "no session ever started" + (f": {reason}" if reason else " (no CreateActor succeeded)")
 
 
-def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_summary: dict[str, Any]) -> TrialOutcome:
+def write_trial_files(staging: Path, work: Path, record: TrialRecord, landed: MeasuredTrial) -> TrialOutcome:
     """server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json; how the trial ended."""
-    key, suite, started = record.key, record.suite, record.started
-    generated = stats_generated(staging / STATS_CSV, record.warnings)
+    key, suite, started, files = record.key, record.suite, record.started, landed.files
+    generated = stats_generated(files.stats, record.warnings)
     locust_log = (work / LOCUST_LOG).read_text(errors="replace") if (work / LOCUST_LOG).exists() else ""
-    requests = request_summary(staging / REQUESTS_PARQUET, HEADLINE_ROWS[record.suite.family])
+    headline = HEADLINE_ROWS[record.suite.family]
+    requests = None if files.requests is None else RequestSummary.of(files.requests, headline)
     sessions = None if requests is None else requests.sessions
     failure = no_session_failure(sessions, locust_log)
     completed = trial_completed(record.exit_code, generated, record.interrupted, sessions)
-    write_json(staging / SERVER_SUMMARY_JSON, server_summary)
+    write_json(staging / SERVER_SUMMARY_JSON, landed.server_summary)
     envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
-    rows = [*per_request_rows(staging / STATS_CSV, **envelope), trial_summary_row(
-        envelope, stats_csv=staging / STATS_CSV, stats_history_csv=staging / STATS_HISTORY_CSV, facts=record.facts,
-        run_start=record.run_start, run_end=int(record.ended.timestamp()), metadata=suite.metadata,
-        users=suite.peak_users)] if generated else []
-    rows.append({**envelope, "metric": "server_summary", "measurements": flatten(server_summary)})
+    rows = [*per_request_rows(files.stats.records(), **envelope), trial_summary_row(
+        envelope, stats=files.stats, history=files.history, facts=record.facts, run_start=record.run_start,
+        run_end=int(record.ended.timestamp()), metadata=suite.metadata, users=suite.peak_users)
+    ] if generated and files.stats is not None else []
+    rows.append({**envelope, "metric": "server_summary", "measurements": flatten(landed.server_summary)})
     write_stats_jsonl(staging / STATS_JSONL, rows)
     write_status(staging / STATUS_JSON, record.exit_code, generated)
     write_text(staging / LOGS_TXT, "".join(f"{line}\n" for line in record.notes)
@@ -280,13 +288,14 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, server_sum
     return TrialOutcome(bool(completed), failure, requests)
 
 
-def measure_server_summary(staging: Path, record: TrialRecord, *,
+def measure_server_summary(record: TrialRecord, history: LocustCsv | None, *,
                            runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> dict[str, Any]:
     """Server telemetry inside the steady-state window, as upstream's server_summary.json: harvested from the
     suite's Prometheus when it has one, else — on the local backend — computed from the embedded runtime's exact
     events and per-second samples (``runtime_frames``), else not measured (nulls)."""
     start_ts, end_ts = record.run_start, int(record.ended.timestamp())
-    window = window_from_history(staging / STATS_HISTORY_CSV, start_ts, end_ts)
+    samples, unread = samples_of(history)
+    window = window_from_samples(samples, start_ts, end_ts, unread)
     if window.whole_run_because is not None:
         record.warnings.append(f"the steady window is the whole run [{start_ts}, {end_ts}], because "
                                f"{window.whole_run_because}: windowed telemetry includes ramp-up and teardown")
@@ -307,7 +316,7 @@ def _server_summary(record: TrialRecord, start_ts: int, end_ts: int, steady: tup
     return unmeasured_server_summary(**common)
 
 
-def measure_load_steps(staging: Path, work: Path, record: TrialRecord, *,
+def measure_load_steps(staging: Path, work: Path, record: TrialRecord, history: LocustCsv | None, *,
                        runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> list[LoadStep]:
     """For a ladder suite, ``load_steps.json``: each step that started, its steady part (its ramp cut by the
     steady-window rule, applied within the step) and the server telemetry over it, from the same source as
@@ -326,7 +335,7 @@ def measure_load_steps(staging: Path, work: Path, record: TrialRecord, *,
     if cut:
         record.warnings.append(f"load step {cut[0]} was cut short when the trial stopped: it is not complete and "
                                "slo_capacity does not judge it")
-    samples, unread = read_history(staging / STATS_HISTORY_CSV)
+    samples, unread = samples_of(history)
     if unread:
         record.warnings.append(f"{unread}: each load point is its whole step")
     steps = []
@@ -346,11 +355,10 @@ def measure_load_steps(staging: Path, work: Path, record: TrialRecord, *,
 
 
 def measure_trial(staging: Path, work: Path, record: TrialRecord, *request_log_dirs: Path,
-                  runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> dict[str, Any]:
+                  runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> MeasuredTrial:
     """What Locust and the servers measured, into the staging directory, the same for both backends: Locust's files
-    and the merged request log, the server summary over the steady window, and a ladder's load steps. The server
-    summary, for :func:`write_trial_files`."""
-    collect_locust_outputs(staging, work, record.notes, *request_log_dirs)
-    telemetry = measure_server_summary(staging, record, runtime_frames=runtime_frames)
-    measure_load_steps(staging, work, record, runtime_frames=runtime_frames)
-    return telemetry
+    and the merged request log, the server summary over the steady window, and a ladder's load steps."""
+    files = collect_locust_outputs(staging, work, record.notes, *request_log_dirs)
+    telemetry = measure_server_summary(record, files.history, runtime_frames=runtime_frames)
+    measure_load_steps(staging, work, record, files.history, runtime_frames=runtime_frames)
+    return MeasuredTrial(files, telemetry)

@@ -170,12 +170,12 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
             record.warnings.append(f"trial stopped before its run time: {landing.stopped}")
         # Harvested while the runtime still serves /metrics, as a cluster's exporters outlive a trial: once a
         # target is gone, Prometheus marks its series stale and the window's late edge would read nothing.
-        telemetry = measure_trial(staging, work, record, runtime_frames=(events, samples))
+        landed = measure_trial(staging, work, record, runtime_frames=(events, samples))
         _measure_driver_load(record, samples)
         if record.steady is not None:
             record.judge_machine_load(machine_load(samples, record.steady))
     with landing:
-        outcome = write_trial_files(staging, work, record, telemetry)
+        outcome = write_trial_files(staging, work, record, landed)
         trial_dir = _finalize(store, staging, work, key)
     assert outcome.requests is not None, "collect_locust_outputs always writes the request log"
     return TrialResult(key, trial_dir, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),

@@ -227,8 +227,9 @@ def stop_reason(path: Path | None, exit_code: int | None) -> str | None:
 
 
 def merge_parts(directories: Path | list[Path], output: Path,
-                locust_counts: Mapping[tuple[str, str], int] | None = None) -> int:
-    """Join every part in ``directories`` into ``output`` (atomically); the number of rows written.
+                locust_counts: Mapping[tuple[str, str], int] | None = None) -> pl.DataFrame:
+    """Join every part in ``directories`` into ``output`` (atomically); the rows written, as
+    :func:`~substrate_assets.results.readers.read_requests` reads them back.
 
     ``locust_counts`` is Locust's final ``Request Count`` per (type, name) of the one process that logged
     every part; with it each row's ``locust_counted`` is set, without it (unknown) left null."""
@@ -242,7 +243,7 @@ def merge_parts(directories: Path | list[Path], output: Path,
     frame = frame.sort("ts", maintain_order=True)
     with atomic_path(output) as partial:
         frame.write_parquet(partial)
-    return frame.height
+    return frame
 
 
 def _counted(frame: pl.DataFrame, locust_counts: Mapping[tuple[str, str], int] | None) -> pl.Expr:

@@ -9,8 +9,8 @@ row is skipped. Upstream's order: the per-request rows, then ``trial_summary``
 
 from __future__ import annotations
 
-import csv
 import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -33,19 +33,19 @@ def data_timestamp(started: datetime) -> str:
     return started.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def per_request_rows(stats_csv: Path, *, timestamp: str, tag: str, test_name: str) -> list[dict[str, Any]]:
-    """One row per stats.csv entry except ``Aggregated``, its values the CSV's own strings."""
-    with stats_csv.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        rows = []
-        for record in reader:
-            if record.get("Name") == "Aggregated":
-                continue
-            measurements = {measurement_key(column): value for column, value in record.items()
-                            if column not in ("Type", "Name")}
-            rows.append({"timestamp": timestamp, "tag": tag, "test_name": test_name,
-                         "metric": f"{record.get('Type') or ''}_{record.get('Name')}",
-                         "measurements": measurements})
+def per_request_rows(records: Iterable[Mapping[str, str]], *, timestamp: str, tag: str,
+                     test_name: str) -> list[dict[str, Any]]:
+    """One row per stats.csv entry (``records``, its rows as text by header) except ``Aggregated``, its values the
+    CSV's own strings."""
+    rows = []
+    for record in records:
+        if record.get("Name") == "Aggregated":
+            continue
+        measurements = {measurement_key(column): value for column, value in record.items()
+                        if column not in ("Type", "Name")}
+        rows.append({"timestamp": timestamp, "tag": tag, "test_name": test_name,
+                     "metric": f"{record.get('Type') or ''}_{record.get('Name')}",
+                     "measurements": measurements})
     return rows
 
 

@@ -2,34 +2,30 @@
 
 from __future__ import annotations
 
-import io
+import csv
 from pathlib import Path
 
-import polars as pl
-
 from substrate_assets.results.atomic import write_json
-from substrate_assets.results.readers import csv_damage
+from substrate_assets.results.locust_files import LocustCsv
 
 
-def stats_generated(stats_csv: Path, warnings: list[str] | None = None) -> bool:
-    """True only if stats.csv exists and has at least one row other than ``Aggregated``.
+def stats_generated(stats: LocustCsv | None, warnings: list[str] | None = None) -> bool:
+    """True only if there is a stats.csv with at least one row other than ``Aggregated``.
 
     A stats.csv cut short or not text counts as no stats: its rows cannot be trusted, and every figure drawn from
     them would be wrong. Why goes into ``warnings``, when given, so the trial says so rather than a log."""
-    if not stats_csv.is_file():
+    if stats is None:
+        return False
+    if stats.damage is not None:
+        if warnings is not None:
+            warnings.append(f"{stats.path.name}:{stats.damage.line}: {stats.damage.reason}; the trial counts as "
+                            "having generated no stats")
         return False
     try:
-        data = stats_csv.read_bytes()
-        damage = csv_damage(stats_csv, data)
-        if damage is not None:
-            if warnings is not None:
-                warnings.append(f"{stats_csv.name}:{damage.line}: {damage.reason}; the trial counts as having "
-                                "generated no stats")
-            return False
-        names = pl.read_csv(io.BytesIO(data), columns=["Name"], infer_schema=False)["Name"].to_list()
-    except (pl.exceptions.PolarsError, OSError):
+        names = [record.get("Name") for record in stats.records()]
+    except (ValueError, csv.Error):
         return False
-    return any(name not in (None, "Aggregated") for name in names)
+    return any(name not in (None, "", "Aggregated") for name in names)
 
 
 def write_status(path: Path, locust_exit_code: int, generated: bool) -> Path:

@@ -21,10 +21,10 @@ import csv
 import json
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from substrate_assets.analysis.statistics import floor_index, measured, permille, reference_round
+from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.stats_jsonl import FACT_KEYS, TRIAL_SUMMARY
 from substrate_assets.results.trial_directory import TOTAL_ROW_NAMES
 
@@ -33,25 +33,24 @@ AGGREGATE_FAILURE_RATIO = "aggregate_failure_ratio"
 POD_PERCENTILES = ("p50", "p90", "p99")
 
 
-def observed_users(stats_history_csv: Path | None) -> list[float]:
-    """Locust's own User Count samples above zero, from the total rows, read as upstream reads them (an empty
-    ``Name`` is a total row). A read that fails part-way gives no samples: a truncated sample would understate
-    the peak without looking wrong."""
-    if stats_history_csv is None or not stats_history_csv.is_file():
+def observed_users(history: LocustCsv | None) -> list[float]:
+    """Locust's own User Count samples above zero, from stats_history.csv's total rows, read as upstream reads them
+    (an empty ``Name`` is a total row). A read that fails part-way gives no samples: a truncated sample would
+    understate the peak without looking wrong."""
+    if history is None:
         return []
     samples = []
     try:
-        with stats_history_csv.open(encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle):
-                if row.get("Name", "") not in TOTAL_ROW_NAMES:
-                    continue
-                try:
-                    users = float(row.get("User Count", ""))
-                except (TypeError, ValueError):
-                    continue
-                if users > 0:
-                    samples.append(users)
-    except (OSError, ValueError, csv.Error):
+        for row in history.records():
+            if row.get("Name", "") not in TOTAL_ROW_NAMES:
+                continue
+            try:
+                users = float(row.get("User Count", ""))
+            except (TypeError, ValueError):
+                continue
+            if users > 0:
+                samples.append(users)
+    except (ValueError, csv.Error):
         return []
     return samples
 
@@ -63,24 +62,23 @@ def operation_key(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", key.lower()).strip("_") + "_failure_ratio"
 
 
-def failure_ratios(stats_csv: Path | None) -> dict[str, float | None]:
-    """``aggregate_failure_ratio`` from the Aggregated row, then one ratio per other named row in file order (the
-    last row of a name wins, Type is not part of the key). Absent for an operation the test never ran, null for
+def failure_ratios(stats: LocustCsv | None) -> dict[str, float | None]:
+    """``aggregate_failure_ratio`` from stats.csv's Aggregated row, then one ratio per other named row in file order
+    (the last row of a name wins, Type is not part of the key). Absent for an operation the test never ran, null for
     one that ran no requests."""
     ratios: dict[str, float | None] = {AGGREGATE_FAILURE_RATIO: None}
-    if stats_csv is None or not stats_csv.is_file():
+    if stats is None:
         return ratios
     try:
-        with stats_csv.open(encoding="utf-8", newline="") as handle:
-            for row in csv.DictReader(handle):
-                name, requests, failures = row.get("Name", ""), row.get("Request Count"), row.get("Failure Count")
-                # Both counts must be there: a missing one is not a zero.
-                if not name or requests is None or failures is None:
-                    continue
-                count, failed = int(requests), int(failures)
-                ratio = reference_round(failed / count, 4) if count else None
-                ratios[AGGREGATE_FAILURE_RATIO if name == AGGREGATED else operation_key(name)] = ratio
-    except (OSError, ValueError, csv.Error):
+        for row in stats.records():
+            name, requests, failures = row.get("Name", ""), row.get("Request Count"), row.get("Failure Count")
+            # Both counts must be there: a missing one is not a zero.
+            if not name or requests is None or failures is None:
+                continue
+            count, failed = int(requests), int(failures)
+            ratio = reference_round(failed / count, 4) if count else None
+            ratios[AGGREGATE_FAILURE_RATIO if name == AGGREGATED else operation_key(name)] = ratio
+    except (ValueError, csv.Error):
         return {AGGREGATE_FAILURE_RATIO: None}
     return ratios
 
@@ -119,12 +117,12 @@ def _metadata_measurements(metadata: Mapping[str, Any]) -> dict[str, str]:
             for key, value in metadata.items() if value is not None}
 
 
-def trial_summary_measurements(*, stats_csv: Path | None, stats_history_csv: Path | None,
+def trial_summary_measurements(*, stats: LocustCsv | None, history: LocustCsv | None,
                                facts: Mapping[str, Any], run_start: int | None, run_end: int | None,
                                metadata: Mapping[str, Any], users: int | None,
                                actors_per_user: int | None = None) -> dict[str, str | None]:
     """The row's measurements, every value a string or null."""
-    frontier = density_frontier(observed_users(stats_history_csv), users=users, actors_per_user=actors_per_user,
+    frontier = density_frontier(observed_users(history), users=users, actors_per_user=actors_per_user,
                                 facts=facts)
     p50 = frontier["actors_per_pod_p50"]
     figures: dict[str, Any] = {
@@ -134,7 +132,7 @@ def trial_summary_measurements(*, stats_csv: Path | None, stats_history_csv: Pat
         # Whether workers hosted more than one actor at once, going by the median actors per pod.
         "multi_actor_worker": None if p50 is None else str(p50 > 1).lower(),
         **frontier,
-        **failure_ratios(stats_csv),
+        **failure_ratios(stats),
     }
     return {key: None if value is None else str(value) for key, value in figures.items()}
 

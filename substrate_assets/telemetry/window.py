@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from substrate_assets.results.load_steps import LoadStep
-from substrate_assets.results.readers import read_stats_history
+from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.trial_directory import STATS_HISTORY_CSV, TOTAL_ROW_NAMES
 
 STEADY_FRACTION = 0.9
@@ -82,20 +82,33 @@ def read_history(path: Path | None) -> tuple[list[tuple[int, float]], str | None
     if path is None or not path.is_file():
         return [], f"no {STATS_HISTORY_CSV}"
     try:
-        return history_samples(read_stats_history(path).iter_rows(named=True)), None
-    except Exception as error:
+        history = LocustCsv(path, path.read_bytes())
+    except OSError as error:
         return [], f"{path.name} could not be read ({error})"
+    return samples_of(history)
+
+
+def samples_of(history: LocustCsv | None) -> tuple[list[tuple[int, float]], str | None]:
+    """:func:`read_history` of a stats_history.csv already read."""
+    if history is None:
+        return [], f"no {STATS_HISTORY_CSV}"
+    try:
+        return history_samples(history.history.iter_rows(named=True)), None
+    except Exception as error:
+        return [], f"{history.path.name} could not be read ({error})"
 
 
 def window_from_history(path: Path | None, start_ts: int, end_ts: int) -> SteadyWindow:
     """The steady window from a trial's Locust user-count history; a missing or unreadable file gives the whole run."""
     samples, unread = read_history(path)
+    return window_from_samples(samples, start_ts, end_ts, unread)
+
+
+def window_from_samples(samples: list[tuple[int, float]], start_ts: int, end_ts: int,
+                        unread: str | None = None) -> SteadyWindow:
+    """:func:`window_from_history` over a history already read (:func:`history_samples` of its rows); the whole run
+    when it could ``not be read`` (why)."""
     return _told(SteadyWindow(start_ts, end_ts, unread) if unread else locate_steady_window(samples, start_ts, end_ts))
-
-
-def window_from_samples(samples: list[tuple[int, float]], start_ts: int, end_ts: int) -> SteadyWindow:
-    """:func:`window_from_history` over a history already read (:func:`history_samples` of its rows)."""
-    return _told(locate_steady_window(samples, start_ts, end_ts))
 
 
 def _told(window: SteadyWindow) -> SteadyWindow:

@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 
 from substrate_assets.driver.outputs import (
+    MeasuredTrial,
     TrialRecord,
     measure_server_summary,
     no_session_failure,
@@ -14,6 +15,7 @@ from substrate_assets.driver.outputs import (
 )
 from substrate_assets.driver.trial import host_start_warnings
 from substrate_assets.results.layout import TrialKey
+from substrate_assets.results.locust_files import LocustFiles
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.runtime.events import EventLog, RuntimeEvent
@@ -34,13 +36,13 @@ def test_a_whole_run_window_is_a_warning_in_logs_and_manifest(tmp_path, caplog):
     started, ended = datetime(2026, 11, 30, 10, tzinfo=UTC), datetime(2026, 11, 30, 10, 1, tzinfo=UTC)
     trial = record(started, ended)
     (tmp_path / ".work").mkdir()
-    summary = measure_server_summary(tmp_path, trial)  # no stats_history.csv: nothing says when the load was steady
+    summary = measure_server_summary(trial, None)  # no stats_history.csv: nothing says when the load was steady
     assert (summary["metadata"]["steady_start_ts"], summary["metadata"]["steady_end_ts"]) == \
         (trial.key.run_ts, int(ended.timestamp()))
     assert any("steady window" in message for message in caplog.messages)
     [warning] = trial.warnings
     assert "whole run" in warning and "no stats_history.csv" in warning
-    write_trial_files(tmp_path, tmp_path / ".work", trial, summary)
+    write_trial_files(tmp_path, tmp_path / ".work", trial, MeasuredTrial(LocustFiles.read(tmp_path), summary))
     assert json.loads((tmp_path / "trial.json").read_text())["warnings"] == [warning]
     assert f"warning: {warning}\n" in (tmp_path / "logs.txt").read_text()
 
@@ -71,8 +73,8 @@ def test_a_trial_in_which_no_session_started_failed_and_says_why(tmp_path):
     merge_parts(tmp_path / "parts", tmp_path / "requests.parquet")
     (work / "locust.log").write_text("[2026-11-30 10:00:01,000] h/ERROR/session: cannot start an agent session: "
                                      "CreateActor agent-1: no capacity\n")
-    summary = measure_server_summary(tmp_path, trial)
-    outcome = write_trial_files(tmp_path, work, trial, summary)
+    files = LocustFiles.read(tmp_path)
+    outcome = write_trial_files(tmp_path, work, trial, MeasuredTrial(files, measure_server_summary(trial, files.history)))
     assert (outcome.completed, outcome.failure) == \
         (False, "no session ever started: CreateActor agent-1: no capacity")
     assert outcome.requests is not None and outcome.requests.sessions == 0

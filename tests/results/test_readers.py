@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 from substrate_assets.results.keys import measurement_key
+from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.readers import (
     EXCEPTIONS_SCHEMA,
     FAILURES_SCHEMA,
@@ -39,7 +40,7 @@ def test_upstream_stats_csv():
     assert aggregated["type"] == "" and aggregated["request_count"] == 238 and aggregated["p99"] == 410.0
     crash = frame.filter(pl.col("name") == "CrashCount").row(0, named=True)
     assert crash["request_count"] == 0 and crash["p50"] is None and crash["p100"] is None  # N/A stays null
-    assert stats_generated(UPSTREAM / "stats.csv")
+    assert stats_generated(LocustCsv.read(UPSTREAM / "stats.csv"))
 
 
 def test_upstream_stats_history_csv():
@@ -73,7 +74,9 @@ def test_empty_exceptions():
 
 
 def test_stats_jsonl_rows_keep_csv_strings_and_skip_aggregated():
-    rows = per_request_rows(UPSTREAM / "stats.csv", timestamp="2026-11-30T10:00:00Z", tag="abc", test_name="t")
+    stats = LocustCsv.read(UPSTREAM / "stats.csv")
+    assert stats is not None
+    rows = per_request_rows(stats.records(), timestamp="2026-11-30T10:00:00Z", tag="abc", test_name="t")
     assert [row["metric"] for row in rows] == ["grpc_ResumeActor", "grpc_SuspendActor", "actor_CrashCount"]
     assert set(rows[0]) == {"timestamp", "tag", "test_name", "metric", "measurements"}
     assert rows[0]["measurements"]["requests_per_s"] == "1.9979"
@@ -88,8 +91,8 @@ def test_stats_generated_needs_a_named_row(tmp_path):
     only_total = tmp_path / "stats.csv"
     only_total.write_text((UPSTREAM / "stats.csv").read_text().splitlines()[0] + "\n"
                           ",Aggregated,0,0,0,0,0,0,0,0,0,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A\n")
-    assert not stats_generated(only_total)
-    assert not stats_generated(tmp_path / "missing.csv")
+    assert not stats_generated(LocustCsv.read(only_total))
+    assert not stats_generated(LocustCsv.read(tmp_path / "missing.csv"))
 
 
 def _history_named(tmp_path: Path, name: str) -> Path:

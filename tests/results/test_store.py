@@ -50,7 +50,7 @@ def test_request_log_parts_merge_in_time_order(tmp_path):
     writer.append(RequestRecord(1.0, "grpc", "SuspendActor", 80.5, 80, 0, False, error="RpcError: x"))
     writer.flush()
     assert len(list((tmp_path / "parts").glob("part-*.parquet"))) == 2
-    assert merge_parts(tmp_path / "parts", tmp_path / "requests.parquet") == 2
+    assert merge_parts(tmp_path / "parts", tmp_path / "requests.parquet").height == 2
     frame = read_requests(tmp_path / "requests.parquet")
     assert frame["name"].to_list() == ["SuspendActor", "WakeFirstTouch"]
     assert frame["latency_ms"].to_list() == [80.5, 12.345678]
@@ -66,8 +66,10 @@ def test_merge_marks_the_rows_locust_counted(tmp_path):
     writer.append(RequestRecord(4.0, "grpc", "DeleteActor", 1.0, 1, 0, True, phase="stopping", locust_seq=1))
     writer.append(RequestRecord(5.0, "grpc", "WakeFirstTouch", 1.0, 1, 0, True, phase="steady", locust_seq=1))
     writer.flush()
-    merge_parts(tmp_path / "parts", tmp_path / "counted.parquet", {("http", "WakeFirstTouch"): 2})
+    merged = merge_parts(tmp_path / "parts", tmp_path / "counted.parquet", {("http", "WakeFirstTouch"): 2})
     frame = read_requests(tmp_path / "counted.parquet")
+    # A landing trial's figures come from the merged frame, not from reading the file back: the two are one.
+    assert merged.equals(frame) and merged.schema == frame.schema
     assert frame["locust_counted"].to_list() == [True, True, False, False, False]
     assert frame["phase"].to_list() == ["steady", "steady", "steady", "stopping", "steady"]
     merge_parts(tmp_path / "parts", tmp_path / "unknown.parquet")
@@ -84,7 +86,7 @@ def test_a_request_without_a_start_time_has_none(tmp_path):
 
 
 def test_merge_with_no_parts_writes_an_empty_log(tmp_path):
-    assert merge_parts(tmp_path / "none", tmp_path / "requests.parquet") == 0
+    assert merge_parts(tmp_path / "none", tmp_path / "requests.parquet").height == 0
     assert read_requests(Path(tmp_path / "requests.parquet")).height == 0
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from substrate_assets.results.layout import TrialKey
+from substrate_assets.results.locust_files import LocustCsv, LocustFiles
 from substrate_assets.results.readers import read_stats_jsonl
 from substrate_assets.results.server_summary import unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import FACT_KEYS
@@ -37,8 +38,8 @@ def summarize(tmp_path: Path, facts: dict, *, stats: str | None = STATS_HEADER +
     counts = [users] * 61 if user_counts is None else user_counts
     history.write_text("Timestamp,User Count,Type,Name,Requests/s,Failures/s\n"
                        + "".join(f"{1788914584 + i},{u},,Aggregated,1.0,0.0\n" for i, u in enumerate(counts)))
-    return trial_summary_measurements(stats_csv=stats_csv, stats_history_csv=history, facts=facts,
-                                      run_start=run_start, run_end=run_end, metadata=metadata or {}, users=users,
+    return trial_summary_measurements(stats=LocustCsv.read(stats_csv), history=LocustCsv.read(history),
+                                      facts=facts, run_start=run_start, run_end=run_end, metadata=metadata or {}, users=users,
                                       actors_per_user=actors_per_user)
 
 
@@ -63,7 +64,7 @@ def test_actors_per_pod_percentiles_and_the_observed_peak(tmp_path):
 def test_an_empty_name_is_a_total_row(tmp_path):
     history = tmp_path / "stats_history.csv"
     history.write_text("Timestamp,User Count,Type,Name\n1,4,,\n2,10,,\n3,99,http,WakeFirstTouch\n")
-    m = trial_summary_measurements(stats_csv=None, stats_history_csv=history, facts=FACTS, run_start=None,
+    m = trial_summary_measurements(stats=None, history=LocustCsv.read(history), facts=FACTS, run_start=None,
                                    run_end=None, metadata={}, users=1)
     assert m["actors_per_node"] == "10.0"
 
@@ -147,7 +148,8 @@ def test_byte_form_of_a_whole_row():
              "worker_memory_limit_gb": "16.0", "sandbox_class": "gvisor"}
     row = trial_summary_row({"timestamp": "2026-11-20T00:00:00Z", "tag": "4f8a1c0d2b9e7f6a5c3d1e0f9a8b7c6d5e4f3a2b",
                              "test_name": "glutton_baseline_5_users"},
-                            stats_csv=NEWEST / "stats.csv", stats_history_csv=NEWEST / "stats_history.csv",
+                            stats=LocustCsv.read(NEWEST / "stats.csv"),
+                            history=LocustCsv.read(NEWEST / "stats_history.csv"),
                             facts=facts, run_start=1795132800, run_end=1795132890, metadata={"runner": "nightly"},
                             users=10)
     assert json.dumps(row) == line
@@ -162,7 +164,7 @@ def test_byte_form_of_a_whole_row():
 
 
 def _write_trial(tmp_path: Path, stats: bool) -> list[dict]:
-    from substrate_assets.driver.outputs import TrialRecord, write_trial_files
+    from substrate_assets.driver.outputs import MeasuredTrial, TrialRecord, write_trial_files
     from substrate_assets.suites import Suite
     from substrate_assets.workload.library import load_script_file
 
@@ -180,7 +182,7 @@ def _write_trial(tmp_path: Path, stats: bool) -> list[dict]:
                          key.started, datetime.fromtimestamp(1795132890, UTC), False, facts)
     summary = unmeasured_server_summary(start_ts=1795132800, end_ts=1795132890, steady=(1795132800, 1795132890),
                                         test_name="s", tag="local", data_timestamp="2026-11-20T00:00:00Z")
-    write_trial_files(staging, work, record, summary)
+    write_trial_files(staging, work, record, MeasuredTrial(LocustFiles.read(staging), summary))
     return read_stats_jsonl(staging / "stats.jsonl")
 
 

@@ -146,10 +146,10 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path | None, *,
                              {"namespace": settings.namespace, "image": settings.image, "locust_workers": workers,
                               "control_endpoint": settings.control_endpoint, "router_url": settings.router_url},
                              notes, group=group)
-        telemetry = measure_trial(staging, work, record, *remote)
-        record.judge_machine_load(cluster_machine_load(telemetry.get("node_psi", {}).get("cpu_stall_pct", {})
-                                                       .get("avg")))
-        outcome = write_trial_files(staging, work, record, telemetry)
+        measured = measure_trial(staging, work, record, *remote)
+        record.judge_machine_load(cluster_machine_load(measured.server_summary.get("node_psi", {})
+                                                       .get("cpu_stall_pct", {}).get("avg")))
+        outcome = write_trial_files(staging, work, record, measured)
         shutil.rmtree(work)
         location = upload_trial(staging, settings.store, key)
     finally:

@@ -9,13 +9,14 @@ import polars as pl
 from substrate_assets.driver.outputs import (
     MeasuredTrial,
     TrialRecord,
+    locust_request_counts,
     measure_server_summary,
     no_session_failure,
     write_trial_files,
 )
 from substrate_assets.driver.trial import host_start_warnings
 from substrate_assets.results.layout import TrialKey
-from substrate_assets.results.locust_files import LocustFiles
+from substrate_assets.results.locust_files import LocustCsv, LocustFiles
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.runtime.events import EventLog, RuntimeEvent
@@ -90,3 +91,13 @@ def test_a_trial_in_which_no_session_started_failed_and_says_why(tmp_path):
 def test_no_session_failure_only_when_none_started():
     assert no_session_failure(None, "") is None and no_session_failure(3, "") is None
     assert no_session_failure(0, "") == "no session ever started (no CreateActor succeeded)"
+
+
+def test_locust_counts_are_unknown_for_an_empty_or_damaged_stats_csv(tmp_path):
+    """Without Locust's counts no row's locust_counted is known; an empty or damaged stats.csv must not stop the
+    landing (write_trial_files says why the trial has no stats)."""
+    assert locust_request_counts(None) is None
+    assert locust_request_counts(LocustCsv(tmp_path / "stats.csv", b"")) is None
+    assert locust_request_counts(LocustCsv(tmp_path / "stats.csv", b"Type,Name,Request Count\nhttp,Wake,3")) is None
+    whole = b"Type,Name,Request Count\nhttp,Wake,3\n,Aggregated,3\n"
+    assert locust_request_counts(LocustCsv(tmp_path / "stats.csv", whole)) == {("http", "Wake"): 3}

@@ -2,6 +2,10 @@
 from the records of real Dagster runs and the trial's own start and end."""
 
 import json
+import os
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -86,3 +90,15 @@ def test_a_wait_for_the_machine_is_its_own_part(tmp_path: Path):
         dead = measure_dead_time(instance, begun, loads, instance.get_run_record_by_id(loads[0].load_run).end_time)
     assert dead.parts["machine wait"] == pytest.approx(0.01)
     assert sum(dead.parts.values()) + dead.load_s == pytest.approx(dead.wall_s, abs=1e-6)
+
+
+def test_a_process_start_is_read_to_the_tick_not_to_the_boot_times_second():
+    """The start lies after a moment its parent took before starting it and before the child's own first reading
+    of the clock. psutil's create_time, which adds a boot time kept in whole seconds, was 0.38 s early here."""
+    child = "import time; t = time.time(); from substrate_assets.app.dead_time import process_started; " \
+            "print(process_started(), t)"
+    before = time.time()
+    started, first_reading = map(float, subprocess.run([sys.executable, "-c", child], check=True, capture_output=True,
+                                                       text=True).stdout.split())
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    assert before - tick <= started <= first_reading

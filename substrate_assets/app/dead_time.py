@@ -21,7 +21,8 @@ from substrate_assets.results.trial_directory import TRIAL_JSON, TrialDirectory,
 TARGET_SHARE = 0.10  # issue 43: a group's dead time at most a tenth of its trials' load time
 
 # What a load run's steps are called here, by step key; any other step by its key.
-STEP_PARTS = {"load_trial": "raw tables", "marts": "marts", "benchmark_site": "site",
+RAW_TABLES = "raw tables"  # a trial's raw tables loaded: its load run's step, or its load outside a run
+STEP_PARTS = {"load_trial": RAW_TABLES, "marts": "marts", "benchmark_site": "site",
               "trial_run_no_regression_against_history": "verdict"}
 # The parts (docs/benchmarks.md says what each holds).
 STARTING = "start"  # the process's start to its first trial's run: imports, the instance, the script's validation
@@ -35,12 +36,14 @@ ENDING = "end"  # the last load to the measure: the verdict, the tables printed
 
 @dataclass(frozen=True)
 class TrialLoad:
-    """One trial of a job: its id and directory, the run_trial run that ran it and the run that loaded it."""
+    """One trial of a job: its id and directory, the run_trial run that ran it and the run that loaded it; or, for a
+    trial whose raw tables were loaded outside a run (a group's earlier trial), when that load began and ended."""
 
     trial_id: str
     trial_dir: Path
     trial_run: str
-    load_run: str
+    load_run: str | None
+    loaded_between: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -120,12 +123,20 @@ def measure_dead_time(instance: dg.DagsterInstance, process_started: float, load
         trial = TrialDirectory(load.trial_dir)
         started, ended = _seconds(trial, "started_at"), _seconds(trial, "ended_at")
         waited = float(trial.manifest.get("machine_wait_s") or 0.0)
-        trial_run, load_run = _run(instance, load.trial_run), _run(instance, load.load_run)
+        trial_run = _run(instance, load.trial_run)
         parts[STARTING if number == 0 else BETWEEN] += trial_run.created - moment
         parts[MACHINE_WAIT] += waited
         parts[TRIAL_START] += started - trial_run.created - waited
         load_s += ended - started
         parts[LANDING] += trial_run.ended - ended
+        if load.load_run is None:
+            if load.loaded_between is None:
+                raise ValueError(f"trial {load.trial_id} names neither a load run nor when it was loaded")
+            began, moment = load.loaded_between
+            parts[DAGSTER] += began - trial_run.ended
+            parts[RAW_TABLES] += moment - began
+            continue
+        load_run = _run(instance, load.load_run)
         in_steps = 0.0
         for step, seconds in load_run.steps.items():
             part = STEP_PARTS.get(step, step)

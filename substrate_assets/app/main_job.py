@@ -16,6 +16,7 @@ import dagster as dg
 from substrate_assets.app.code_location import run_job
 from substrate_assets.app.dead_time import TrialLoad
 from substrate_assets.app.pool_slots import Say, end_own_runs, owner_tags, wait_for_pools
+from substrate_assets.app.raw_loads import RawLoadFailed, load_raw_tables
 from substrate_assets.app.stopped import Stopped, raise_if_stopped
 from substrate_assets.app.time_to_insight import TimeToInsight, measure
 from substrate_assets.definitions import defs
@@ -221,7 +222,7 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
         if loads:
             _draw(instance, say)
         raise
-    runs = [*validated.values(), *(run for load in loads for run in (load.trial_run, load.load_run))]
+    runs = [*validated.values(), *(run for load in loads for run in (load.trial_run, load.load_run) if run)]
     return JobOutcome(loads[-1].trial_id, runs, insight_of(instance, loads[-1]),
                       tuple(load.trial_id for load in loads), group, tuple(disturbed), tuple(loads))
 
@@ -229,6 +230,7 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
 def insight_of(instance: dg.DagsterInstance, load: TrialLoad) -> TimeToInsight:
     """The way of a job's last trial from its last request into every mart."""
     marts = [key for asset in mart_assets for key in asset.keys]
+    assert load.load_run is not None, "a job's last trial is loaded in a run"
     return measure(instance, load.trial_dir, load.trial_run, load.load_run, marts)
 
 
@@ -256,9 +258,13 @@ def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterIn
             # The models, the site and the verdict wait for the job's last trial: refreshed for each trial before,
             # they were a third of a group's dead time and never seen (the group is judged whole). A disturbed
             # trial is loaded whole: its check records in Dagster why it was set aside, and the site shows it.
-            whole = number == len(rounds) or because is not None
-            [load_run_id] = reload_trial(trial_id, store, instance, say, whole=whole).runs
-            loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, load_run_id))
+            # The trials before load their raw tables outside a run (``raw_loads``).
+            if number == len(rounds) or because is not None:
+                [load_run_id] = reload_trial(trial_id, store, instance, say).runs
+                loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, load_run_id))
+            else:
+                loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, None,
+                                       _raw_tables_only(trial_id, store, instance, say)))
             if because is None:
                 break
             disturbed.append(trial_id)
@@ -273,6 +279,17 @@ def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterIn
                 "runs again")
 
 
+def _raw_tables_only(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say) -> tuple[float, float]:
+    """Load the trial's raw tables outside a run; when the load began and ended. MainJobError when it does not
+    load."""
+    try:
+        loaded = load_raw_tables(trial_id, store, instance, defs.resources["warehouse"], say)
+    except RawLoadFailed as error:
+        raise MainJobError(str(error)) from None
+    raise_if_stopped()
+    return loaded.began, loaded.ended
+
+
 def disturbed_because(store: RunStore, trial_id: str) -> str | None:
     """Why the trial counts as disturbed, as its trial.json says; None when it does not."""
     load = TrialDirectory(store.find(trial_id)).manifest.get("machine_load") or {}
@@ -281,15 +298,12 @@ def disturbed_because(store: RunStore, trial_id: str) -> str | None:
     return "; ".join(load.get("disturbed_because") or []) or "the machine was busy with other work"
 
 
-def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet,
-                 whole: bool = True) -> JobOutcome:
-    """Load an existing trial's files again (raw tables replaced, models refreshed, the benchmark site built again,
-    the trial judged against its history); no load is generated. Not ``whole``, only the raw tables: a later
-    load of the same job refreshes the models for every trial loaded since they last ran, draws the site and judges
-    its trial (an earlier trial of a group is judged with its group, or on request by reloading it)."""
+def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say = _quiet) -> JobOutcome:
+    """Load an existing trial's files again (raw tables replaced, models refreshed for every trial loaded since they
+    last ran, the benchmark site built again, the trial judged against its history), in one run; no load is
+    generated. A group's earlier trial is judged with its group, or on request by reloading it."""
     store.find(trial_id)
     instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
-    chosen = [*raw_assets, *mart_assets, *site_assets] if whole else raw_assets
-    checks = [dg.AssetCheckKey(trial_run.key, NO_REGRESSION)] if whole else []
-    result = _materialize(chosen, instance, trial_id, say, checks=checks)
+    result = _materialize([*raw_assets, *mart_assets, *site_assets], instance, trial_id, say,
+                          checks=[dg.AssetCheckKey(trial_run.key, NO_REGRESSION)])
     return JobOutcome(trial_id, [_succeeded(result, f"reloading trial {trial_id}").run_id])

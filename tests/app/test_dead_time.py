@@ -92,6 +92,20 @@ def test_a_wait_for_the_machine_is_its_own_part(tmp_path: Path):
     assert sum(dead.parts.values()) + dead.load_s == pytest.approx(dead.wall_s, abs=1e-6)
 
 
+def test_a_load_outside_a_run_is_raw_tables_and_the_gap_before_it_dagster(tmp_path: Path):
+    with dg.DagsterInstance.ephemeral() as instance:
+        ran = _trial(instance, tmp_path / "t1", 0.0)
+        trial_end = instance.get_run_record_by_id(ran.trial_run).end_time
+        runless = TrialLoad(ran.trial_id, ran.trial_dir, ran.trial_run, None, (trial_end + 0.25, trial_end + 1.0))
+        begun = instance.get_run_record_by_id(ran.trial_run).create_timestamp.timestamp()
+        dead = measure_dead_time(instance, begun, [runless], trial_end + 1.5)
+        with pytest.raises(ValueError, match="neither a load run nor when"):
+            measure_dead_time(instance, begun, [TrialLoad(ran.trial_id, ran.trial_dir, ran.trial_run, None)], 0.0)
+    assert dead.parts["raw tables"] == pytest.approx(0.75) and dead.parts["Dagster"] == pytest.approx(0.25)
+    assert dead.parts["marts"] == 0 and dead.parts["end"] == pytest.approx(0.5)
+    assert sum(dead.parts.values()) + dead.load_s == pytest.approx(dead.wall_s, abs=1e-6)
+
+
 def test_a_process_start_is_read_to_the_tick_not_to_the_boot_times_second():
     """The start lies after a moment its parent took before starting it and before the child's own first reading
     of the clock. psutil's create_time, which adds a boot time kept in whole seconds, was 0.38 s early here."""

@@ -162,3 +162,9 @@ def test_the_instance_holds_the_lineage_and_the_pipes_metadata(two_runs, project
     assert {record.partition_key for record in refreshed} == {None} and len(refreshed) == 2 + 1 + 1
     raw = instance.fetch_materializations(dg.AssetKey("request_samples"), limit=10).records
     assert sorted(record.partition_key for record in raw) == sorted([*trial_ids, min(trial_ids)])
+    # The group's earlier trial was loaded outside a run and recorded as its load run would have recorded it.
+    [earlier] = [record for record in raw if record.partition_key == group[0]]
+    [last] = [record for record in raw if record.partition_key == group[1]]
+    assert not earlier.run_id and last.run_id
+    assert set(earlier.asset_materialization.metadata) == set(last.asset_materialization.metadata)
+    assert earlier.asset_materialization.metadata["dagster/row_count"].value >= 1

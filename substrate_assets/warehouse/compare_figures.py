@@ -8,7 +8,8 @@
 - **Request rows** (:mod:`~substrate_assets.analysis.request_figures`): the rows that answer the family's question
   (``QUESTION_ROWS``: glutton's ``ResumeActor gmean``, p50 and p99) and any the thresholds ask for
   (``compare.figures``, ``--figure``), from each trial's own successful samples, history trials' included.
-- **Densities and capacity**: the marts' per-trial figures (``density_frontiers``, ``slo_capacity``).
+- **Densities and capacity**: the per-trial figures of kind ``density`` that ``trial_figures`` declares (from
+  ``density_frontiers``, ``slo_capacity``); a figure declared there is judged here too.
 - **The failure ratio**: each trial's failed and all requests (its Aggregated stats row), judged as counts.
 
 **Primary figures**: those the suite names (``compare.primary``) or ``--figure`` asks for, else the wake's path
@@ -17,8 +18,9 @@ geometric mean where present (else its geometric mean) and the geometric mean of
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
+from typing import cast
 
 import duckdb
 import numpy as np
@@ -27,6 +29,7 @@ from substrate_assets.analysis.counts import Count
 from substrate_assets.analysis.figure_spec import STATISTICS, RequestFigure
 from substrate_assets.analysis.measured import (
     LATENCY_PERCENTILES,
+    Better,
     Measured,
     count_figure,
     latency_figures,
@@ -41,7 +44,7 @@ from substrate_assets.families import QUESTION_ROWS
 from substrate_assets.warehouse.compare_samples import recorded_rows, row_samples, step_samples, wake_trials
 from substrate_assets.warehouse.introspection import has_table
 
-DENSITIES = (("actors_per_node", "actors"), ("actors_per_vcpu", "actors/vCPU"), ("actors_per_gb_ram", "actors/GiB"))
+TRIAL_FIGURES = "trial_figures"  # each trial's headline figures, each declared once (dbt_like_sql/trial_figures.sql)
 _NO_WAKES = TrialWakes(np.empty(0))
 
 
@@ -49,14 +52,25 @@ class FigureNotRecorded(ValueError):
     """A figure asked for of a request row that no trial of either side recorded."""
 
 
-def _per_trial(connection: duckdb.DuckDBPyConnection, table: str, columns: Sequence[str],
-               trial_ids: Sequence[str]) -> dict[str, dict[str, float | None]]:
-    """``columns`` of ``table`` by trial for those trials that have a row (a table not built yet has none)."""
-    if not trial_ids or not has_table(connection, table):
-        return {}
-    rows = connection.execute(f"SELECT trial_id, {', '.join(columns)} FROM {table} "
-                              "WHERE list_contains(?::VARCHAR[], trial_id)", [list(trial_ids)]).fetchall()
-    return {row[0]: dict(zip(columns, row[1:], strict=True)) for row in rows}
+def per_trial_figures(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side,
+                      history: Sequence[str]) -> list[Measured]:
+    """The figures with one value per trial that a verdict judges as they are (kind ``density``: the densities,
+    the capacity), each as trial_figures declares it, in the order of their names; one that no trial of either side
+    measured is left out (a table not built yet has none)."""
+    trials = [*baseline.trial_ids, *candidate.trial_ids, *history]
+    if not trials or not has_table(connection, TRIAL_FIGURES):
+        return []
+    values: dict[tuple[str, str, Better], dict[str, float | None]] = {}
+    for figure, unit, better, trial, value in connection.execute(
+            f"SELECT figure, unit, better, trial_id, value FROM {TRIAL_FIGURES} WHERE kind = 'density' AND "
+            "list_contains(?::VARCHAR[], trial_id) ORDER BY figure", [trials]).fetchall():
+        values.setdefault((figure, unit, cast(Better, better)), {})[trial] = value
+    sides = [*baseline.trial_ids, *candidate.trial_ids]
+    return [scalar_figure(figure, unit, better, "density", [by_trial.get(trial) for trial in baseline.trial_ids],
+                          [by_trial.get(trial) for trial in candidate.trial_ids],
+                          [value for trial in history if (value := by_trial.get(trial)) is not None])
+            for (figure, unit, better), by_trial in values.items()
+            if any(by_trial.get(trial) is not None for trial in sides)]
 
 
 def request_counts(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str]) -> dict[str, Count]:
@@ -117,13 +131,7 @@ def measured_figures(connection: duckdb.DuckDBPyConnection, baseline: Side, cand
     figures += [row for row in _request_rows(connection, wanted, baseline, candidate, history)
                 if row.figure not in named]
     everyone = [*sides, *history]
-    densities = _per_trial(connection, "density_frontiers", [column for column, _ in DENSITIES], everyone)
-    for column, unit in DENSITIES:
-        figures.append(_scalar(column, unit, densities, column, baseline, candidate, history))
-    capacities = _per_trial(connection, "slo_capacity", ["capacity_users"], everyone)
-    if any(capacities.get(trial, {}).get("capacity_users") is not None for trial in sides):
-        figures.append(_scalar("capacity_users", "users", capacities, "capacity_users", baseline, candidate,
-                               history))
+    figures += per_trial_figures(connection, baseline, candidate, history)
     counts = request_counts(connection, everyone)
     figures.append(count_figure("failure_ratio", [counts.get(trial) for trial in baseline.trial_ids],
                                 [counts.get(trial) for trial in candidate.trial_ids],
@@ -180,15 +188,6 @@ def with_moments(row: Measured, baseline: list[str], candidate: list[str]) -> Me
     trials', in order)."""
     return replace(row, baseline_moments=tuple(baseline) if len(row.baseline) == len(baseline) else (),
                    candidate_moments=tuple(candidate) if len(row.candidate) == len(candidate) else ())
-
-
-def _scalar(figure: str, unit: str, table: dict[str, dict[str, float | None]], column: str, baseline: Side,
-            candidate: Side, history: Sequence[str]) -> Measured:
-    def values(trial_ids: Iterable[str]) -> list[float | None]:
-        return [table.get(trial, {}).get(column) for trial in trial_ids]
-
-    return scalar_figure(figure, unit, "higher", "density", values(baseline.trial_ids), values(candidate.trial_ids),
-                         [value for value in values(history) if value is not None])
 
 
 def default_primary(figures: Sequence[Measured]) -> list[str]:

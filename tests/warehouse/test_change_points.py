@@ -2,9 +2,9 @@
 
 Every model is first built over the empty raw tables, so each has its real columns; then the upstream models of
 metric_history (slo_capacity, density_frontiers, wake_latency_distribution) get rows written by hand, the raw
-trial_manifests and cluster_facts rows as a load (or the importer) writes them, and capacity_history, metric_history
-and change_points are built from those with their real code. The schema.yml tests of capacity_history and
-metric_history run over the rows and must all pass.
+trial_manifests and cluster_facts rows as a load (or the importer) writes them, and capacity_history, trial_figures,
+metric_history and change_points are built from those with their real code. The schema.yml tests of those three
+models run over the rows and must all pass.
 """
 
 import random
@@ -28,7 +28,7 @@ from substrate_assets.warehouse.raw_tables import ensure_schema
 from tests.support.raw_rows import insert
 
 MODELS = Path(__file__).resolve().parents[2] / "dbt_like_sql"
-MINE = ("capacity_history", "metric_history")
+MINE = ("capacity_history", "trial_figures", "metric_history")
 SHA = "4f8a1c0d2b9e7f6a5c3d1e0f9a8b7c6d5e4f3a2b"
 NO_SLO = "the suite sets no SLO"
 

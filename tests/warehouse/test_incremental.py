@@ -43,7 +43,8 @@ from tests.support.synthetic_trials import write_trial
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "dbt_like_sql"
 PER_TRIAL = {"trials", "density_frontiers", "wake_samples", "wake_latency_distribution", "wake_latency_histogram",
-             "wake_latency_windows", "step_latency", "trial_summary", "load_points", "slo_capacity", "metric_history"}
+             "wake_latency_windows", "step_latency", "trial_summary", "load_points", "slo_capacity", "trial_figures",
+             "metric_history"}
 PARTITIONED = {"capacity_history": ("suite", "configuration")}
 
 

@@ -22,8 +22,8 @@ from substrate_assets.warehouse.compare_trials import judge_against_history
 from substrate_assets.warehouse.sides import AllDisturbed, select_side
 
 # What the judgement reads: the trial's raw tables, the marts holding its configuration, figures and history.
-READS = ("request_samples", "wake_samples", "locust_stats", "capacity_history", "density_frontiers", "slo_capacity",
-         "wake_latency_distribution", "step_latency", "metric_history", "change_points")
+READS = ("request_samples", "wake_samples", "locust_stats", "capacity_history", "trial_figures", "step_latency",
+         "metric_history", "change_points")
 
 
 def trial_pictures(connection: duckdb.DuckDBPyConnection, sides: list[Side]) -> dict[str, dg.MetadataValue]:

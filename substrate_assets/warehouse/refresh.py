@@ -21,7 +21,7 @@ from substrate_assets.warehouse.connection import small_load, transaction
 from substrate_assets.warehouse.models.discovery import ModelError, models_directory
 from substrate_assets.warehouse.models.marts import refresh_marts
 from substrate_assets.warehouse.models.tables import BuiltTable
-from substrate_assets.warehouse.trial_figures import trial_densities, updated_densities
+from substrate_assets.warehouse.trial_densities import trial_densities, updated_densities
 from substrate_assets.warehouse.trial_rows import TrialFrames
 from substrate_assets.warehouse.trial_writes import LoadedTable, write_trials
 

@@ -34,7 +34,7 @@ from substrate_assets.warehouse.models.tables import rows_apart
 from substrate_assets.warehouse.raw_tables import ensure_schema
 from substrate_assets.warehouse.rebuild import rebuild
 from substrate_assets.warehouse.refresh import load_and_refresh
-from substrate_assets.warehouse.trial_figures import DENSITY_FIGURES, trial_densities
+from substrate_assets.warehouse.trial_densities import DENSITY_FIGURES, trial_densities
 from substrate_assets.warehouse.trial_rows import read_trials
 from substrate_assets.warehouse.trial_writes import load_trials
 from tests.support.raw_rows import insert

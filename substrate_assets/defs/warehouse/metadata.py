@@ -17,7 +17,7 @@ from substrate_assets.warehouse.checks import TestOutcome
 from substrate_assets.warehouse.column_docs import column_descriptions, table_columns
 from substrate_assets.warehouse.models.discovery import ModelError, models_directory
 from substrate_assets.warehouse.models.tables import BuiltTable
-from substrate_assets.warehouse.trial_figures import trial_densities
+from substrate_assets.warehouse.trial_densities import trial_densities
 from substrate_assets.warehouse.trial_writes import LoadedTable
 
 

@@ -25,9 +25,11 @@ from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_scrip
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION
 from substrate_assets.defs.trials.jobs import TRIAL_TAG, TrialConfig, run_config, run_trial_job
+from substrate_assets.defs.trials.started_ahead import start_trial_child_ahead
 from substrate_assets.defs.warehouse.models import mart_assets
 from substrate_assets.defs.warehouse.raw import raw_assets
 from substrate_assets.defs.warehouse.site import site_assets
+from substrate_assets.processes import warm_start
 from substrate_assets.processes.owner import Owner
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
@@ -207,6 +209,19 @@ def run_ab(suite_a: Suite, suite_b: Suite, rounds: list[Round], store: RunStore,
 def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance: dg.DagsterInstance, say: Say,
                 group: str | None, also_validate: Suite | None = None) -> JobOutcome:
     wait_for_pools(instance, pools_of([trial_run, *raw_assets, *mart_assets, *site_assets]), say)
+    try:
+        return _run_rounds_ahead(suite, rounds, store, instance, say, group, also_validate)
+    finally:
+        warm_start.discard()  # a trial child started ahead that no run launched
+
+
+def _run_rounds_ahead(suite: Suite, rounds: Sequence[Round], store: RunStore, instance: dg.DagsterInstance,
+                      say: Say, group: str | None, also_validate: Suite | None) -> JobOutcome:
+    """:func:`_run_rounds`, each local trial's Pipes child started ahead: the first's while the scripts are
+    validated, each next one's while the trial before is loaded (``defs/trials/started_ahead``)."""
+    local = suite.backend == "local" and (also_validate is None or also_validate.backend == "local")
+    if local:
+        start_trial_child_ahead()
     _warm_up()
     validated = {}
     for chosen in (suite, also_validate):
@@ -215,7 +230,7 @@ def _run_rounds(suite: Suite, rounds: Sequence[Round], store: RunStore, instance
     loads: list[TrialLoad] = []
     disturbed: list[str] = []
     try:
-        _each_round(rounds, store, instance, say, replacements_allowed(len(rounds)), loads, disturbed)
+        _each_round(rounds, store, instance, say, replacements_allowed(len(rounds)), loads, disturbed, local)
     except MainJobError:
         # A job that ends early (a trial failed, the machine too busy) still shows the trials it loaded: their loads
         # left the models' refresh and the drawing to a last one that will not come.
@@ -244,9 +259,9 @@ def _draw(instance: dg.DagsterInstance, say: Say) -> None:
 
 
 def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterInstance, say: Say, allowed: int,
-                loads: list[TrialLoad], disturbed: list[str]) -> None:
+                loads: list[TrialLoad], disturbed: list[str], ahead: bool = False) -> None:
     """Run and load each round's trial (again, when it was disturbed), adding each to ``loads`` as it lands and
-    each disturbed one's id to ``disturbed``."""
+    each disturbed one's id to ``disturbed``; ``ahead``: start the next trial's Pipes child before loading."""
     for number, trial in enumerate(rounds, start=1):
         again = False
         while True:
@@ -255,6 +270,8 @@ def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterIn
                     + (f", group {trial.group}" if trial.group else ""))
             trial_id, trial_run_id = _run_trial_job(trial.config(), instance, say)
             because = disturbed_because(store, trial_id)
+            if ahead and (number < len(rounds) or because is not None):
+                start_trial_child_ahead()
             # The models, the site and the verdict wait for the job's last trial: refreshed for each trial before,
             # they were a third of a group's dead time and never seen (the group is judged whole). A disturbed
             # trial is loaded whole: its check records in Dagster why it was set aside, and the site shows it.

@@ -16,6 +16,7 @@ measured, marked interrupted. A local child also receives SIGHUP when the proces
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,16 @@ from substrate_assets.driver.progress import log_lines
 from substrate_assets.driver.stopping import signals_stop_the_trial
 from substrate_assets.driver.trial import run_local_trial
 from substrate_assets.processes.parent_death import stop_when_parent_dies
+from substrate_assets.processes.warm_start import WARM_FLAG, await_launch
 from substrate_assets.report.figures import charted_key, rounded
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.suites import Suite
 from substrate_assets.workload import ScriptLibrary
 
 
-def main() -> None:
+def main(waited_ready_s: float | None = None) -> None:
+    """Run the trial the Pipes context names; ``waited_ready_s``: how long this process, started ahead of its run,
+    waited with its imports done (None: started by its run)."""
     stop_when_parent_dies()
     with open_dagster_pipes() as pipes, signals_stop_the_trial() as stop:
         trial_id = pipes.get_extra("trial_id")
@@ -43,6 +47,8 @@ def main() -> None:
         workload = f"think scale {suite.think_scale:g}" if suite.script else f"family {suite.family}"
         pipes.log.info(f"trial {trial_id}: suite {suite.name} ({suite.load_description()}, {workload}) on the "
                        f"{suite.backend} backend")
+        if waited_ready_s is not None:
+            pipes.log.info(f"{STARTED_AHEAD}: its imports were done {waited_ready_s:.1f} s before its run launched it")
         try:
             if suite.backend == "kubernetes":
                 # Imported here: the kubernetes client is a third of this child's imports, which a local trial
@@ -107,6 +113,9 @@ def main() -> None:
         )
 
 
+STARTED_AHEAD = "this trial's process was started ahead of its run"
+
+
 def machine_load_figures(load: dict[str, Any] | None) -> dict[str, Any]:
     """How busy the machine was with other work: each measured figure, rounded."""
     return {name: {"raw_value": round(load[name], 4), "type": "float"}
@@ -124,4 +133,5 @@ def machine_load_words(load: dict[str, Any] | None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    # Started ahead (processes/warm_start), its imports done: wait to be launched.
+    main(await_launch() if WARM_FLAG in sys.argv[1:] else None)

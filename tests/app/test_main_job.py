@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from substrate_assets.app.pipes_trial import STARTED_AHEAD
 from tests.support.projects import SMOKE_SUITES, make_project, project_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -150,6 +151,13 @@ def test_the_instance_holds_the_lineage_and_the_pipes_metadata(two_runs, project
     checks = instance.event_log_storage.get_asset_check_execution_history(
         dg.AssetCheckKey(dg.AssetKey("trial_run"), "trial_completed"), limit=5)
     assert len(checks) == 3
+    # Every trial's Pipes child was started ahead of its run (the first while the script was validated, the next
+    # while the trial before loaded), and its run's log says so.
+    trial_runs = instance.get_runs(dg.RunsFilter(job_name="run_trial"))
+    assert len(trial_runs) == 3
+    for run in trial_runs:
+        said = [entry.user_message for entry in instance.all_logs(run.run_id)]
+        assert any(STARTED_AHEAD in message for message in said), said
     compared = instance.event_log_storage.get_asset_check_execution_history(
         dg.AssetCheckKey(dg.AssetKey("trial_run"), "no_regression_against_history"), limit=5)
     # A trial of its own and a group's last were judged when they loaded (the group's earlier trial is judged with

@@ -1,7 +1,5 @@
 """``trial_run[trial]``: one execution of a suite, run through Dagster Pipes into the run store."""
 
-import os
-import sys
 import warnings
 
 import dagster as dg
@@ -18,9 +16,7 @@ from substrate_assets.defs.runs.scratch import owned_pipes_client
 from substrate_assets.defs.scripts.assets import workload_script
 from substrate_assets.defs.trials.checks import TRIAL_COMPLETED, TRIAL_RUN
 from substrate_assets.defs.trials.kubernetes_client import KubernetesPipesClient
-from substrate_assets.driver.kubernetes.pods import PIPES_CHILD
-from substrate_assets.processes.parent_death import PARENT_PID_ENV
-from substrate_assets.project import project_root
+from substrate_assets.defs.trials.started_ahead import run_trial_child
 from substrate_assets.results.layout import TrialExists, TrialKey
 from substrate_assets.suites import Suite, SuiteError
 from substrate_assets.workload import ScriptError
@@ -65,13 +61,7 @@ def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
                                  mirror_into=store if here.holds_warehouse else None)
     # The context and messages go to a scratch directory this worker owns: removed after a kill -9 by the next sweep.
     with owned_pipes_client(pipes_subprocess_client) as client:
-        return client.run(
-            context=context,
-            command=[sys.executable, "-m", PIPES_CHILD],
-            extras=extras,
-            env={PARENT_PID_ENV: str(os.getpid())},
-            cwd=str(project_root()),
-        )
+        return run_trial_child(client, context, extras)
 
 
 @dg.asset(

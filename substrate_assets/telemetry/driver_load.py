@@ -21,6 +21,8 @@ from typing import Any
 
 import polars as pl
 
+from substrate_assets.telemetry.counters import counter_delta
+
 # Above this share of the machine's cores the driver's own cost is a visible part of the latencies it measured.
 DRIVER_CORE_SHARE_LIMIT = 0.25
 
@@ -68,12 +70,6 @@ class DriverLoad:
                 f"{limit * 100:.0f} %: it competed with the actors for CPU, and its cost is in the latencies measured")
 
 
-def _delta(first: dict[str, Any], last: dict[str, Any], column: str) -> float | None:
-    if first[column] is None or last[column] is None:
-        return None
-    return float(last[column] - first[column])
-
-
 def driver_load(samples: pl.DataFrame, steady: tuple[float, float], cores: int) -> DriverLoad | None:
     """The driver's and the machine's CPU over ``steady`` (inclusive) from ``samples`` (runtime_samples rows);
     None with fewer than two samples inside it."""
@@ -83,5 +79,5 @@ def driver_load(samples: pl.DataFrame, steady: tuple[float, float], cores: int) 
     first, last = inside.row(0, named=True), inside.row(-1, named=True)
     if last["ts"] <= first["ts"]:
         return None
-    return DriverLoad(first["ts"], last["ts"], cores, _delta(first, last, "driver_cpu_s"),
-                      _delta(first, last, "machine_busy_cpu_s"), _delta(first, last, "machine_cpu_s"))
+    return DriverLoad(first["ts"], last["ts"], cores, counter_delta(first, last, "driver_cpu_s"),
+                      counter_delta(first, last, "machine_busy_cpu_s"), counter_delta(first, last, "machine_cpu_s"))

@@ -17,11 +17,11 @@ pressure is what is harvested, and the other two are not measured (null).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 
 from substrate_assets.results.runtime_samples import psi_total_column
+from substrate_assets.telemetry.counters import counter_delta
 
 MEASURES = ("foreign_cpu_share", "steal_share", "cpu_pressure")
 
@@ -38,12 +38,6 @@ class MachineLoad:
         return {name: getattr(self, name) for name in MEASURES}
 
 
-def _delta(first: dict[str, Any], last: dict[str, Any], column: str) -> float | None:
-    if first.get(column) is None or last.get(column) is None:
-        return None
-    return float(last[column] - first[column])
-
-
 def machine_load(samples: pl.DataFrame, steady: tuple[float, float]) -> MachineLoad | None:
     """The three figures over ``steady`` (inclusive) from ``samples`` (runtime_samples rows); None with fewer than two
     samples inside it. A figure whose counters were not read is null."""
@@ -54,11 +48,11 @@ def machine_load(samples: pl.DataFrame, steady: tuple[float, float]) -> MachineL
     seconds = last["ts"] - first["ts"]
     if seconds <= 0:
         return None
-    everything = _delta(first, last, "machine_cpu_s")
-    busy = _delta(first, last, "machine_busy_cpu_s")
-    steal = _delta(first, last, "machine_steal_cpu_s")
-    trial = _delta(first, last, "trial_cpu_s")
-    stalled = _delta(first, last, psi_total_column("cpu"))
+    everything = counter_delta(first, last, "machine_cpu_s")
+    busy = counter_delta(first, last, "machine_busy_cpu_s")
+    steal = counter_delta(first, last, "machine_steal_cpu_s")
+    trial = counter_delta(first, last, "trial_cpu_s")
+    stalled = counter_delta(first, last, psi_total_column("cpu"))
     foreign = None
     if everything and busy is not None and trial is not None and steal is not None:
         foreign = (busy - steal - trial) / everything

@@ -11,6 +11,7 @@ import pytest
 from substrate_assets.driver.samples import machine_cpu_s, process_tree_cpu_s
 from substrate_assets.results.runtime_samples import SAMPLES_SCHEMA
 from substrate_assets.telemetry.driver_load import DRIVER_CORE_SHARE_LIMIT, driver_load
+from substrate_assets.telemetry.machine_load import machine_load
 
 
 def _samples(rows: list[tuple[float, float | None, float | None, float | None]]) -> pl.DataFrame:
@@ -98,3 +99,19 @@ def test_the_machine_counters_are_cumulative():
     later_busy, later_total, later_steal = machine_cpu_s()
     assert 0 <= busy <= total and later_busy >= busy and later_total >= total
     assert steal is not None and 0 <= steal <= busy and later_steal >= steal
+
+
+def test_a_window_with_no_idle_tick_is_exactly_saturated():
+    """The counters are whole ticks summed as floats: busy and all CPU that grew by the same ticks give a share of
+    exactly 1 (a stress run saw 1.0000000000004428), and the foreign share the same way stays inside [0, 1]."""
+    # As machine_cpu_s reads them (all CPU less idle): no idle tick in the window, yet unrounded the busy share is
+    # (8194.07 - 8167.13) / (9702.619999999999 - 9675.68) = 1.0000000000000338.
+    samples = _samples([(100.0, 0.0, 8167.13, 9675.68), (110.0, 1.0, 8194.07, 9702.619999999999)])
+    load = driver_load(samples, (100, 110), cores=2)
+    assert load is not None and load.machine_cpu_saturation == 1.0
+    machine = machine_load(pl.DataFrame([{**dict.fromkeys(SAMPLES_SCHEMA), "ts": ts, "machine_busy_cpu_s": busy,
+                                          "machine_cpu_s": total, "machine_steal_cpu_s": 0.0, "trial_cpu_s": trial}
+                                         for ts, busy, total, trial in ((100.0, 8167.13, 9675.68, 0.0),
+                                                                        (110.0, 8194.07, 9702.619999999999, 0.0))],
+                                        schema=SAMPLES_SCHEMA), (100, 110))
+    assert machine is not None and machine.foreign_cpu_share == 1.0

@@ -56,8 +56,8 @@ def last_request_end(trial_dir: Path) -> float | None:
     path = trial_dir / REQUESTS_PARQUET
     if not path.is_file():
         return None
-    ends = pl.scan_parquet(path).select((pl.col("ts") + pl.col("latency_ms") / 1000).max()).collect()
-    return ends.item()
+    end = pl.scan_parquet(path).select((pl.col("ts") + pl.col("latency_ms") / 1000).max()).collect().item()
+    return None if end is None else float(end)
 
 
 def _events(instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType) -> list[dg.EventLogEntry]:
@@ -77,8 +77,8 @@ def measure(instance: dg.DagsterInstance, trial_dir: Path, trial_run_id: str, lo
             continue
         recorded[materialization.asset_key] = entry.timestamp
         value = materialization.metadata.get(COMMITTED_AT)
-        if value is not None:
-            committed[materialization.asset_key] = value.value
+        if value is not None and isinstance(value.value, (int, float)):
+            committed[materialization.asset_key] = float(value.value)
     every = all(key in committed for key in marts) and bool(marts)
     return TimeToInsight(last_request_end(trial_dir), max(written, default=None), min(started, default=None),
                          max(committed[key] for key in marts) if every else None,

@@ -3,4 +3,5 @@
 import dagster as dg
 
 script_partitions = dg.DynamicPartitionsDefinition(name="script")
-trial_partitions = dg.DynamicPartitionsDefinition(name="trial")
+TRIAL_PARTITIONS = "trial"
+trial_partitions = dg.DynamicPartitionsDefinition(name=TRIAL_PARTITIONS)

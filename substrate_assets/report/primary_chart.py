@@ -12,6 +12,7 @@ point a vertical rule, red regressed and green improved. One suite's rows only, 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import altair as alt
@@ -39,12 +40,13 @@ def kind(point: HistoryPoint) -> str:
 
 
 def _groups(points: Sequence[HistoryPoint]) -> list[dict[str, Any]]:
-    grouped: dict[str, list[HistoryPoint]] = {}
+    grouped: dict[str, list[tuple[datetime, HistoryPoint]]] = {}
     for point in points:
         if point.group_id and point.started_at is not None:
-            grouped.setdefault(point.group_id, []).append(point)
-    return [{"group": group, "start": min(p.started_at for p in members), "end": max(p.started_at for p in members),
-             "low": min(p.value for p in members), "high": max(p.value for p in members), "trials": len(members)}
+            grouped.setdefault(point.group_id, []).append((point.started_at, point))
+    return [{"group": group, "start": min(started for started, _ in members),
+             "end": max(started for started, _ in members), "low": min(p.value for _, p in members),
+             "high": max(p.value for _, p in members), "trials": len(members)}
             for group, members in grouped.items() if len(members) > 1]
 
 

@@ -144,9 +144,12 @@ def rebuild(store: RunStore, warehouse: Warehouse, models_directory: Path, *, wa
     """``on_listed`` is told the trial directories each listing of the store found new, while the warehouse is
     held (a test holds the rebuild there)."""
     started = time.perf_counter()
-    scratch = Path(tempfile.mkdtemp(prefix="substrate-rebuild-")) if isinstance(warehouse, Lake) else None
-    partial = (scratch / "warehouse.duckdb" if scratch is not None
-               else warehouse.with_name(f".{warehouse.name}.rebuild-{os.getpid()}"))
+    scratch: Path | None = None
+    if isinstance(warehouse, Lake):
+        scratch = Path(tempfile.mkdtemp(prefix="substrate-rebuild-"))
+        partial = scratch / "warehouse.duckdb"
+    else:
+        partial = warehouse.with_name(f".{warehouse.name}.rebuild-{os.getpid()}")
     partial.unlink(missing_ok=True)
     try:
         with _holding(warehouse, wait_s, on_wait) as held:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from substrate_assets.defs.partitions import trial_partitions
+from substrate_assets.defs.partitions import TRIAL_PARTITIONS
 from substrate_assets.defs.trials.checks import TRIAL_RUN
 from substrate_assets.defs.trials.jobs import TRIAL_TAG, run_trial_job
 from substrate_assets.project import store_directory
@@ -24,7 +24,7 @@ ENDED = [dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 def settle_unlanded_trials(instance: dg.DagsterInstance, store: RunStore | None = None) -> list[str]:
     """Record or forget the trials of ended ``run_trial`` runs that never recorded them; one line per trial."""
     store = store or RunStore(store_directory())
-    named = set(instance.get_dynamic_partitions(trial_partitions.name))
+    named = set(instance.get_dynamic_partitions(TRIAL_PARTITIONS))
     recorded = instance.get_materialized_partitions(dg.AssetKey(TRIAL_RUN))
     said = []
     for run in instance.get_runs(filters=dg.RunsFilter(job_name=run_trial_job.name, statuses=ENDED)):
@@ -42,6 +42,6 @@ def settle_unlanded_trials(instance: dg.DagsterInstance, store: RunStore | None 
                           "recorded_by": f"the sweep of dead runs: run {run.run_id} ended before recording it"}))
             said.append(f"trial {trial_id} landed but its run {run.run_id} ended before recording it: recorded")
         elif not (store.root / ".staging" / trial_id).exists():
-            instance.delete_dynamic_partition(trial_partitions.name, trial_id)
+            instance.delete_dynamic_partition(TRIAL_PARTITIONS, trial_id)
             said.append(f"trial {trial_id} of run {run.run_id} never landed: its trial_run partition removed")
     return said

@@ -13,14 +13,12 @@ from dataclasses import dataclass
 import dagster as dg
 
 from substrate_assets.app.pool_slots import Say, wait_for_pools
-from substrate_assets.defs.warehouse.metadata import FIGURES_ON, report_loads, trial_figures
-from substrate_assets.defs.warehouse.raw import load_trial
+from substrate_assets.defs.warehouse.metadata import report_loads
+from substrate_assets.defs.warehouse.raw import load_raw_tables_of, load_trial
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
-from substrate_assets.warehouse.preview import PREVIEW_ROWS
 from substrate_assets.warehouse.trial_rows import UnreadableTrial
-from substrate_assets.warehouse.trial_writes import load_trials
 
 
 class RawLoadFailed(RuntimeError):
@@ -29,11 +27,10 @@ class RawLoadFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class RawLoad:
-    """When a load outside a run began and ended (Unix seconds, its records included), and the events it recorded."""
+    """When a load outside a run began and ended (Unix seconds, its records included)."""
 
     began: float
     ended: float
-    events: int
 
 
 def load_raw_tables(trial_id: str, store: RunStore, instance: dg.DagsterInstance, warehouse: WarehouseResource,
@@ -44,10 +41,8 @@ def load_raw_tables(trial_id: str, store: RunStore, instance: dg.DagsterInstance
     began = time.time()
     trial = TrialDirectory(store.find(trial_id))
     try:
-        with warehouse.connect() as connection:
-            loaded = load_trials(connection, [trial], preview_rows=PREVIEW_ROWS)
-            figures = trial_figures(connection, [trial_id]) if FIGURES_ON in loaded else {}
+        loaded, figures = load_raw_tables_of(warehouse, trial, trial_id)
     except UnreadableTrial as error:
         raise RawLoadFailed(f"trial {trial_id} does not load: {error}") from None
-    events = report_loads(instance, [trial], loaded, [], figures=figures)
-    return RawLoad(began, time.time(), events)
+    report_loads(instance, [trial], loaded, [], figures={trial_id: figures})
+    return RawLoad(began, time.time())

@@ -235,7 +235,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, landed: Me
     completed = trial_completed(record.exit_code, generated, record.interrupted, sessions)
     write_json(staging / SERVER_SUMMARY_JSON, landed.server_summary)
     envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
-    rows = [*per_request_rows(files.stats.records(), **envelope), trial_summary_row(
+    rows = [*per_request_rows(files.stats.records, **envelope), trial_summary_row(
         envelope, stats=files.stats, history=files.history, facts=record.facts, run_start=record.run_start,
         run_end=int(record.ended.timestamp()), metadata=suite.metadata, users=suite.peak_users)
     ] if generated and files.stats is not None else []

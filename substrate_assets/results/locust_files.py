@@ -60,9 +60,11 @@ class LocustCsv:
         """As stats_history.csv: :func:`typed` by ``STATS_HISTORY_SCHEMA``."""
         return self.typed(STATS_HISTORY_SCHEMA)
 
+    @cached_property
     def records(self) -> list[dict[str, str]]:
-        """Its rows as the CSV's own text, by header (``csv.DictReader``, as upstream's runner reads them);
-        ValueError when it is not UTF-8, csv.Error when it is not CSV."""
+        """Its rows as the CSV's own text, by header (``csv.DictReader``, as upstream's runner reads them), parsed
+        once for status.json, stats.jsonl's rows and trial_summary; ValueError when it is not UTF-8, csv.Error when
+        it is not CSV."""
         return list(csv.DictReader(io.StringIO(self.data.decode("utf-8"), newline="")))
 
 

@@ -22,7 +22,7 @@ def stats_generated(stats: LocustCsv | None, warnings: list[str] | None = None) 
                             "having generated no stats")
         return False
     try:
-        names = [record.get("Name") for record in stats.records()]
+        names = [record.get("Name") for record in stats.records]
     except (ValueError, csv.Error):
         return False
     return any(name not in (None, "", "Aggregated") for name in names)

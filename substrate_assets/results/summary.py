@@ -6,12 +6,10 @@ failed or not, as ``wake_latency_distribution``'s main figures. A wake is the re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import polars as pl
 
 from substrate_assets.analysis.statistics import summarize
-from substrate_assets.results.readers import read_requests
 
 
 def is_wake() -> pl.Expr:
@@ -83,10 +81,6 @@ class RequestSummary:
     def wake_figures(self) -> str:
         """The wakes' ``n=… failed … p50 … ms p95 … ms p99 … ms``, to 0.1 ms; null where there were none."""
         return _figures_text(self.wake_n, self.wake_failed, self.wake_p50_ms, self.wake_p95_ms, self.wake_p99_ms)
-
-    @classmethod
-    def of_file(cls, path: Path, headline: tuple[str, ...] = ()) -> RequestSummary:
-        return cls.of(read_requests(path), headline)
 
 
 def row_figures(requests: pl.DataFrame, name: str) -> RowFigures | None:

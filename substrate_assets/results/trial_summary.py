@@ -41,7 +41,7 @@ def observed_users(history: LocustCsv | None) -> list[float]:
         return []
     samples = []
     try:
-        for row in history.records():
+        for row in history.records:
             if row.get("Name", "") not in TOTAL_ROW_NAMES:
                 continue
             try:
@@ -70,7 +70,7 @@ def failure_ratios(stats: LocustCsv | None) -> dict[str, float | None]:
     if stats is None:
         return ratios
     try:
-        for row in stats.records():
+        for row in stats.records:
             name, requests, failures = row.get("Name", ""), row.get("Request Count"), row.get("Failure Count")
             # Both counts must be there: a missing one is not a zero.
             if not name or requests is None or failures is None:

@@ -76,7 +76,7 @@ def test_empty_exceptions():
 def test_stats_jsonl_rows_keep_csv_strings_and_skip_aggregated():
     stats = LocustCsv.read(UPSTREAM / "stats.csv")
     assert stats is not None
-    rows = per_request_rows(stats.records(), timestamp="2026-11-30T10:00:00Z", tag="abc", test_name="t")
+    rows = per_request_rows(stats.records, timestamp="2026-11-30T10:00:00Z", tag="abc", test_name="t")
     assert [row["metric"] for row in rows] == ["grpc_ResumeActor", "grpc_SuspendActor", "actor_CrashCount"]
     assert set(rows[0]) == {"timestamp", "tag", "test_name", "metric", "measurements"}
     assert rows[0]["measurements"]["requests_per_s"] == "1.9979"

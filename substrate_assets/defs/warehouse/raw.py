@@ -2,7 +2,7 @@
 step and one transaction, replacing the trial's rows. Each table follows a landed trial on its own (eager), however
 the trial was launched."""
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import dagster as dg
@@ -24,7 +24,7 @@ from substrate_assets.results.trial_key import TrialKey
 from substrate_assets.warehouse.preview import PREVIEW_ROWS
 from substrate_assets.warehouse.raw_tables import RAW_TABLES
 from substrate_assets.warehouse.trial_rows import UnreadableTrial
-from substrate_assets.warehouse.trial_writes import load_trials
+from substrate_assets.warehouse.trial_writes import LoadedTable, load_trials
 
 # Tables whose figures may come from a Prometheus server the suite names (the harvest) rather than the trial's files.
 SOURCE_KINDS = {"server_telemetry": ("prometheus",), "load_steps": ("prometheus",)}
@@ -62,6 +62,19 @@ def _local_or_fetched(context: dg.AssetExecutionContext, run_store: RunStoreReso
     return fetch_trial(source, TrialKey.from_trial_id(trial_id, known.tag), store).trial_dir
 
 
+def load_raw_tables_of(warehouse: WarehouseResource, trial: TrialDirectory, trial_id: str,
+                       tables: Collection[str] | None = None
+                       ) -> tuple[dict[str, LoadedTable], dict[str, dg.MetadataValue]]:
+    """The trial's files loaded into ``tables`` (default: every raw table) in one transaction, and its figures for
+    the trial_manifests record when that table is among them; UnreadableTrial, having written nothing, when its
+    files do not read. What ``load_trial`` does in a run and a group's earlier trial outside one
+    (``app/raw_loads``)."""
+    with warehouse.connect() as connection:
+        loaded = load_trials(connection, [trial], tables=tables, preview_rows=PREVIEW_ROWS)
+        figures = trial_figures(connection, [trial_id])[trial_id] if FIGURES_ON in loaded else {}
+    return loaded, figures
+
+
 @dg.multi_asset(name="load_trial", specs=raw_specs, partitions_def=trial_partitions, can_subset=True, pool="duckdb",
                 description="Loads one trial's files from the run store into the raw tables selected, in one "
                 "transaction.")
@@ -74,9 +87,7 @@ def load_trial(context: dg.AssetExecutionContext, run_store: RunStoreResource, s
         raise dg.Failure(str(error)) from None
     tables = [key.path[-1] for key in context.selected_asset_keys]
     try:
-        with warehouse.connect() as connection:
-            loaded = load_trials(connection, [trial], tables=tables, preview_rows=PREVIEW_ROWS)
-            figures = trial_figures(connection, [trial_id])[trial_id] if FIGURES_ON in tables else {}
+        loaded, figures = load_raw_tables_of(warehouse, trial, trial_id, tables)
     except UnreadableTrial as error:  # nothing was written: one line naming the file, not a traceback
         raise dg.Failure(f"trial {trial_id} does not load: {error}",
                          metadata={"trial_dir": dg.MetadataValue.path(str(error.trial_dir))}) from None

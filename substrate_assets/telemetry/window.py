@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import polars as pl
+
 from substrate_assets.results.load_steps import LoadStep
 from substrate_assets.results.locust_files import LocustCsv
+from substrate_assets.results.readers import read_stats_history
 from substrate_assets.results.trial_directory import STATS_HISTORY_CSV, TOTAL_ROW_NAMES
 
 STEADY_FRACTION = 0.9
@@ -78,24 +81,25 @@ def step_window(samples: Iterable[tuple[int, float]], started_at: float, ended_a
 
 def read_history(path: Path | None) -> tuple[list[tuple[int, float]], str | None]:
     """A trial's user-count samples, or none and why: no file, or one that does not read (a partial read would
-    understate the peak, so the reference drops every sample)."""
+    understate the peak, so the reference drops every sample). The file is typed as it is read, never held as text
+    (an imported history may be hundreds of MiB)."""
     if path is None or not path.is_file():
         return [], f"no {STATS_HISTORY_CSV}"
-    try:
-        history = LocustCsv(path, path.read_bytes())
-    except OSError as error:
-        return [], f"{path.name} could not be read ({error})"
-    return samples_of(history)
+    return _samples(path.name, lambda: read_stats_history(path))
 
 
 def samples_of(history: LocustCsv | None) -> tuple[list[tuple[int, float]], str | None]:
-    """:func:`read_history` of a stats_history.csv already read."""
+    """:func:`read_history` of a stats_history.csv already read (a landing trial's)."""
     if history is None:
         return [], f"no {STATS_HISTORY_CSV}"
+    return _samples(history.path.name, lambda: history.history)
+
+
+def _samples(name: str, typed: Callable[[], pl.DataFrame]) -> tuple[list[tuple[int, float]], str | None]:
     try:
-        return history_samples(history.history.iter_rows(named=True)), None
+        return history_samples(typed().iter_rows(named=True)), None
     except Exception as error:
-        return [], f"{history.path.name} could not be read ({error})"
+        return [], f"{name} could not be read ({error})"
 
 
 def window_from_history(path: Path | None, start_ts: int, end_ts: int) -> SteadyWindow:

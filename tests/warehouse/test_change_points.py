@@ -260,8 +260,14 @@ def test_the_asset_reports_the_change_points(warehouse, path):
     assert cells[2:4] == ["wake_p99_ms", "a-07 (#7)"] and cells[-1] == "regressed"
     assert cells[5].endswith(" ms") and len(cells[5].split()[0].split(".")[1]) == 1  # ms to 0.1
     assert cells[7].startswith("+") and cells[7].endswith(" %") and len(cells[7].split()[0].split(".")[1]) == 1
-    histories = [key for key in metadata if key.startswith("history/")]
-    assert histories and all(metadata[key].value.startswith("![history of suite ") for key in histories)
+    assert not [key for key in metadata if key.startswith("history/")]  # drawn after it is recorded
+    [observation] = result.asset_observations_for_node(marts.node_def.name)
+    assert observation.asset_key == dg.AssetKey("change_points")
+    histories = [key for key in observation.metadata if key.startswith("history/")]
+    assert histories and all(observation.metadata[key].value.startswith("![history of suite ")
+                             for key in histories)
+    recorded = (dg.DagsterEventType.ASSET_MATERIALIZATION, dg.DagsterEventType.ASSET_OBSERVATION)
+    assert [event.event_type for event in result.all_node_events if event.event_type in recorded] == list(recorded)
 
 
 def test_change_points_and_noise_floor_are_assets_only_beside_the_model_they_read(tmp_path, monkeypatch):

@@ -134,14 +134,18 @@ def marts_asset(models: dict[str, AnyModel], tests: dict[str, list[ColumnTest]],
         for table in [table for table in refresh.tables if table.name in selected]:
             evaluated = check_results(table.name, refresh.outcomes.get(table.name, []))
             extra = shown.get(table.name, {})
-            if table.name == CHANGE_POINTS:
-                if CHANGE_POINT_CHECK.key in context.selected_asset_check_keys:
-                    new = [change for change in found or [] if _place(change) not in (before or set())]
-                    evaluated.append(change_point_check(new))
-                with warehouse.read() as connection:
-                    extra = {**extra, **suite_histories(connection)}
+            if table.name == CHANGE_POINTS and CHANGE_POINT_CHECK.key in context.selected_asset_check_keys:
+                new = [change for change in found or [] if _place(change) not in (before or set())]
+                evaluated.append(change_point_check(new))
             yield dg.MaterializeResult(asset_key=table.name, metadata={**model_metadata(table), **extra, **committed},
                                        check_results=evaluated)
+        # Drawn once every materialization is recorded: the charts take a second or two (the renderer holds the
+        # GIL), which the trial's record in Dagster no longer waits for. The site's step, next, finds them drawn.
+        if CHANGE_POINTS in selected and CHANGE_POINTS in refreshed:
+            with warehouse.read() as connection:
+                histories = suite_histories(connection)
+            if histories:
+                yield dg.AssetObservation(asset_key=CHANGE_POINTS, metadata=histories)
         if refresh.skipped:
             raise ModelError("not refreshed, a blocking test of what they read failed: " + "; ".join(
                 f"{name} (after {cause})" for name, cause in refresh.skipped.items()))
@@ -197,7 +201,8 @@ HISTORIES_SHOWN = 3
 
 
 def suite_histories(connection: duckdb.DuckDBPyConnection) -> dict[str, dg.MetadataValue]:
-    """The history charts of the suites whose trials ran last (a few: each is an image in the event log)."""
+    """The history charts of the suites whose trials ran last (a few: each is an image in the event log), an
+    observation of change_points after the refresh's materializations."""
     # Imported here: the chart libraries cost ~0.6 s to import, paid by every process that loads the definitions.
     from substrate_assets.report.pages import history_chart
     from substrate_assets.report.plots import markdown_image

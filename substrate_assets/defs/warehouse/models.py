@@ -6,6 +6,7 @@ they last ran (a per-trial model rewrites just their rows, and its checks look a
 builds everything whole."""
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import dagster as dg
@@ -123,13 +124,19 @@ def marts_asset(models: dict[str, AnyModel], tests: dict[str, list[ColumnTest]],
         selected = {key.to_user_string() for key in context.selected_asset_keys}
         checks = {(key.asset_key.to_user_string(), key.name) for key in context.selected_asset_check_keys}
         with warehouse.connect() as connection, transaction(connection):
-            before = {_place(change) for change in read_change_points(connection)} \
-                if CHANGE_POINTS in selected and has_table(connection, CHANGE_POINTS) else None
+            before = ({_place(change) for change in read_change_points(connection)}
+                      if CHANGE_POINTS in selected and has_table(connection, CHANGE_POINTS) else None)
             refresh = refresh_marts(connection, selected=selected, checked=_checked(models, tests, checks))
             refreshed = {table.name for table in refresh.tables}
             found = read_change_points(connection) if CHANGE_POINTS in refreshed else None
             shown = _shown(connection, refreshed, found)
         committed = {COMMITTED_AT: dg.MetadataValue.timestamp(time.time())}
+        # The renderer runs outside the interpreter's lock, so the histories are drawn while the materializations
+        # are recorded (a second of Dagster's event writes) instead of after them.
+        drawing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="suite-histories")
+        histories = (drawing.submit(_draw_histories, warehouse)
+                     if CHANGE_POINTS in selected and CHANGE_POINTS in refreshed else None)
+        drawing.shutdown(wait=False)
         # A model built because a selected one reads it and it was never built is not this run's to report.
         for table in [table for table in refresh.tables if table.name in selected]:
             evaluated = check_results(table.name, refresh.outcomes.get(table.name, []))
@@ -139,13 +146,11 @@ def marts_asset(models: dict[str, AnyModel], tests: dict[str, list[ColumnTest]],
                 evaluated.append(change_point_check(new))
             yield dg.MaterializeResult(asset_key=table.name, metadata={**model_metadata(table), **extra, **committed},
                                        check_results=evaluated)
-        # Drawn once every materialization is recorded: the charts take a second or two (the renderer holds the
-        # GIL), which the trial's record in Dagster no longer waits for. The site's step, next, finds them drawn.
-        if CHANGE_POINTS in selected and CHANGE_POINTS in refreshed:
-            with warehouse.read() as connection:
-                histories = suite_histories(connection)
-            if histories:
-                yield dg.AssetObservation(asset_key=CHANGE_POINTS, metadata=histories)
+        # Recorded once every materialization is: the trial's record in Dagster does not wait for the drawing. The
+        # site's step, next, finds the charts drawn.
+        drawn = histories.result() if histories is not None else None
+        if drawn:
+            yield dg.AssetObservation(asset_key=CHANGE_POINTS, metadata=drawn)
         if refresh.skipped:
             raise ModelError("not refreshed, a blocking test of what they read failed: " + "; ".join(
                 f"{name} (after {cause})" for name, cause in refresh.skipped.items()))
@@ -198,6 +203,11 @@ def noise_floor_markdown(connection: duckdb.DuckDBPyConnection) -> str:
 
 
 HISTORIES_SHOWN = 3
+
+
+def _draw_histories(warehouse: WarehouseResource) -> dict[str, dg.MetadataValue]:
+    with warehouse.read() as connection:
+        return suite_histories(connection)
 
 
 def suite_histories(connection: duckdb.DuckDBPyConnection) -> dict[str, dg.MetadataValue]:

@@ -138,14 +138,16 @@ def marts_asset(models: dict[str, AnyModel], tests: dict[str, list[ColumnTest]],
                      if CHANGE_POINTS in selected and CHANGE_POINTS in refreshed else None)
         drawing.shutdown(wait=False)
         # A model built because a selected one reads it and it was never built is not this run's to report.
-        for table in [table for table in refresh.tables if table.name in selected]:
-            evaluated = check_results(table.name, refresh.outcomes.get(table.name, []))
-            extra = shown.get(table.name, {})
+        reported = [table for table in refresh.tables if table.name in selected]
+        # Every materialization first, then the checks: each result is two event writes, and the trial's rows are
+        # in Dagster once all the models' materializations are, ~0.6 s sooner than behind 27 checks.
+        for table in reported:
+            yield dg.MaterializeResult(asset_key=table.name,
+                                       metadata={**model_metadata(table), **shown.get(table.name, {}), **committed})
+        for table in reported:
+            yield from check_results(table.name, refresh.outcomes.get(table.name, []))
             if table.name == CHANGE_POINTS and CHANGE_POINT_CHECK.key in context.selected_asset_check_keys:
-                new = [change for change in found or [] if _place(change) not in (before or set())]
-                evaluated.append(change_point_check(new))
-            yield dg.MaterializeResult(asset_key=table.name, metadata={**model_metadata(table), **extra, **committed},
-                                       check_results=evaluated)
+                yield change_point_check([change for change in found or [] if _place(change) not in (before or set())])
         # Recorded once every materialization is: the trial's record in Dagster does not wait for the drawing. The
         # site's step, next, finds the charts drawn.
         drawn = histories.result() if histories is not None else None

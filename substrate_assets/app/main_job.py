@@ -7,6 +7,7 @@ error stopped it, is marked canceled and its slots freed on the way out."""
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -222,11 +223,15 @@ def _run_rounds_ahead(suite: Suite, rounds: Sequence[Round], store: RunStore, in
     local = suite.backend == "local" and (also_validate is None or also_validate.backend == "local")
     if local:
         start_trial_child_ahead()
-    _warm_up()
     validated = {}
-    for chosen in (suite, also_validate):
-        if chosen is not None and chosen.script is not None and chosen.script not in validated:
-            validated[chosen.script] = materialize_script(chosen, instance, say)
+    # The renderer starts outside the interpreter's lock, and Dagster waits on its event writes: the warm-up and the
+    # scripts' validation overlap, and both are done before the first trial runs.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-up") as warming:
+        warmed = warming.submit(_warm_up)
+        for chosen in (suite, also_validate):
+            if chosen is not None and chosen.script is not None and chosen.script not in validated:
+                validated[chosen.script] = materialize_script(chosen, instance, say)
+        warmed.result()
     loads: list[TrialLoad] = []
     disturbed: list[str] = []
     try:

@@ -57,12 +57,11 @@ requests AS (
         count(r.name) FILTER (WHERE is_wake(r.wake, r.name) AND NOT r.success) AS wake_failed,
         count(r.name) AS requests,
         count(r.name) FILTER (WHERE NOT r.success) AS failed_requests
-    FROM points AS p
+    FROM (SELECT * FROM points WHERE trial_id IN (SELECT trial_id FROM logged)) AS p
     LEFT JOIN request_samples AS r
         ON r.trial_id = p.trial_id
         AND r.locust_counted IS NOT FALSE
         AND r.ts >= p.window_start_ts AND r.ts < p.window_end_ts + 1
-    WHERE p.trial_id IN (SELECT trial_id FROM logged)
     GROUP BY p.trial_id, p.step
     UNION ALL
     SELECT trial_id, step, NULL, NULL, requests, failed_requests FROM history_totals

@@ -8,7 +8,7 @@ the process's start to the moment of measuring: nothing is counted twice or left
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,14 +22,19 @@ TARGET_SHARE = 0.10  # issue 43: a group's dead time at most a tenth of its tria
 
 # What a load run's steps are called here, by step key; any other step by its key.
 RAW_TABLES = "raw tables"  # a trial's raw tables loaded: its load run's step, or its load outside a run
-STEP_PARTS = {"load_trial": RAW_TABLES, "marts": "marts", "benchmark_site": "site",
-              "trial_run_no_regression_against_history": "verdict"}
+SITE = "site"
+VERDICT = "verdict"
+STEP_PARTS = {"load_trial": RAW_TABLES, "marts": "marts", "benchmark_site": SITE,
+              "trial_run_no_regression_against_history": VERDICT}
 # The parts (docs/benchmarks.md says what each holds).
 STARTING = "start"  # the process's start to its first trial's run: imports, the instance, the script's validation
 MACHINE_WAIT = "machine wait"  # a trial queued behind another on the machine
 TRIAL_START = "trial start"  # a trial's run created to its load's start: the run, the runtime, Locust
 LANDING = "landing"  # the load's end to the trial's run's end: its files written
 DAGSTER = "Dagster"  # between a trial's run and its load's run, and the load run's own events outside its steps
+# A trial loaded whole outside a run (``whole_loads``): its one transaction, its records, the site, the verdict.
+LOADED = "raw tables and marts"
+RECORDED = "records"
 BETWEEN = "between trials"
 ENDING = "end"  # the last load to the measure: the verdict, the tables printed
 
@@ -37,13 +42,15 @@ ENDING = "end"  # the last load to the measure: the verdict, the tables printed
 @dataclass(frozen=True)
 class TrialLoad:
     """One trial of a job: its id and directory, the run_trial run that ran it and the run that loaded it; or, for a
-    trial whose raw tables were loaded outside a run (a group's earlier trial), when that load began and ended."""
+    trial loaded outside a run, when that load began and ended, and where its seconds went when it was loaded whole
+    (``load_parts``; a group's earlier trial loads its raw tables only)."""
 
     trial_id: str
     trial_dir: Path
     trial_run: str
     load_run: str | None
     loaded_between: tuple[float, float] | None = None
+    load_parts: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -115,8 +122,8 @@ def measure_dead_time(instance: dg.DagsterInstance, process_started: float, load
                       now: float) -> DeadTime:
     """The dead time of a job whose process started at ``process_started`` and ran ``loads`` in order, up to
     ``now`` (Unix seconds)."""
-    parts = dict.fromkeys([STARTING, MACHINE_WAIT, TRIAL_START, LANDING, DAGSTER, *STEP_PARTS.values(), BETWEEN],
-                          0.0)
+    parts = dict.fromkeys([STARTING, MACHINE_WAIT, TRIAL_START, LANDING, DAGSTER, RAW_TABLES, LOADED, "marts",
+                           RECORDED, SITE, VERDICT, BETWEEN], 0.0)
     load_s = 0.0
     moment = process_started
     for number, load in enumerate(loads):
@@ -134,7 +141,8 @@ def measure_dead_time(instance: dg.DagsterInstance, process_started: float, load
                 raise ValueError(f"trial {load.trial_id} names neither a load run nor when it was loaded")
             began, moment = load.loaded_between
             parts[DAGSTER] += began - trial_run.ended
-            parts[RAW_TABLES] += moment - began
+            for part, seconds in (load.load_parts or {RAW_TABLES: moment - began}).items():
+                parts[part] = parts.get(part, 0.0) + seconds
             continue
         load_run = _run(instance, load.load_run)
         in_steps = 0.0

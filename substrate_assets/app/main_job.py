@@ -19,7 +19,8 @@ from substrate_assets.app.dead_time import TrialLoad
 from substrate_assets.app.pool_slots import Say, end_own_runs, owner_tags, wait_for_pools
 from substrate_assets.app.raw_loads import RawLoadFailed, load_raw_tables
 from substrate_assets.app.stopped import Stopped, raise_if_stopped
-from substrate_assets.app.time_to_insight import TimeToInsight, measure
+from substrate_assets.app.time_to_insight import TimeToInsight, measure, measure_outside_a_run
+from substrate_assets.app.whole_loads import WholeLoad, WholeLoadFailed, load_whole
 from substrate_assets.definitions import defs
 from substrate_assets.defs.partitions import script_partitions, trial_partitions
 from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_script
@@ -250,8 +251,10 @@ def _run_rounds_ahead(suite: Suite, rounds: Sequence[Round], store: RunStore, in
 def insight_of(instance: dg.DagsterInstance, load: TrialLoad) -> TimeToInsight:
     """The way of a job's last trial from its last request into every mart."""
     marts = [key for asset in mart_assets for key in asset.keys]
-    assert load.load_run is not None, "a job's last trial is loaded in a run"
-    return measure(instance, load.trial_dir, load.trial_run, load.load_run, marts)
+    if load.load_run is not None:
+        return measure(instance, load.trial_dir, load.trial_run, load.load_run, marts)
+    assert load.loaded_between is not None, "a job's last trial is loaded in a run or outside one"
+    return measure_outside_a_run(instance, load.trial_dir, load.trial_run, load.loaded_between[0], marts)
 
 
 def _draw(instance: dg.DagsterInstance, say: Say) -> None:
@@ -280,10 +283,11 @@ def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterIn
             # The models, the site and the verdict wait for the job's last trial: refreshed for each trial before,
             # they were a third of a group's dead time and never seen (the group is judged whole). A disturbed
             # trial is loaded whole: its check records in Dagster why it was set aside, and the site shows it.
-            # The trials before load their raw tables outside a run (``raw_loads``).
+            # Loads are outside a run (``whole_loads``; the trials before load their raw tables only, ``raw_loads``).
             if number == len(rounds) or because is not None:
-                [load_run_id] = reload_trial(trial_id, store, instance, say).runs
-                loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, load_run_id))
+                whole = _whole(trial_id, store, instance, say)
+                loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, None,
+                                       (whole.began, whole.judged), whole.parts()))
             else:
                 loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, None,
                                        _raw_tables_only(trial_id, store, instance, say)))
@@ -310,6 +314,19 @@ def _raw_tables_only(trial_id: str, store: RunStore, instance: dg.DagsterInstanc
         raise MainJobError(str(error)) from None
     raise_if_stopped()
     return loaded.began, loaded.ended
+
+
+def _whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say) -> WholeLoad:
+    """Load the trial whole outside a run (raw tables, models, records, site, verdict); MainJobError when it does
+    not load."""
+    resources = defs.resources or {}
+    try:
+        loaded = load_whole(trial_id, store, instance, resources["warehouse"], resources["suites"].all(),
+                            resources["site"] if site_assets else None, say)
+    except WholeLoadFailed as error:
+        raise MainJobError(str(error)) from None
+    raise_if_stopped()
+    return loaded
 
 
 def disturbed_because(store: RunStore, trial_id: str) -> str | None:

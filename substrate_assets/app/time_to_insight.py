@@ -67,11 +67,26 @@ def _events(instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType
 def measure(instance: dg.DagsterInstance, trial_dir: Path, trial_run_id: str, load_run_id: str,
             marts: Collection[dg.AssetKey]) -> TimeToInsight:
     """The moments of one trial's way from its last request into ``marts``, as its two runs recorded them."""
-    written = [entry.timestamp for entry in _events(instance, trial_run_id, dg.DagsterEventType.STEP_SUCCESS)]
     started = [entry.timestamp for entry in _events(instance, load_run_id, dg.DagsterEventType.RUN_START)]
+    return _moments(instance, trial_dir, trial_run_id, min(started, default=None), marts,
+                    _events(instance, load_run_id, dg.DagsterEventType.ASSET_MATERIALIZATION))
+
+
+def measure_outside_a_run(instance: dg.DagsterInstance, trial_dir: Path, trial_run_id: str, load_began: float,
+                          marts: Collection[dg.AssetKey]) -> TimeToInsight:
+    """The same moments for a trial loaded outside a run (``whole_loads``) from ``load_began`` (Unix seconds): its
+    marts' records are each mart's latest materialization, when it was recorded after the load began."""
+    latest = [instance.get_latest_materialization_event(key) for key in marts]
+    return _moments(instance, trial_dir, trial_run_id, load_began, marts,
+                    [entry for entry in latest if entry is not None and entry.timestamp >= load_began])
+
+
+def _moments(instance: dg.DagsterInstance, trial_dir: Path, trial_run_id: str, load_started: float | None,
+             marts: Collection[dg.AssetKey], materializations: list[dg.EventLogEntry]) -> TimeToInsight:
+    written = [entry.timestamp for entry in _events(instance, trial_run_id, dg.DagsterEventType.STEP_SUCCESS)]
     recorded: dict[dg.AssetKey, float] = {}
     committed: dict[dg.AssetKey, float] = {}
-    for entry in _events(instance, load_run_id, dg.DagsterEventType.ASSET_MATERIALIZATION):
+    for entry in materializations:
         materialization = entry.asset_materialization
         if materialization is None:
             continue
@@ -80,6 +95,6 @@ def measure(instance: dg.DagsterInstance, trial_dir: Path, trial_run_id: str, lo
         if value is not None and isinstance(value.value, (int, float)):
             committed[materialization.asset_key] = float(value.value)
     every = all(key in committed for key in marts) and bool(marts)
-    return TimeToInsight(last_request_end(trial_dir), max(written, default=None), min(started, default=None),
+    return TimeToInsight(last_request_end(trial_dir), max(written, default=None), load_started,
                          max(committed[key] for key in marts) if every else None,
                          max(recorded[key] for key in marts) if every else None)

@@ -90,7 +90,8 @@ def test_a_second_run_adds_a_group_judged_against_the_first(two_runs, project):
     total, load = float(dead.split()[2]), float(dead.split()[5])
     parts = {name: float(seconds.removesuffix(" s")) for name, seconds in
              (part.rsplit(" ", 2)[0:2] for part in dead.split("): ", 1)[1].split(", "))}
-    assert load > 0 and {"start", "trial start", "landing", "raw tables", "marts", "site", "end"} <= set(parts), dead
+    assert load > 0 and {"start", "trial start", "landing", "raw tables", "raw tables and marts", "records", "site",
+                         "verdict", "end"} <= set(parts), dead
     # Each part is printed to 0.1 s and one under 0.05 s not at all: at most 0.05 s off for each of the dozen.
     assert total == pytest.approx(sum(parts.values()), abs=0.6), dead
 
@@ -170,9 +171,19 @@ def test_the_instance_holds_the_lineage_and_the_pipes_metadata(two_runs, project
     assert {record.partition_key for record in refreshed} == {None} and len(refreshed) == 2 + 1 + 1
     raw = instance.fetch_materializations(dg.AssetKey("request_samples"), limit=10).records
     assert sorted(record.partition_key for record in raw) == sorted([*trial_ids, min(trial_ids)])
-    # The group's earlier trial was loaded outside a run and recorded as its load run would have recorded it.
+    # Every trial of a job is loaded outside a run (the group's earlier one its raw tables only, the last whole) and
+    # recorded as a load run would have recorded it; the reload of materialize is a run.
     [earlier] = [record for record in raw if record.partition_key == group[0]]
     [last] = [record for record in raw if record.partition_key == group[1]]
-    assert not earlier.run_id and last.run_id
-    assert set(earlier.asset_materialization.metadata) == set(last.asset_materialization.metadata)
+    [reloaded, _loaded] = [record for record in raw if record.partition_key == min(trial_ids)]
+    assert not earlier.run_id and not last.run_id and reloaded.run_id
+    assert set(earlier.asset_materialization.metadata) == set(last.asset_materialization.metadata) == set(
+        reloaded.asset_materialization.metadata)
+    # The marts as the marts step records them: the change points' table beside its rows, the histories drawn after.
+    marts = instance.fetch_materializations(dg.AssetKey("change_points"), limit=10).records
+    whole = [record for record in marts if not record.run_id and "committed_at" in record.asset_materialization.metadata]
+    assert len(whole) == 2 and all({"change_points", "dagster/row_count"} <= set(record.asset_materialization.metadata)
+                                   for record in whole)
+    [drawn] = instance.fetch_observations(dg.AssetKey("change_points"), limit=1).records
+    assert any(key.startswith("history/") for key in drawn.asset_observation.metadata)
     assert earlier.asset_materialization.metadata["dagster/row_count"].value >= 1

@@ -139,12 +139,15 @@ def figure_metadata(densities: Mapping[str, Mapping[str, float | None]],
 def report_loads(instance: dg.DagsterInstance, trials: list[TrialDirectory], raw: Mapping[str, LoadedTable],
                  models: Sequence[BuiltTable], tests: Sequence[TestOutcome] = (), *, new_partitions_only: bool = False,
                  extra: Mapping[str, Mapping[str, Any]] | None = None,
-                 figures: Mapping[str, Mapping[str, Any]] | None = None) -> int:
+                 figures: Mapping[str, Mapping[str, Any]] | None = None,
+                 beside_models: Mapping[str, Mapping[str, Any]] | None = None) -> int:
     """Record on ``instance`` what a load outside a run did (an import, a rebuild), as the assets record it in a
     run: each trial's partition of each raw table, each model, each model's column checks. With ``new_partitions_only``,
     partitions the instance has seen materialized are left alone (a rebuild reloads them unchanged; a
     materialization event costs ~10 ms). ``extra`` is metadata for every table of a trial, ``figures`` (from
-    :func:`trial_figures`) for its trial_manifests row, as the raw asset records it. The number of events reported."""
+    :func:`trial_figures`) for its trial_manifests row, as the raw asset records it; ``beside_models``, more metadata
+    for a model by name (what the marts step shows beside it). Every model is recorded before the first check. The
+    number of events reported."""
     registered = set(instance.get_dynamic_partitions(trial_partitions.name))
     instance.add_dynamic_partitions(trial_partitions.name,
                                     [trial.trial_id for trial in trials if trial.trial_id not in registered])
@@ -160,8 +163,8 @@ def report_loads(instance: dg.DagsterInstance, trials: list[TrialDirectory], raw
                                                                         metadata=metadata))
             reported += 1
     for table in models:
-        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=table.name,
-                                                                    metadata=model_metadata(table)))
+        instance.report_runless_asset_event(dg.AssetMaterialization(
+            asset_key=table.name, metadata={**model_metadata(table), **(beside_models or {}).get(table.name, {})}))
         reported += 1
     for evaluation in check_evaluations(tests):
         instance.report_runless_asset_event(evaluation)

@@ -74,6 +74,19 @@ def _place(change: MetricChange) -> tuple[str | None, str, str, str]:
     return change.suite, change.configuration, change.metric, change.trial_id
 
 
+def change_places(connection: duckdb.DuckDBPyConnection) -> set[tuple[str | None, str, str, str]] | None:
+    """Where the change points are before a refresh (None before the table is built): the refresh's new ones are
+    those elsewhere."""
+    if not has_table(connection, CHANGE_POINTS):
+        return None
+    return {_place(change) for change in read_change_points(connection)}
+
+
+def new_change_points(found: list[MetricChange] | None,
+                      before: set[tuple[str | None, str, str, str]] | None) -> list[MetricChange]:
+    return [change for change in found or [] if _place(change) not in (before or set())]
+
+
 def change_point_check(new: list[MetricChange]) -> dg.AssetCheckResult:
     """``no_new_change_point``: passes when the refresh found no change point the table lacked; else a warning
     naming each new one."""
@@ -94,8 +107,8 @@ def _checked(models: dict[str, AnyModel], tests: dict[str, list[ColumnTest]],
             if (name, check.name) in checks for test in check.tests}
 
 
-def _shown(connection: duckdb.DuckDBPyConnection, refreshed: set[str],
-           found: list[MetricChange] | None) -> dict[str, dict[str, dg.MetadataValue]]:
+def shown_beside(connection: duckdb.DuckDBPyConnection, refreshed: set[str],
+                 found: list[MetricChange] | None) -> dict[str, dict[str, dg.MetadataValue]]:
     """What a person reads in the UI beside a Python model's table: its rows as a table."""
     shown: dict[str, dict[str, dg.MetadataValue]] = {}
     if found is not None:
@@ -124,17 +137,16 @@ def marts_asset(models: dict[str, AnyModel], tests: dict[str, list[ColumnTest]],
         selected = {key.to_user_string() for key in context.selected_asset_keys}
         checks = {(key.asset_key.to_user_string(), key.name) for key in context.selected_asset_check_keys}
         with warehouse.connect() as connection, transaction(connection):
-            before = ({_place(change) for change in read_change_points(connection)}
-                      if CHANGE_POINTS in selected and has_table(connection, CHANGE_POINTS) else None)
+            before = change_places(connection) if CHANGE_POINTS in selected else None
             refresh = refresh_marts(connection, selected=selected, checked=_checked(models, tests, checks))
             refreshed = {table.name for table in refresh.tables}
             found = read_change_points(connection) if CHANGE_POINTS in refreshed else None
-            shown = _shown(connection, refreshed, found)
+            shown = shown_beside(connection, refreshed, found)
         committed = {COMMITTED_AT: dg.MetadataValue.timestamp(time.time())}
         # The renderer runs outside the interpreter's lock, so the histories are drawn while the materializations
         # are recorded (a second of Dagster's event writes) instead of after them.
         drawing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="suite-histories")
-        histories = (drawing.submit(_draw_histories, warehouse)
+        histories = (drawing.submit(draw_histories, warehouse)
                      if CHANGE_POINTS in selected and CHANGE_POINTS in refreshed else None)
         drawing.shutdown(wait=False)
         # A model built because a selected one reads it and it was never built is not this run's to report.
@@ -147,7 +159,7 @@ def marts_asset(models: dict[str, AnyModel], tests: dict[str, list[ColumnTest]],
         for table in reported:
             yield from check_results(table.name, refresh.outcomes.get(table.name, []))
             if table.name == CHANGE_POINTS and CHANGE_POINT_CHECK.key in context.selected_asset_check_keys:
-                yield change_point_check([change for change in found or [] if _place(change) not in (before or set())])
+                yield change_point_check(new_change_points(found, before))
         # Recorded once every materialization is: the trial's record in Dagster does not wait for the drawing. The
         # site's step, next, finds the charts drawn.
         drawn = histories.result() if histories is not None else None
@@ -207,7 +219,8 @@ def noise_floor_markdown(connection: duckdb.DuckDBPyConnection) -> str:
 HISTORIES_SHOWN = 3
 
 
-def _draw_histories(warehouse: WarehouseResource) -> dict[str, dg.MetadataValue]:
+def draw_histories(warehouse: WarehouseResource) -> dict[str, dg.MetadataValue]:
+    """:func:`suite_histories`, read from the warehouse once a refresh has committed."""
     with warehouse.read() as connection:
         return suite_histories(connection)
 

@@ -5,6 +5,7 @@ of the noise (``substrate-bench compare``'s figures and verdicts, by the suite's
 blocks nothing; an inconclusive figure passes, saying why; the comparison table is the check's metadata."""
 
 import warnings
+from collections.abc import Mapping
 
 import dagster as dg
 import duckdb
@@ -16,7 +17,7 @@ from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION, TRIAL_RUN
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.report.verdict_text import as_markdown, notes, outcome, settling_advice, summary
-from substrate_assets.suites import compare_thresholds
+from substrate_assets.suites import Suite, compare_thresholds
 from substrate_assets.warehouse.compare_samples import pooled_wakes
 from substrate_assets.warehouse.compare_trials import judge_against_history
 from substrate_assets.warehouse.sides import AllDisturbed, select_side
@@ -70,16 +71,20 @@ def check_result(comparison: Comparison, source: str,
                                metadata=metadata, description=summary(comparison, source))
 
 
-def judge_trial_against_history(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource,
-                                suites: SuitesResource) -> dg.AssetCheckResult:
-    trial_id = context.partition_key
+class TrialNotInMarts(LookupError):
+    """The trial is not in capacity_history: its raw tables and the marts must be loaded before it is judged."""
+
+
+def judgement(warehouse: WarehouseResource, suites: Mapping[str, Suite], trial_id: str) -> dg.AssetCheckResult:
+    """The check's result for ``trial_id``, judged by its suite's thresholds (``suites``: every suite by name); what
+    the check records in a run, and the main job records outside one. TrialNotInMarts before its load."""
     with warehouse.read() as connection:  # a read: no writer lock, so it never waits for a load nor holds one up
         known = connection.execute("SELECT any_value(suite), count(*) FROM capacity_history WHERE trial_id = ?",
                                    [trial_id]).fetchone()
         if not known or not known[1]:
-            raise dg.Failure(f"trial {trial_id} is not in capacity_history: materialize its raw tables and the marts "
-                             "before judging it")
-        thresholds, source = compare_thresholds(known[0], suites.all())
+            raise TrialNotInMarts(f"trial {trial_id} is not in capacity_history: materialize its raw tables and the "
+                                  "marts before judging it")
+        thresholds, source = compare_thresholds(known[0], suites)
         try:
             trial = select_side(connection, trial_id)
         except AllDisturbed as error:
@@ -95,6 +100,14 @@ def judge_trial_against_history(context: dg.AssetCheckExecutionContext, warehous
                                    description="No earlier trial of its suite and configuration: no history to "
                                    "judge it against yet.")
     return check_result(comparison, source, pictures)
+
+
+def judge_trial_against_history(context: dg.AssetCheckExecutionContext, warehouse: WarehouseResource,
+                                suites: SuitesResource) -> dg.AssetCheckResult:
+    try:
+        return judgement(warehouse, suites.all(), context.partition_key)
+    except TrialNotInMarts as error:
+        raise dg.Failure(str(error)) from None
 
 
 def _after_the_marts_follow_a_trial() -> dg.AutomationCondition:

@@ -1,6 +1,7 @@
 """``benchmark_site``: the benchmark site (:mod:`substrate_assets.report.site`), built again after each refresh of
 the marts, and linked from its materialization: one click from the asset graph to the benchmark."""
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import dagster as dg
@@ -10,7 +11,7 @@ from substrate_assets.defs.catalog import OWNERS
 from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.project import Deployment, site_directory, site_url
-from substrate_assets.suites import compare_thresholds
+from substrate_assets.suites import Suite, compare_thresholds
 
 BENCHMARK_SITE = "benchmark_site"
 # What the site reads across trials; a refresh of the marts updates them all, and the site follows.
@@ -42,23 +43,31 @@ def _after_the_marts() -> dg.AutomationCondition:
           "serves it; `substrate-bench ui` serves it beside the UI, and its materialization links there.")
 def benchmark_site(context: dg.AssetExecutionContext, warehouse: WarehouseResource, suites: SuitesResource,
                    site: SiteResource) -> dg.MaterializeResult:
+    said, metadata = build_and_describe(warehouse, suites.all(), site)
+    context.log.info(said)
+    return dg.MaterializeResult(metadata=metadata)
+
+
+def build_and_describe(warehouse: WarehouseResource, suites: Mapping[str, Suite], site: SiteResource
+                       ) -> tuple[str, dict[str, dg.MetadataValue]]:
+    """Build the site from the warehouse (``suites``: every suite by name, for their thresholds); a line saying what
+    was built, and the materialization's metadata. What the asset does in a run, and the main job outside one."""
     # Imported here: the chart libraries cost ~0.6 s to import, paid by every process that loads the definitions.
     from substrate_assets.report.site import build_site
 
-    known = suites.all()
     with warehouse.read() as connection:  # a read: no writer lock, so it never holds a load up
-        built = build_site(connection, Path(site.directory), lambda suite: compare_thresholds(suite, known),
+        built = build_site(connection, Path(site.directory), lambda suite: compare_thresholds(suite, suites),
                            warehouse=warehouse.database)
-    context.log.info(f"benchmark site: {built.pages} pages ({built.trials - built.trials_kept} trial pages drawn) "
-                     f"in {built.seconds:.1f} s at {built.index}")
-    return dg.MaterializeResult(metadata={
+    said = (f"benchmark site: {built.pages} pages ({built.trials - built.trials_kept} trial pages drawn) in "
+            f"{built.seconds:.1f} s at {built.index}")
+    return said, {
         "site": dg.MetadataValue.url(site.url),
         "index": dg.MetadataValue.path(str(built.index)),
         "pages": dg.MetadataValue.int(built.pages),
         "suites": dg.MetadataValue.int(built.suites),
         "trials": dg.MetadataValue.int(built.trials),
         "build_s": dg.MetadataValue.float(round(built.seconds, 2)),
-    })
+    }
 
 
 # The site is a workstation's: a cluster's run pod would write it where nobody opens it, and be gone.

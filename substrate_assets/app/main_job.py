@@ -239,8 +239,9 @@ def _run_rounds_ahead(suite: Suite, rounds: Sequence[Round], store: RunStore, in
         _each_round(rounds, store, instance, say, replacements_allowed(len(rounds)), loads, disturbed, local)
     except MainJobError:
         # A job that ends early (a trial failed, the machine too busy) still shows the trials it loaded: their loads
-        # left the models' refresh and the drawing to a last one that will not come.
-        if loads:
+        # left the models' refresh and the drawing to a last one that will not come (unless the last to land was
+        # loaded whole, as a disturbed one is: then the site shows them all).
+        if loads and loads[-1].load_parts is None:
             _draw(instance, say)
         raise
     runs = [*validated.values(), *(run for load in loads for run in (load.trial_run, load.load_run) if run)]

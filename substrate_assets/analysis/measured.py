@@ -13,11 +13,12 @@ Builders, one per kind of figure:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from substrate_assets.analysis.counts import Count
 from substrate_assets.analysis.statistics import floor_index
@@ -99,8 +100,9 @@ def side_values(trials: Sequence[float | None], what: str) -> tuple[tuple[float,
     return (), f"{what} measured it in {len(measured)} of its {len(trials)} trials" if measured else None
 
 
-def percentile_row(figure: str, per_mille: int, label: str, baseline: Sequence[np.ndarray],
-                    candidate: Sequence[np.ndarray], history: Sequence[float], note: str | None = None) -> Measured:
+def percentile_row(figure: str, per_mille: int, label: str, baseline: Sequence[npt.NDArray[np.floating[Any]]],
+                    candidate: Sequence[npt.NDArray[np.floating[Any]]], history: Sequence[float],
+                    note: str | None = None) -> Measured:
     values, whys = {}, []
     for role, trials in (("the baseline", baseline), ("the candidate", candidate)):
         figures = [floor_index(trial, per_mille) if len(trial) else None for trial in trials]
@@ -116,7 +118,8 @@ def percentile_row(figure: str, per_mille: int, label: str, baseline: Sequence[n
                     tuple(history), unjudged, "; ".join(whys) or None, note=note)
 
 
-def latency_figures(name: str, baseline: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
+def latency_figures(name: str, baseline: Sequence[npt.NDArray[np.floating[Any]]],
+                    candidate: Sequence[npt.NDArray[np.floating[Any]]],
                     history: dict[str, Sequence[float]] | None = None) -> list[Measured]:
     """The p50 and p99 of request ``name``: each trial's own floor-index percentile from its samples (ascending; an
     empty array is a trial without the request). ``history`` maps ``p50``/``p99`` to the baseline configuration's
@@ -125,8 +128,16 @@ def latency_figures(name: str, baseline: Sequence[np.ndarray], candidate: Sequen
             for label, per_mille in LATENCY_PERCENTILES]
 
 
-def _per_trial(trials: Sequence[TrialWakes], figure: object) -> list[float | None]:
-    return [figure(trial) if len(trial.latencies) else None for trial in trials]  # type: ignore[operator]
+def _per_trial(trials: Sequence[TrialWakes], figure: Callable[[TrialWakes], float | None]) -> list[float | None]:
+    return [figure(trial) if len(trial.latencies) else None for trial in trials]
+
+
+def _p50(samples: npt.NDArray[np.floating[Any]]) -> float:
+    """The p50 of a history trial's wakes on a path of the common mix: the history holds trials with wakes
+    (compare_figures.wake_rows), and each took every path of the mix."""
+    value = floor_index(samples, 500)
+    assert value is not None
+    return float(value)
 
 
 def wake_figures(name: str, baseline: Sequence[TrialWakes], candidate: Sequence[TrialWakes],
@@ -149,7 +160,7 @@ def wake_figures(name: str, baseline: Sequence[TrialWakes], candidate: Sequence[
     for path in (path for path in WAKE_PATHS if path in mix):
         rows.append(percentile_row(f"{name} p50 ({path})", 500, "p50", [trial.on_path(path) for trial in baseline],
                                     [trial.on_path(path) for trial in candidate],
-                                    [float(floor_index(trial.on_path(path), 500)) for trial in history]))
+                                    [_p50(trial.on_path(path)) for trial in history]))
     rows.append(_scalar(f"{name} slow share", "share", "lower", "share", _per_trial(baseline, slow_share),
                         _per_trial(candidate, slow_share), _per_trial(history, slow_share),
                         note="the share of wakes that waited for a cold host"))

@@ -26,8 +26,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 # The fewest trials a series is tested for drift over: fewer say nothing either way.
 MIN_DRIFT_SERIES = 8
@@ -55,7 +57,7 @@ class Drift:
         return self.p_value < DRIFT_LEVEL and self.between > 0
 
 
-def series_drift(series: np.ndarray) -> Drift | None:
+def series_drift(series: npt.NDArray[np.floating[Any]]) -> Drift | None:
     """The drift of a series already on its scale, in time order; None below :data:`MIN_DRIFT_SERIES` values or for a
     series that does not vary."""
     n = len(series)
@@ -77,7 +79,7 @@ def moments_of(labels: Sequence[str]) -> int:
     return len(set(labels))
 
 
-def within_squares(values: np.ndarray, labels: Sequence[str]) -> tuple[float, int]:
+def within_squares(values: npt.NDArray[np.floating[Any]], labels: Sequence[str]) -> tuple[float, int]:
     """The sum of squared deviations of each moment's trials from their moment's mean, and its degrees of freedom."""
     total, df = 0.0, 0
     for label in set(labels):
@@ -104,8 +106,8 @@ class DriftingError:
         return math.sqrt(self.between ** 2 * self.moments + self.spread ** 2 * 2 / trials)
 
 
-def drifting_error(base: np.ndarray, cand: np.ndarray, base_moments: Sequence[str], cand_moments: Sequence[str],
-                   drift: Drift) -> DriftingError:
+def drifting_error(base: npt.NDArray[np.floating[Any]], cand: npt.NDArray[np.floating[Any]],
+                   base_moments: Sequence[str], cand_moments: Sequence[str], drift: Drift) -> DriftingError:
     """``Var(Δ) = τ²(1/S_A + 1/S_B) + σ²(1/k_A + 1/k_B)``: τ² from the drifting series, σ² pooled from each side's
     trials within their moments and the series' successive differences. Satterthwaite's degrees of freedom over the
     three mean squares (the series' variance and successive variance, the pooled σ²)."""

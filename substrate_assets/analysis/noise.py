@@ -28,9 +28,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 Scale = Literal["ratio", "difference"]
 # A history of fewer trials gives no noise floor (statistics.md §3).
@@ -41,7 +42,7 @@ MAD_TO_SD = 1.4826
 SUCCESSIVE_TO_SD = 1.048
 
 
-def on_scale(values: Sequence[float], scale: Scale) -> np.ndarray:
+def on_scale(values: Sequence[float], scale: Scale) -> npt.NDArray[np.floating[Any]]:
     """Trial values as the comparison sees them: logarithms on the ratio scale (every value positive)."""
     array = np.asarray(values, dtype=float)
     return np.log(array) if scale == "ratio" else array
@@ -69,14 +70,15 @@ class Noise:
         return " and ".join(parts)
 
 
-def squares(values: np.ndarray) -> tuple[float, int]:
+def squares(values: npt.NDArray[np.floating[Any]]) -> tuple[float, int]:
     """The sum of squared deviations from the mean and its degrees of freedom."""
     if len(values) < 2:
         return 0.0, 0
     return float(np.sum((values - values.mean()) ** 2)), len(values) - 1
 
 
-def pooled_noise(sides: Sequence[np.ndarray], history: np.ndarray) -> Noise | None:
+def pooled_noise(sides: Sequence[npt.NDArray[np.floating[Any]]],
+                 history: npt.NDArray[np.floating[Any]]) -> Noise | None:
     """The pooled trial-to-trial standard deviation of values already on their scale: each side about its own mean,
     the history (counted from :data:`MIN_HISTORY` trials) about its own. None with no degree of freedom."""
     total, df, repeats = 0.0, 0, 0

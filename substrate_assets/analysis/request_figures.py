@@ -10,8 +10,10 @@ upstream run) did not measure the figure, and no value stands in for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from substrate_assets.analysis.figure_spec import RequestFigure
 from substrate_assets.analysis.measured import LATENCY_PERCENTILES, Measured, percentile_row, scalar_figure
@@ -21,7 +23,7 @@ from substrate_assets.analysis.wake_figures import log_mean
 _PER_MILLE = dict(LATENCY_PERCENTILES)
 
 
-def _value(samples: np.ndarray, statistic: str) -> float | None:
+def _value(samples: npt.NDArray[np.floating[Any]], statistic: str) -> float | None:
     if not len(samples):
         return None
     if statistic == "mean":
@@ -29,18 +31,21 @@ def _value(samples: np.ndarray, statistic: str) -> float | None:
     if statistic == "gmean":
         mean = log_mean(samples)
         return None if mean is None else float(np.exp(mean))
-    return float(floor_index(samples, _PER_MILLE[statistic]))
+    value = floor_index(samples, _PER_MILLE[statistic])
+    assert value is not None  # the samples are not empty
+    return float(value)
 
 
-def request_figure_row(wanted: RequestFigure, baseline: Sequence[np.ndarray], candidate: Sequence[np.ndarray],
-                       history: Sequence[np.ndarray] = ()) -> Measured:
+def request_figure_row(wanted: RequestFigure, baseline: Sequence[npt.NDArray[np.floating[Any]]],
+                       candidate: Sequence[npt.NDArray[np.floating[Any]]],
+                       history: Sequence[npt.NDArray[np.floating[Any]]] = ()) -> Measured:
     """The figure over each trial's samples of the row (ascending; an empty array is a trial without the row), and
     over each history trial's."""
     past = [value for trial in history if (value := _value(trial, wanted.statistic)) is not None]
     if wanted.statistic in _PER_MILLE:
         return percentile_row(wanted.figure, _PER_MILLE[wanted.statistic], wanted.statistic, baseline, candidate,
                               past)
-    def values(trials: Sequence[np.ndarray]) -> list[float | None]:
+    def values(trials: Sequence[npt.NDArray[np.floating[Any]]]) -> list[float | None]:
         return [_value(trial, wanted.statistic) for trial in trials]
 
     return scalar_figure(wanted.figure, "ms", "lower", "latency", values(baseline), values(candidate), past)

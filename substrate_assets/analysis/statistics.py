@@ -15,7 +15,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 # The figures of the server_summary blocks (packing, PSI): at 4 dp.
 TELEMETRY_STATS = ("min", "p50", "p90", "p95", "p99", "max", "avg")
@@ -30,7 +34,7 @@ def permille(name: str) -> int:
     return int(value)
 
 
-def floor_index(ordered: Sequence[float], per_mille: int) -> float | None:
+def floor_index(ordered: Sequence[float] | npt.NDArray[np.floating[Any]], per_mille: int) -> float | None:
     """The value at rank ``min(n * per_mille // 1000, n - 1)`` (0-based) of an ascending sequence; None if empty."""
     n = len(ordered)
     if n == 0:

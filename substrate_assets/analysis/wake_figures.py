@@ -22,8 +22,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 # A wake's path (results.wake_paths tells them from the runtime's events): an unpause, a restore on a warm or a cold
 # host, or a restore from before the runtime said which host it took.
@@ -39,20 +41,21 @@ class TrialWakes:
     """One trial's wake latencies, ascending, and each one's path as its index in :data:`WAKE_PATHS` (aligned; −1
     where unknown; empty when no wake's path is known)."""
 
-    latencies: np.ndarray
-    paths: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int8))
+    latencies: npt.NDArray[np.floating[Any]]
+    paths: npt.NDArray[np.int8] = field(default_factory=lambda: np.empty(0, dtype=np.int8))
 
     @classmethod
-    def of(cls, latencies: np.ndarray, paths: list[str | None]) -> TrialWakes:
+    def of(cls, latencies: npt.NDArray[np.floating[Any]], paths: list[str | None]) -> TrialWakes:
         """From latencies and their paths by name (sorted together by latency)."""
         order = np.argsort(latencies, kind="stable")
         codes = np.array([WAKE_PATHS.index(path) if path is not None else -1 for path in paths], dtype=np.int8)
         return cls(np.asarray(latencies, dtype=float)[order], codes[order] if (codes >= 0).any() else codes[:0])
 
-    def on_path(self, path: str) -> np.ndarray:
+    def on_path(self, path: str) -> npt.NDArray[np.floating[Any]]:
         if not len(self.paths):
             return np.empty(0)
-        return self.latencies[self.paths == WAKE_PATHS.index(path)]
+        taken: npt.NDArray[np.floating[Any]] = self.latencies[self.paths == WAKE_PATHS.index(path)]
+        return taken
 
     @property
     def known_paths(self) -> int:
@@ -63,7 +66,7 @@ class TrialWakes:
         return TrialWakes(self.latencies + milliseconds, self.paths)
 
 
-def log_mean(latencies: np.ndarray) -> float | None:
+def log_mean(latencies: npt.NDArray[np.floating[Any]]) -> float | None:
     """The mean of log latency; None without wakes or with a latency that is not positive (no logarithm)."""
     if len(latencies) == 0 or float(np.min(latencies)) <= 0:
         return None
@@ -81,7 +84,8 @@ def common_mix(trials: Sequence[TrialWakes]) -> dict[str, float] | None:
     hold less than MIN_COMMON_SHARE of some trial's wakes (the trials wake by different paths)."""
     if not trials or any(trial.known_paths == 0 for trial in trials):
         return None
-    counts = [dict(zip(WAKE_PATHS, np.bincount(trial.paths[trial.paths >= 0], minlength=len(WAKE_PATHS)).tolist(),
+    counts = [dict(zip(WAKE_PATHS,
+                       cast(list[int], np.bincount(trial.paths[trial.paths >= 0], minlength=len(WAKE_PATHS)).tolist()),
                        strict=True)) for trial in trials]
     common = [path for path in WAKE_PATHS if all(found[path] >= MIN_PATH_WAKES for found in counts)]
     if not common or any(sum(found[path] for path in common) < MIN_COMMON_SHARE * sum(found.values())
@@ -95,9 +99,10 @@ def common_mix(trials: Sequence[TrialWakes]) -> dict[str, float] | None:
 def mixed_gmean(trial: TrialWakes, mix: dict[str, float]) -> float | None:
     """The trial's geometric mean wake at ``mix``: ``exp(Σ_path weight · mean log latency of the path)``."""
     means = [log_mean(trial.on_path(path)) for path in mix]
-    if any(mean is None for mean in means):
+    known = [mean for mean in means if mean is not None]
+    if len(known) < len(means):
         return None
-    return float(np.exp(sum(weight * mean for weight, mean in zip(mix.values(), means, strict=True))))  # type: ignore[operator]
+    return float(np.exp(sum(weight * mean for weight, mean in zip(mix.values(), known, strict=True))))
 
 
 def slow_share(trial: TrialWakes) -> float | None:

@@ -30,9 +30,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal, TypedDict
 
 import numpy as np
+import numpy.typing as npt
 
 from substrate_assets.analysis.counts import compare_counts
 from substrate_assets.analysis.measured import Measured
@@ -129,6 +130,44 @@ class FigureComparison:
     threshold: float | None = None
 
 
+class _Common(TypedDict, total=False):
+    """The fields of a FigureComparison its builders (a figure on its scale, a figure of counts) gather first."""
+
+    figure: str
+    unit: str
+    better: str
+    scale: Scale
+    baseline_trials: int
+    candidate_trials: int
+    history_trials: int
+    primary: bool
+    level: float | None
+    note: str | None
+    threshold: float | None
+
+
+class _Measured(_Common, total=False):
+    """With a figure on its scale, the sides' values from the start."""
+
+    baseline: float | None
+    candidate: float | None
+    change_pct: float | None
+    difference: float | None
+    correlation: float | None
+
+
+class _Judged(_Measured, total=False):
+    """Every field but the verdict's, once the figure has a noise."""
+
+    interval: Interval | None
+    equivalence_interval: Interval | None
+    noise: float | None
+    noise_df: float | None
+    p_value: float | None
+    drift: float | None
+    detectable: float | None
+
+
 @dataclass(frozen=True)
 class Comparison:
     baseline: Side
@@ -174,8 +213,8 @@ class _Evidence:
 
     measured: Measured
     scale: Scale
-    baseline: np.ndarray
-    candidate: np.ndarray
+    baseline: npt.NDArray[np.floating[Any]]
+    candidate: npt.NDArray[np.floating[Any]]
     noise: Noise | None
     # Analysed as rounds: the noise is the rounds' differences' (and the history's, within its moments).
     paired: bool = False
@@ -198,8 +237,8 @@ class _Evidence:
         return self.noise.spread * sides, self.noise.df
 
 
-def _paired_noise(base: np.ndarray, cand: np.ndarray, pairs: Pairs, history: np.ndarray) -> tuple[Noise | None,
-                                                                                                    float | None]:
+def _paired_noise(base: npt.NDArray[np.floating[Any]], cand: npt.NDArray[np.floating[Any]], pairs: Pairs,
+                  history: npt.NDArray[np.floating[Any]]) -> tuple[Noise | None, float | None]:
     """The noise of rounds: half the squared spread of the rounds' differences (each difference holds two trials'
     noise, less what the round shared), pooled with the history's noise within its moments (half its mean squared
     successive difference: the drift between its moments is no round's); and the rounds' correlation (3+ rounds)."""
@@ -285,35 +324,36 @@ def _figure(evidence: _Evidence, level: float, thresholds: Thresholds) -> Figure
     shift = float(cand.mean() - base.mean())
     if scale == "ratio":
         before, after = math.exp(base.mean()), math.exp(cand.mean())
-        change = math.expm1(shift) * 100
+        change: float | None = math.expm1(shift) * 100
     else:
         before, after = float(base.mean()), float(cand.mean())
         change = change_pct(before, after)
-    common = {"figure": measured.figure, "unit": measured.unit, "better": measured.better, "scale": scale,
-              "baseline": before, "candidate": after, "change_pct": change, "difference": after - before,
-              "baseline_trials": len(base), "candidate_trials": len(cand),
-              "history_trials": noise.history if noise else 0, "primary": measured.primary, "level": level,
-              "correlation": evidence.correlation, "note": measured.note}
+    common: _Measured = {
+        "figure": measured.figure, "unit": measured.unit, "better": measured.better, "scale": scale,
+        "baseline": before, "candidate": after, "change_pct": change, "difference": after - before,
+        "baseline_trials": len(base), "candidate_trials": len(cand), "history_trials": noise.history if noise else 0,
+        "primary": measured.primary, "level": level, "correlation": evidence.correlation, "note": measured.note}
     bound, common["threshold"] = margin(evidence, thresholds)
     if noise is None:
         return FigureComparison(**common, interval=None, noise=None, noise_df=None, detectable=None, p_value=None,
                                 verdict=None if measured.unjudged else "inconclusive",
                                 why=measured.unjudged or NO_NOISE)
     estimate = Estimate(shift, *evidence.error)
-    common |= {"noise": noise.spread, "noise_df": estimate.df, "p_value": estimate.p_value(),
-               "drift": None if evidence.drifting is None else evidence.drifting.between,
-               "interval": _as_interval(*estimate.interval(CONFIDENCE), scale),
-               "equivalence_interval": _as_interval(*estimate.interval(1 - 2 * thresholds.false_alarm_rate), scale),
-               "detectable": as_change(detectable(estimate.error, noise.df, level, bound), scale)}
+    judged: _Judged = {
+        **common, "noise": noise.spread, "noise_df": estimate.df, "p_value": estimate.p_value(),
+        "drift": None if evidence.drifting is None else evidence.drifting.between,
+        "interval": _as_interval(*estimate.interval(CONFIDENCE), scale),
+        "equivalence_interval": _as_interval(*estimate.interval(1 - 2 * thresholds.false_alarm_rate), scale),
+        "detectable": as_change(detectable(estimate.error, noise.df, level, bound), scale)}
     if measured.unjudged:
-        return FigureComparison(**common, verdict=None, why=measured.unjudged)
+        return FigureComparison(**judged, verdict=None, why=measured.unjudged)
     needed = trials_to_settle(noise.spread, _history_df(noise), thresholds.false_alarm_rate, bound,
                               0.0 if evidence.drifting is None else evidence.drifting.between ** 2 *
                               evidence.drifting.moments)
-    return _verdict(common, estimate, level, bound, thresholds, needed)
+    return _verdict(judged, estimate, level, bound, thresholds, needed)
 
 
-def _verdict(common: dict, estimate: Estimate, level: float, bound: float, thresholds: Thresholds,
+def _verdict(common: _Judged, estimate: Estimate, level: float, bound: float, thresholds: Thresholds,
              needed: int | None) -> FigureComparison:
     outcome = call(estimate, level, bound, thresholds.false_alarm_rate)
     if outcome == "changed":
@@ -347,29 +387,31 @@ def _counts_figure(measured: Measured, level: float, thresholds: Thresholds) -> 
     assert counts is not None
     found = compare_counts(counts.baseline, counts.candidate, counts.history)
     base_n, cand_n = len(counts.baseline), len(counts.candidate)
-    common = {"figure": measured.figure, "unit": measured.unit, "better": measured.better, "scale": "difference",
-              "baseline_trials": base_n, "candidate_trials": cand_n, "history_trials": len(counts.history),
-              "primary": measured.primary, "level": level, "note": measured.note,
-              "threshold": thresholds.failure_ratio_change}
+    common: _Common = {"figure": measured.figure, "unit": measured.unit, "better": measured.better,
+                       "scale": "difference", "baseline_trials": base_n, "candidate_trials": cand_n,
+                       "history_trials": len(counts.history), "primary": measured.primary, "level": level,
+                       "note": measured.note, "threshold": thresholds.failure_ratio_change}
     if found is None:
         return FigureComparison(**common, baseline=None, candidate=None, change_pct=None, difference=None,
                                 interval=None, noise=None, noise_df=None, detectable=None, p_value=None,
                                 verdict=None, why="a side made no request")
     estimate = Estimate(found.shift, found.error, math.inf)
     bound = thresholds.failure_ratio_change
-    common |= {"baseline": found.baseline_ratio, "candidate": found.candidate_ratio,
-               "change_pct": change_pct(found.baseline_ratio, found.candidate_ratio), "difference": found.shift,
-               "interval": Interval(*estimate.interval(CONFIDENCE)),
-               "equivalence_interval": Interval(*estimate.interval(1 - 2 * thresholds.false_alarm_rate)),
-               "noise": found.dispersion, "noise_df": found.dispersion_df, "p_value": found.p_value,
-               "detectable": detectable(found.error, math.inf, level, bound)}
+    equivalence = Interval(*estimate.interval(1 - 2 * thresholds.false_alarm_rate))
+    judged: _Judged = {**common, "baseline": found.baseline_ratio, "candidate": found.candidate_ratio,
+                       "change_pct": change_pct(found.baseline_ratio, found.candidate_ratio),
+                       "difference": found.shift, "interval": Interval(*estimate.interval(CONFIDENCE)),
+                       "equivalence_interval": equivalence, "noise": found.dispersion,
+                       "noise_df": found.dispersion_df, "p_value": found.p_value,
+                       "detectable": detectable(found.error, math.inf, level, bound), "correlation": None,
+                       "drift": None}
     changed = abs(found.shift) >= bound and found.p_value < level
     if changed:
-        return FigureComparison(**common, verdict=_direction(found.shift, measured.better))
-    low, high = common["equivalence_interval"].low, common["equivalence_interval"].high
+        return FigureComparison(**judged, verdict=_direction(found.shift, measured.better))
+    low, high = equivalence.low, equivalence.high
     if -bound < low and high < bound:
-        return FigureComparison(**common, verdict="no change")
-    return FigureComparison(**common, verdict="inconclusive")
+        return FigureComparison(**judged, verdict="no change")
+    return FigureComparison(**judged, verdict="inconclusive")
 
 
 def levels(evidence: Sequence[_Evidence | None], thresholds: Thresholds) -> tuple[float, float]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import aiohttp
 import grpc
+from google.protobuf.message import Message
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from substrate_assets.protos import ateapi_pb2 as pb
@@ -54,7 +55,8 @@ class Atespace:
     uid: str
     created: float
 
-    def message(self) -> pb.Atespace:
+    def message(self) -> Message:
+        """The atespace as the control API shows it (a ``pb.Atespace``)."""
         return pb.Atespace(metadata=pb.ResourceMetadata(name=self.name, uid=self.uid, version=1,
                                                         create_time=_timestamp(self.created),
                                                         update_time=_timestamp(self.created)))
@@ -92,7 +94,7 @@ class ActorRecord:
 
     @property
     def crashed(self) -> bool:
-        return self.state == State.ACTOR_STATE_CRASHED
+        return bool(self.state == State.ACTOR_STATE_CRASHED)
 
     @property
     def serving(self) -> bool:
@@ -103,7 +105,8 @@ class ActorRecord:
         self.version += 1
         self.updated = time.time()
 
-    def message(self) -> pb.Actor:
+    def message(self) -> Message:
+        """The actor as the control API shows it (a ``pb.Actor``)."""
         return pb.Actor(
             metadata=pb.ResourceMetadata(atespace=self.atespace, name=self.name, uid=self.uid, version=self.version,
                                          create_time=_timestamp(self.created), update_time=_timestamp(self.updated)),

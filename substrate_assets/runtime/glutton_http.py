@@ -16,7 +16,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from substrate_assets.protos import glutton_pb2 as pb
 from substrate_assets.runtime.glutton import Glutton, GluttonError
@@ -41,7 +41,7 @@ class BodyRefused(Exception):
         self.message = message
 
 
-def routes(glutton: Glutton) -> dict[str, tuple[type, Callable[[Any], Any]]]:
+def routes(glutton: Glutton) -> dict[str, tuple[type[Message], Callable[[Any], Any]]]:
     return {
         "/ping": (pb.PingRequest, glutton.ping),
         "/writeram": (pb.WriteRAMRequest, glutton.write_ram),

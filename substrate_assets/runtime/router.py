@@ -195,9 +195,9 @@ class Router:
                 return _error(404, f"actor {record.key} not found")
             if record.crashed:
                 return _error(502, f"actor {record.key} is crashed ({record.crash_reason})")
-            refused = await self._park(record, deadline)
-            if refused is not None:
-                return refused
+            parked = await self._park(record, deadline)
+            if parked is not None:
+                return parked
         return await self._forward(request, record, body, deadline)
 
     async def _forward(self, request: web.Request, record: ActorRecord, body: bytes | None,

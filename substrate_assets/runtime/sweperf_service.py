@@ -174,6 +174,7 @@ class SweperfService:
     # -- the work ---------------------------------------------------------
 
     def _run(self, job: Job, steps: tuple[TrajectoryStep, ...], stop: threading.Event) -> None:
+        exit_code: int | None
         status, exit_code, error = COMPLETED, 0, None
         try:
             for step in steps:

@@ -67,8 +67,8 @@ def snapshots(events: pl.DataFrame, steady: tuple[int, int]) -> dict[str, Any]:
     size = percentile_stats(b / MiB for b in checkpoints["pages_bytes"].to_list() if b is not None)
     restore = percentile_stats(restores["duration_s"].to_list())
     checkpoint = percentile_stats(checkpoints["duration_s"].to_list())
-    written = checkpoints["bytes"].sum() if checkpoints.height else None
-    seconds = checkpoints["duration_s"].sum() if checkpoints.height else None
+    written = float(checkpoints["bytes"].sum()) if checkpoints.height else None
+    seconds = float(checkpoints["duration_s"].sum()) if checkpoints.height else None
     return {
         "size_p50_mb": size["p50"], "size_p90_mb": size["p90"], "size_p95_mb": size["p95"], "size_p99_mb": size["p99"],
         "size_avg_mb": size["avg"],

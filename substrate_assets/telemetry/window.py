@@ -24,6 +24,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -123,14 +124,14 @@ def _told(window: SteadyWindow) -> SteadyWindow:
     return window
 
 
-def history_samples(rows: Iterable[dict[str, object]]) -> list[tuple[int, float]]:
+def history_samples(rows: Iterable[dict[str, Any]]) -> list[tuple[int, float]]:
     """(timestamp, users) of the total rows; rows that do not parse are skipped."""
     samples = []
     for row in rows:
         if row.get("name") not in TOTAL_ROW_NAMES:
             continue
         try:
-            samples.append((int(row["timestamp"]), float(row["user_count"])))  # type: ignore[arg-type]
+            samples.append((int(row["timestamp"]), float(row["user_count"])))
         except (TypeError, ValueError, KeyError):
             continue
     return samples
@@ -192,8 +193,8 @@ def history_load_steps(samples: Sequence[tuple[int, float]], planned: Sequence[t
                              f"{SETTLED_SAMPLES} rows in a row), though the run planned a ladder of "
                              f"{len(planned)} steps: its steps cannot be told apart")
         levels, plan, index = [], list(planned), 0
-        for users, _ in planned:
-            found = next((i for i in range(index, len(held)) if held[i].users == users), None)
+        for wanted, _ in planned:
+            found = next((i for i in range(index, len(held)) if held[i].users == wanted), None)
             levels.append(None if found is None else held[found])
             index = index if found is None else found + 1
     last_settled = max(number for number, level in enumerate(levels, start=1) if level is not None)

@@ -13,7 +13,7 @@ Builders, one per kind of figure:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -120,7 +120,7 @@ def percentile_row(figure: str, per_mille: int, label: str, baseline: Sequence[n
 
 def latency_figures(name: str, baseline: Sequence[npt.NDArray[np.floating[Any]]],
                     candidate: Sequence[npt.NDArray[np.floating[Any]]],
-                    history: dict[str, Sequence[float]] | None = None) -> list[Measured]:
+                    history: Mapping[str, Sequence[float]] | None = None) -> list[Measured]:
     """The p50 and p99 of request ``name``: each trial's own floor-index percentile from its samples (ascending; an
     empty array is a trial without the request). ``history`` maps ``p50``/``p99`` to the baseline configuration's
     earlier trials' values."""

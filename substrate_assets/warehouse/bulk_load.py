@@ -149,9 +149,9 @@ def _read_bulk(trials: list[TrialDirectory], tables: Collection[str]) -> _BulkRe
             others.add(index)
             continue
         read.append(index)
-        for name, found in rows.items():
-            values[name] += found
-            counts[name].append(len(found))
+        for name, added in rows.items():
+            values[name] += added
+            counts[name].append(len(added))
         for name in frames:
             frame = parsed[name][index]
             frames[name].append(frame if frame is not None else pl.DataFrame(schema=RAW_TABLES[name].schema))
@@ -201,8 +201,9 @@ def bulk_read_trials(trials: list[TrialDirectory], tables: Collection[str] = BUL
         start += len(chunk)
     if alone:
         read, unreadable = read_trials([trials[index] for index in alone], tables)
+        read_alone: list[TrialFrames | UnreadableTrial] = [*read, *unreadable]
         by_path = {outcome.trial.path if isinstance(outcome, TrialFrames) else outcome.trial_dir: outcome
-                   for outcome in [*read, *unreadable]}
+                   for outcome in read_alone}
         for index in alone:
             outcomes[index] = by_path[trials[index].path]
     return ([outcome for outcome in outcomes if isinstance(outcome, TrialFrames)],

@@ -42,7 +42,9 @@ STAGED = f"{SCHEMA}.staged"
 
 def database(connection: duckdb.DuckDBPyConnection) -> str:
     """The warehouse's catalog name: a name qualified with it cannot resolve to a CTE or TEMP table of the same name."""
-    return connection.execute("SELECT current_database()").fetchone()[0]
+    row = connection.execute("SELECT current_database()").fetchone()
+    assert row is not None  # a scalar SELECT is one row
+    return str(row[0])
 
 
 def has_bookkeeping(connection: duckdb.DuckDBPyConnection) -> bool:
@@ -170,7 +172,9 @@ def ensure_copy(connection: duckdb.DuckDBPyConnection, name: str) -> None:
 
 
 def latest_seq(connection: duckdb.DuckDBPyConnection) -> int:
-    return connection.execute(f"SELECT coalesce(max(seq), 0) FROM {LOADS}").fetchone()[0]
+    row = connection.execute(f"SELECT coalesce(max(seq), 0) FROM {LOADS}").fetchone()
+    assert row is not None  # an aggregate over the whole table is one row
+    return int(row[0])
 
 
 def next_seq(connection: duckdb.DuckDBPyConnection) -> int:
@@ -264,9 +268,11 @@ def first_loaded_after(connection: duckdb.DuckDBPyConnection, trial_ids: Sequenc
                        models: Collection[str] = ()) -> bool:
     """Whether every one of ``trial_ids`` was first loaded (into a raw table: not one of ``models``) after seq
     ``after`` (none is a reload)."""
-    return not connection.execute(f"SELECT count(*) FROM {LOADS} WHERE seq <= ? AND list_contains({TEXTS}, trial_id) "
-                                  f"AND NOT list_contains({TEXTS}, table_name)",
-                                  [after, texts(trial_ids), texts(models)]).fetchone()[0]
+    counted = connection.execute(f"SELECT count(*) FROM {LOADS} WHERE seq <= ? AND list_contains({TEXTS}, trial_id) "
+                                 f"AND NOT list_contains({TEXTS}, table_name)",
+                                 [after, texts(trial_ids), texts(models)]).fetchone()
+    assert counted is not None  # a count is one row
+    return not counted[0]
 
 
 def first_loads(connection: duckdb.DuckDBPyConnection, books: Books, trial_ids: Collection[str],
@@ -303,12 +309,14 @@ def prune(connection: duckdb.DuckDBPyConnection, models: Iterable[str], books: B
             for trial_id in trial_ids:
                 del books.staged[table][trial_id]
         return
-    threshold = connection.execute(f"SELECT min(through_seq) FROM {MARKS} WHERE list_contains({TEXTS}, model)",
-                                   [texts(models)]).fetchone()[0]
+    marked = connection.execute(f"SELECT min(through_seq) FROM {MARKS} WHERE list_contains({TEXTS}, model)",
+                                [texts(models)]).fetchone()
+    assert marked is not None  # an aggregate over the whole table is one row
+    threshold = marked[0]
     if threshold is None:
         return
-    done = connection.execute(f"SELECT table_name, list(trial_id) FROM {STAGED} WHERE seq <= ? GROUP BY table_name",
-                              [threshold]).fetchall()
-    for table, trial_ids in done:
+    staged = connection.execute(f"SELECT table_name, list(trial_id) FROM {STAGED} WHERE seq <= ? GROUP BY table_name",
+                                [threshold]).fetchall()
+    for table, trial_ids in staged:
         connection.execute(f"DELETE FROM {SCHEMA}.{table} WHERE list_contains({TEXTS}, trial_id)", [texts(trial_ids)])
     connection.execute(f"DELETE FROM {STAGED} WHERE seq <= ?", [threshold])

@@ -157,6 +157,7 @@ def load_tests(path: Path, models: set[str]) -> dict[str, list[ColumnTest]]:
                               f"{', '.join(sorted(models))})")
         for column in entry.get("columns", []):
             for test in column.get("tests", []):
+                argument: Any
                 kind, argument = (test, None) if isinstance(test, str) else next(iter(test.items()))
                 if kind not in TEST_KINDS:
                     raise SchemaError(f"{path}: {model}.{column['name']}: unknown test {kind!r} "
@@ -171,7 +172,7 @@ def load_tests(path: Path, models: set[str]) -> dict[str, list[ColumnTest]]:
     return tests
 
 
-def _model_tests(path: Path, model: str, listed: list, known: list[ColumnTest]) -> list[ColumnTest]:
+def _model_tests(path: Path, model: str, listed: list[Any], known: list[ColumnTest]) -> list[ColumnTest]:
     """The tests listed under a model's own ``tests:`` (MODEL_TEST_KINDS), refused with the file and model named
     when they are not one of those, with their argument."""
     found: list[ColumnTest] = []
@@ -198,9 +199,11 @@ def run_test(connection: duckdb.DuckDBPyConnection, test: ColumnTest, sample_row
     sample = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     # A sample short of its size holds every offending row: no second query to count them (a load runs a test of
     # each key, and almost always finds none).
-    count = len(sample) if len(sample) < sample_rows else \
-        connection.execute(f"SELECT count(*) FROM ({sql})", parameters).fetchone()[0]
-    return TestOutcome(test, count, sample)
+    if len(sample) < sample_rows:
+        return TestOutcome(test, len(sample), sample)
+    counted = connection.execute(f"SELECT count(*) FROM ({sql})", parameters).fetchone()
+    assert counted is not None  # a count is one row
+    return TestOutcome(test, counted[0], sample)
 
 
 def run_tests(connection: duckdb.DuckDBPyConnection, tests: Sequence[ColumnTest], sample_rows: int = 5,
@@ -222,7 +225,7 @@ def run_test_groups(connection: duckdb.DuckDBPyConnection,
     narrowed to (an update's new rows), read instead of picking them out of its table."""
     rows = rows or {}
     parts: list[str] = []
-    parameters: list = []
+    parameters: list[Any] = []
     counted: list[tuple[int, list[int]]] = []  # (group, its tests) per part, in the order of the parts
     for number, (tests, trial_ids) in enumerate(groups):
         scope, scoped = ("", []) if trial_ids is None else (" AND list_contains(?, trial_id)", [list(trial_ids)])

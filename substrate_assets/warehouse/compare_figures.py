@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import cast
+from typing import Any, cast
 
 import duckdb
 import numpy as np
+import numpy.typing as npt
 
 from substrate_assets.analysis.counts import Count
 from substrate_assets.analysis.figure_spec import STATISTICS, RequestFigure
@@ -97,13 +98,20 @@ def _step_history(connection: duckdb.DuckDBPyConnection, trial_ids: Sequence[str
     return found
 
 
+def _percentile(latencies: npt.NDArray[np.floating[Any]], per_mille: int) -> float:
+    """A history trial's floor-index percentile of its wakes (it has some)."""
+    value = floor_index(latencies, per_mille)
+    assert value is not None
+    return float(value)
+
+
 def wake_rows(name: str, by_trial: dict[str, TrialWakes], baseline: Side, candidate: Side,
                history: Sequence[str]) -> list[Measured]:
     base = [by_trial.get(trial, _NO_WAKES) for trial in baseline.trial_ids]
     cand = [by_trial.get(trial, _NO_WAKES) for trial in candidate.trial_ids]
     past = [by_trial[trial] for trial in history if trial in by_trial and len(by_trial[trial].latencies)]
     upstream = latency_figures(name, [trial.latencies for trial in base], [trial.latencies for trial in cand],
-                               {label: [float(floor_index(trial.latencies, per_mille)) for trial in past]
+                               {label: [_percentile(trial.latencies, per_mille) for trial in past]
                                 for label, per_mille in LATENCY_PERCENTILES})
     return [*wake_figures(name, base, cand, past), *upstream]
 

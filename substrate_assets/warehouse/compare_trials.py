@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 
 from substrate_assets.analysis.noise import HISTORY_WINDOW
-from substrate_assets.analysis.verdicts import Comparison, Side, Thresholds, judge
+from substrate_assets.analysis.thresholds import Thresholds
+from substrate_assets.analysis.verdicts import Comparison, Side, judge
 from substrate_assets.warehouse.compare_figures import measured_figures
 from substrate_assets.warehouse.introspection import has_table
 from substrate_assets.warehouse.sides import SideNotFound, rounds, trials_text
@@ -32,7 +34,7 @@ CONFIGURATION_COLUMNS = ("suite", "script_sha256", "sandbox_class", "lifecycle_m
                          "duration_s", "inject_wake_delay_ms")
 
 
-def _values(connection: duckdb.DuckDBPyConnection, sql: str, parameters: Sequence[object]) -> list[object]:
+def _values(connection: duckdb.DuckDBPyConnection, sql: str, parameters: Sequence[object]) -> list[Any]:
     return [row[0] for row in connection.execute(sql, list(parameters)).fetchall()]
 
 
@@ -46,8 +48,10 @@ class History:
 
 def suite_of(connection: duckdb.DuckDBPyConnection, side: Side) -> str | None:
     """The suite a side's (first) trial ran: whose thresholds judge it as a candidate."""
-    return _values(connection, "SELECT any_value(suite) FROM trial_manifests WHERE trial_id = ?",
-                   [side.trial_ids[0]])[0]
+    suite = _values(connection, "SELECT any_value(suite) FROM trial_manifests WHERE trial_id = ?",
+                    [side.trial_ids[0]])[0]
+    assert suite is None or isinstance(suite, str)  # trial_manifests.suite is VARCHAR
+    return suite
 
 
 def configuration_differences(connection: duckdb.DuckDBPyConnection, baseline: Side, candidate: Side) -> list[str]:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+from duckdb.func import ARROW
 
 from substrate_assets.analysis.statistics import reference_round
 from substrate_assets.warehouse.backoff import StillHeld, with_backoff
@@ -75,7 +76,7 @@ def prepare(connection: duckdb.DuckDBPyConnection, python_functions: bool = True
     if python_functions:
         with contextlib.suppress(duckdb.CatalogException):  # already registered on this connection
             connection.create_function("py_round", _py_round_vector, ["DOUBLE", "INTEGER"], "DOUBLE",
-                                       type="arrow", side_effects=False)
+                                       type=ARROW, side_effects=False)
     for macro in MACROS:
         connection.execute(macro)
     return connection
@@ -188,6 +189,7 @@ def small_load(connection: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBP
     - one thread: each of its hundred-odd statements reads a trial's rows, and handing that work to a second
       thread costs more than it saves (one more trial's load measured ~10 % faster)."""
     before = connection.execute("SELECT current_setting('checkpoint_threshold'), current_setting('threads')").fetchone()
+    assert before is not None  # a scalar SELECT is one row
     connection.execute("SET checkpoint_threshold = '0KB'")
     connection.execute("SET threads = 1")
     try:

@@ -182,8 +182,12 @@ def data_files_by_table(connection: duckdb.DuckDBPyConnection) -> dict[str, int]
     are in none)."""
     tables = table_names(connection, LAKE_ALIAS)
     # ducklake_list_files takes literals only: one query per table.
-    return {name: connection.execute("SELECT count(*) FROM ducklake_list_files(?, ?)", [LAKE_ALIAS, name])
-            .fetchone()[0] for name in tables}
+    def files(name: str) -> int:
+        counted = connection.execute("SELECT count(*) FROM ducklake_list_files(?, ?)", [LAKE_ALIAS, name]).fetchone()
+        assert counted is not None  # a count is one row
+        return int(counted[0])
+
+    return {name: files(name) for name in tables}
 
 
 def data_files(connection: duckdb.DuckDBPyConnection) -> int:
@@ -193,10 +197,12 @@ def data_files(connection: duckdb.DuckDBPyConnection) -> int:
 
 def snapshots_since_maintenance(connection: duckdb.DuckDBPyConnection) -> int:
     """Snapshots committed since the maintenance last ran (all of them if it never did)."""
-    return connection.execute(
+    counted = connection.execute(
         "SELECT count(*) FROM ducklake_snapshots(?) WHERE snapshot_id > coalesce((SELECT max(snapshot_id) "
         "FROM ducklake_snapshots(?) WHERE commit_message = ?), -1)",
-        [LAKE_ALIAS, LAKE_ALIAS, MAINTENANCE_MESSAGE]).fetchone()[0]
+        [LAKE_ALIAS, LAKE_ALIAS, MAINTENANCE_MESSAGE]).fetchone()
+    assert counted is not None  # a count is one row
+    return int(counted[0])
 
 
 def maintain_every() -> int:

@@ -29,12 +29,13 @@ class DisturbanceLimits(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    foreign_cpu_share: float | None = Field(0.05, ge=0, le=1, allow_inf_nan=False, description="Share of the "
+    foreign_cpu_share: float | None = Field(default=0.05, ge=0, le=1, allow_inf_nan=False, description="Share of the "
                                             "machine's CPU time over the steady window spent by processes that are "
                                             "not the trial's.")
-    steal_share: float | None = Field(0.05, ge=0, le=1, allow_inf_nan=False, description="Share of the machine's "
-                                      "CPU time over the steady window the hypervisor gave to other guests.")
-    cpu_pressure: float | None = Field(None, ge=0, le=1, allow_inf_nan=False, description="Share of the steady "
+    steal_share: float | None = Field(default=0.05, ge=0, le=1, allow_inf_nan=False, description="Share of the "
+                                      "machine's CPU time over the steady window the hypervisor gave to other "
+                                      "guests.")
+    cpu_pressure: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False, description="Share of the steady "
                                        "window in which some runnable task waited for a CPU (PSI some). Off by "
                                        "default on the local backend: a trial's own actors keep its cores busy "
                                        "(quiet quick-smoke: 0.7); a cluster suite may set it for its nodes.")

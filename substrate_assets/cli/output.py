@@ -62,8 +62,9 @@ def progress_display(console: Console) -> tuple[contextlib.AbstractContextManage
     def update(progress: Progress) -> None:
         shown = {"users": progress.users, "requests": progress.requests, "failures": progress.failures,
                  "actors": progress.running_actors}
+        fields: dict[str, Any] = {key: "-" if value is None else value for key, value in shown.items()}
         bar.update(task, total=progress.duration_s, completed=min(progress.elapsed_s, progress.duration_s),
-                   phase=progress.phase, **{key: "-" if value is None else value for key, value in shown.items()})
+                   phase=progress.phase, **fields)
 
     return bar, update
 

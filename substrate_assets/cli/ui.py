@@ -49,7 +49,9 @@ def ui(port: int, site_port: int | None) -> None:
     except OSError as error:
         raise click.ClickException(f"127.0.0.1:{port} cannot be listened on ({error.strerror}): --port takes "
                                    "another") from None
-    say = lambda line: click.echo(line, err=True)  # noqa: E731
+    def say(line: str) -> None:
+        click.echo(line, err=True)
+
     # Dagster's webserver answers any Host: it listens on a port of its own, behind the guard on the one people use.
     webserver_port = free_port()
     guard = HostGuard(listening, webserver_port,

@@ -59,7 +59,8 @@ def kind_of_value(value: Any) -> str:
         return "a boolean"
     if isinstance(value, int | float):
         return "a number"
-    return {dict: "an object", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _block(parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:

@@ -225,7 +225,8 @@ class TrialDirectory:
     @property
     def trial_id(self) -> str:
         if self.manifest.get("trial_id"):
-            return self.manifest["trial_id"]
+            named: str = self.manifest["trial_id"]
+            return named
         if self.key is None:
             raise ValueError(f"{self.path} has no trial.json and is not a run-store trial directory")
         return self.key.trial_id
@@ -326,7 +327,7 @@ class TrialDirectory:
             "ladder": (ladder_spec(knobs["ladder"], knobs["hold_s"]) if knobs.get("ladder")
                        else None if manifest else self.run_log.ladder),
             "planned_steps": (len(knobs["ladder"]) if knobs.get("ladder")
-                              else 1 if manifest or self.planned_ladder() is None else len(self.planned_ladder())),
+                              else 1 if manifest or (planned := self.planned_ladder()) is None else len(planned)),
             # An upstream run's tag is the commit it measured.
             "sut_version": manifest.get("sut_version") if manifest else (key.tag if key else None),
             "slo_wake_p99_ms": measured(slo.get("wake_p99_ms")),

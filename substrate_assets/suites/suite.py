@@ -140,9 +140,9 @@ class Suite(BaseModel):
         """Actors each Locust user drives at once: one agent session, a glutton user's round robin, a whole spawn
         batch or burst cohort (upstream's defaults where the suite leaves them)."""
         if self.family == "glutton":
-            return self.knobs.value("actors_per_user")
+            return int(self.knobs.value("actors_per_user"))
         if self.family in ONE_USER_FAMILIES:
-            return self.knobs.value("total_actors")
+            return int(self.knobs.value("total_actors"))
         return 1
 
     @property

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 import grpc
 
@@ -147,7 +148,7 @@ class Landing:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: TracebackType | None) -> bool:
+                 traceback: TracebackType | None) -> Literal[False]:
         if not isinstance(error, Exception) or isinstance(error, TrialRefused | TrialStopped):
             return False
         failed = write_error(error, Path(getattr(error, "filename", None) or self.staging))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 MISSING = "—"
 # Columns of times in epoch seconds (started_at, run_ts, run_start, a history row's timestamp): no separators.
@@ -104,6 +104,12 @@ def percent(value: float | None) -> str:
     return "∞ %" if math.isinf(value) else f"{round(value, DECIMALS['pct']) + 0.0:,.{DECIMALS['pct']}f} %"
 
 
+@overload
+def rounded(value: float, column: str = "", unit: str | None = None) -> float: ...
+@overload
+def rounded(value: None, column: str = "", unit: str | None = None) -> None: ...
+@overload
+def rounded(value: float | None, column: str = "", unit: str | None = None) -> float | None: ...
 def rounded(value: float | None, column: str = "", unit: str | None = None) -> float | None:
     """A float rounded as :func:`figure` shows it, for places that take a number (Dagster's float metadata, which
     it charts across materializations). None stays None: not measured."""

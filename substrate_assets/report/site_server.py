@@ -25,7 +25,9 @@ class SiteHandler(SimpleHTTPRequestHandler):
     sys_version = ""
 
     def _refused(self) -> bool:
-        if not is_local(self.headers.get("Host"), self.server.server_address[1]):
+        address = self.server.server_address
+        assert isinstance(address, tuple)  # a TCP server's (host, port)
+        if not is_local(self.headers.get("Host"), address[1]):
             self.send_error(HTTPStatus.MISDIRECTED_REQUEST, "this server answers requests addressed to 127.0.0.1")
             return True
         root = Path(self.directory).resolve()

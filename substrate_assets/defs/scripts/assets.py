@@ -35,7 +35,7 @@ def workload_script(context: dg.AssetExecutionContext,
         raise dg.Failure(str(error)) from None
     data = path.read_bytes()
     sha256 = hashlib.sha256(data).hexdigest()
-    common = {"path": dg.MetadataValue.path(display_path(path)), "sha256": sha256}
+    common: dict[str, dg.MetadataValue | str] = {"path": dg.MetadataValue.path(display_path(path)), "sha256": sha256}
     try:
         loaded = parse_script_file(path, data, expected_name=name)
     except ScriptError as error:

@@ -1,6 +1,7 @@
 """The Dagster side of a kubernetes trial: the driver pod through ``PipesK8sClient``, around which the driver
 launches and removes the trial's other objects; and that pod exactly as the client would submit it."""
 
+from collections.abc import Mapping
 from typing import Any
 
 import dagster as dg
@@ -15,7 +16,7 @@ from substrate_assets.suites import Suite
 
 
 def run_on_kubernetes(context: dg.OpExecutionContext, client: PipesK8sClient, suite: Suite, key: TrialKey,
-                      script_text: str | None, extras: dict[str, str],
+                      script_text: str | None, extras: Mapping[str, object],
                       mirror_into: RunStore | None) -> dg.PipesClientCompletedInvocation:
     namespace = settings_of(suite).namespace
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import dagster as dg
+from substrate_assets.defs.resources import Resource
 
 if TYPE_CHECKING:
     from dagster_k8s import PipesK8sClient
 
 
-class KubernetesPipesClient(dg.ConfigurableResource):
+class KubernetesPipesClient(Resource):
     """Runs a kubernetes trial's driver pod through Dagster's PipesK8sClient (in-cluster or kubeconfig credentials,
     as dagster-k8s finds them). The Kubernetes client library costs ~2 s to import, in every process that loads the
     definitions (each run's worker, each command), so it is imported when a pod is to be run."""

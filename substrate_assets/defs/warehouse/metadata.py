@@ -9,7 +9,7 @@ from typing import Any
 import dagster as dg
 import duckdb
 
-from substrate_assets.defs.partitions import trial_partitions
+from substrate_assets.defs.partitions import TRIAL_PARTITIONS
 from substrate_assets.defs.warehouse.column_checks import check_evaluations
 from substrate_assets.report.figures import charted_key, figure, rounded
 from substrate_assets.results.trial_directory import TrialDirectory
@@ -148,8 +148,8 @@ def report_loads(instance: dg.DagsterInstance, trials: list[TrialDirectory], raw
     :func:`trial_figures`) for its trial_manifests row, as the raw asset records it; ``beside_models``, more metadata
     for a model by name (what the marts step shows beside it). Every model is recorded before the first check. The
     number of events reported."""
-    registered = set(instance.get_dynamic_partitions(trial_partitions.name))
-    instance.add_dynamic_partitions(trial_partitions.name,
+    registered = set(instance.get_dynamic_partitions(TRIAL_PARTITIONS))
+    instance.add_dynamic_partitions(TRIAL_PARTITIONS,
                                     [trial.trial_id for trial in trials if trial.trial_id not in registered])
     reported = 0
     for name, loaded in raw.items():

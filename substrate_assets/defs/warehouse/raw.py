@@ -4,6 +4,7 @@ the trial was launched."""
 
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
@@ -79,7 +80,7 @@ def load_raw_tables_of(warehouse: WarehouseResource, trial: TrialDirectory, tria
                 description="Loads one trial's files from the run store into the raw tables selected, in one "
                 "transaction.")
 def load_trial(context: dg.AssetExecutionContext, run_store: RunStoreResource, suites: SuitesResource,
-               warehouse: WarehouseResource) -> Iterator[dg.MaterializeResult]:
+               warehouse: WarehouseResource) -> Iterator[dg.MaterializeResult[Any]]:
     trial_id = context.partition_key
     try:
         trial = TrialDirectory(_local_or_fetched(context, run_store, suites, trial_id))

@@ -35,7 +35,7 @@ def trial_pictures(connection: duckdb.DuckDBPyConnection, sides: list[Side]) -> 
     from substrate_assets.report.plots import latency_cdf, markdown_image
 
     samples = {side.label: pooled_wakes(connection, side.trial_ids) for side in sides}
-    pictures = {}
+    pictures: dict[str, dg.MetadataValue] = {}
     if any(len(values) for values in samples.values()):
         title = "wake latency CDF" + (": the history's trials and this one" if len(sides) > 1 else "")
         pictures["wake_cdf"] = dg.MetadataValue.md(markdown_image(latency_cdf(samples, title), title))
@@ -110,11 +110,14 @@ def judge_trial_against_history(context: dg.AssetCheckExecutionContext, warehous
         raise dg.Failure(str(error)) from None
 
 
-def _after_the_marts_follow_a_trial() -> dg.AutomationCondition:
+_Condition = dg.AutomationCondition[dg.AssetKey | dg.AssetCheckKey]
+
+
+def _after_the_marts_follow_a_trial() -> _Condition:
     """True for a trial's partition that was never judged, when the marts have just been rebuilt with nothing
     upstream still running, and the trial both landed (trial_run; an imported or rebuilt trial has no such event and
     is judged only on request) and loaded."""
-    def dep(asset: str, condition: dg.AutomationCondition) -> dg.AutomationCondition:
+    def dep(asset: str, condition: _Condition) -> _Condition:
         return dg.AutomationCondition.any_deps_match(condition).allow(dg.AssetSelection.assets(asset))
 
     missing = dg.AutomationCondition.missing()

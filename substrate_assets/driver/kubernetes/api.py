@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Any
 
 from substrate_assets.driver.kubernetes.pods import ROLE_LABEL, TRIAL_LABEL, object_name, trial_label, with_owner
@@ -37,7 +38,7 @@ def delete_trial_objects(api: Any, namespace: str, trial_id: str) -> list[str]:
     from kubernetes.client.exceptions import ApiException
 
     selector = f"{TRIAL_LABEL}={trial_label(trial_id)},{ROLE_LABEL}=worker"
-    deletions = {
+    deletions: dict[str, Callable[[], Any]] = {
         "worker pods": lambda: api.delete_collection_namespaced_pod(namespace, label_selector=selector),
         f"Service {object_name(trial_id, 'master')}":
             lambda: api.delete_namespaced_service(object_name(trial_id, "master"), namespace),

@@ -10,11 +10,11 @@ import json
 import select
 import socket
 import threading
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import grpc
+from google.protobuf.message import Message
 
 from substrate_assets.driver.failures import RouterError, rpc_code
 from substrate_assets.families import DEFAULT_TEMPLATES, TEMPLATE_ATESPACE
@@ -29,7 +29,9 @@ ELAPSED_TRAILER = "x-server-elapsed-us"
 
 
 class ControlClient:
-    """The lifecycle calls a session makes, each with upstream's 60 s deadline."""
+    """The lifecycle calls a session makes, each with upstream's 60 s deadline. Each returns the RPC's response
+    message (``pb.Actor``, ``pb.ResumeActorResponse``, …: :mod:`~substrate_assets.protos` generates their classes at
+    import, so to the checker each is a protobuf Message)."""
 
     def __init__(self, endpoint: str, deadline_s: float = CONTROL_DEADLINE_S, tls: bool = False) -> None:
         # TLS trusts the system roots, or the file named by GRPC_DEFAULT_SSL_ROOTS_FILE_PATH (a cluster CA).
@@ -39,14 +41,14 @@ class ControlClient:
         self.deadline_s = deadline_s
 
     @staticmethod
-    def ref(atespace: str, name: str) -> pb.ObjectRef:
+    def ref(atespace: str, name: str) -> Message:
         return pb.ObjectRef(atespace=atespace, name=name)
 
-    def get_template(self, atespace: str = TEMPLATE[0], name: str = TEMPLATE[1]) -> pb.ActorTemplate:
+    def get_template(self, atespace: str = TEMPLATE[0], name: str = TEMPLATE[1]) -> Message:
         return self.stub.GetActorTemplate(pb.GetActorTemplateRequest(actor_template=self.ref(atespace, name)),
                                           timeout=self.deadline_s)
 
-    def create_atespace(self, name: str) -> pb.Atespace:
+    def create_atespace(self, name: str) -> Message:
         request = pb.CreateAtespaceRequest(atespace=pb.Atespace(metadata=pb.ResourceMetadata(name=name)))
         return self.stub.CreateAtespace(request, timeout=self.deadline_s)
 
@@ -58,39 +60,39 @@ class ControlClient:
             if rpc_code(error) != grpc.StatusCode.ALREADY_EXISTS:
                 raise
 
-    def create_actor(self, atespace: str, name: str, template: tuple[str, str] = TEMPLATE) -> pb.Actor:
+    def create_actor(self, atespace: str, name: str, template: tuple[str, str] = TEMPLATE) -> Message:
         return self.stub.CreateActor(self.create_request(atespace, name, template), timeout=self.deadline_s)
 
     @classmethod
-    def create_request(cls, atespace: str, name: str, template: tuple[str, str] = TEMPLATE) -> pb.CreateActorRequest:
+    def create_request(cls, atespace: str, name: str, template: tuple[str, str] = TEMPLATE) -> Message:
         return pb.CreateActorRequest(actor=pb.Actor(metadata=pb.ResourceMetadata(atespace=atespace, name=name),
                                                     actor_template=cls.ref(*template)))
 
-    def revert(self, atespace: str, name: str) -> pb.RevertActorResponse:
+    def revert(self, atespace: str, name: str) -> Message:
         return self.stub.RevertActor(pb.RevertActorRequest(actor=self.ref(atespace, name)), timeout=self.deadline_s)
 
     def timed(self, rpc: str, request: Any) -> tuple[Any, float | None]:
         """Call ``rpc`` (``"ResumeActor"``, …) and return its response with the server's own elapsed time in
         seconds, from the ``x-server-elapsed-us`` trailer (None when the server sent none). A failed call raises
         its ``grpc.RpcError``; :func:`server_elapsed_s` reads the trailer off it too."""
-        method: Callable[..., Any] = getattr(self.stub, rpc)
+        method: Any = getattr(self.stub, rpc)  # a unary-unary multi-callable
         response, call = method.with_call(request, timeout=self.deadline_s)
         return response, server_elapsed_s(call)
 
-    def resume(self, atespace: str, name: str) -> pb.ResumeActorResponse:
+    def resume(self, atespace: str, name: str) -> Message:
         return self.stub.ResumeActor(pb.ResumeActorRequest(actor=self.ref(atespace, name)), timeout=self.deadline_s)
 
-    def suspend(self, atespace: str, name: str) -> pb.SuspendActorResponse:
+    def suspend(self, atespace: str, name: str) -> Message:
         return self.stub.SuspendActor(pb.SuspendActorRequest(actor=self.ref(atespace, name)), timeout=self.deadline_s)
 
-    def pause(self, atespace: str, name: str) -> pb.PauseActorResponse:
+    def pause(self, atespace: str, name: str) -> Message:
         return self.stub.PauseActor(pb.PauseActorRequest(actor=self.ref(atespace, name)), timeout=self.deadline_s)
 
-    def delete(self, atespace: str, name: str, any_state: bool = True) -> pb.Actor:
+    def delete(self, atespace: str, name: str, any_state: bool = True) -> Message:
         request = pb.DeleteActorRequest(actor=self.ref(atespace, name), any_state=any_state)
         return self.stub.DeleteActor(request, timeout=self.deadline_s)
 
-    def get_actor(self, atespace: str, name: str) -> pb.Actor:
+    def get_actor(self, atespace: str, name: str) -> Message:
         return self.stub.GetActor(pb.GetActorRequest(actor=self.ref(atespace, name)), timeout=self.deadline_s)
 
     def close(self) -> None:

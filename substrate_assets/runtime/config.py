@@ -71,39 +71,39 @@ class RuntimeConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    workers: int = Field(8, ge=1, description="Worker count (W).")
-    actors_per_worker: int = Field(4, ge=1, description="Running actors each worker holds (C).")
-    actor_memory: int = Field(GiB, gt=0, description="Memory limit of the built-in templates, bytes.")
+    workers: int = Field(default=8, ge=1, description="Worker count (W).")
+    actors_per_worker: int = Field(default=4, ge=1, description="Running actors each worker holds (C).")
+    actor_memory: int = Field(default=GiB, gt=0, description="Memory limit of the built-in templates, bytes.")
     templates: tuple[TemplateConfig, ...] = ()
-    state_dir: Path | None = Field(None, description="Snapshots, live data dirs and host logs; a temporary "
+    state_dir: Path | None = Field(default=None, description="Snapshots, live data dirs and host logs; a temporary "
                                    "directory when unset.")
-    keep_state: bool = Field(False, description="Keep the state directory when the runtime stops.")
-    live_dir: Path | None = Field(None, description="Where running actors keep their data directories; a "
+    keep_state: bool = Field(default=False, description="Keep the state directory when the runtime stops.")
+    live_dir: Path | None = Field(default=None, description="Where running actors keep their data directories; a "
                                   "fresh directory on tmpfs ($SUBSTRATE_BENCH_LIVE_ROOT, else /dev/shm) when unset and "
                                   "available, as upstream's "
                                   "data dir is tmpfs, else <state_dir>/live. Always removed at stop.")
-    control_port: int = Field(0, ge=0, le=65535)
-    router_port: int = Field(0, ge=0, le=65535)
-    metrics_port: int = Field(0, ge=0, le=65535)
-    warm_hosts: int = Field(2, ge=0, description="Actor host processes kept started and idle, so a wake "
+    control_port: int = Field(default=0, ge=0, le=65535)
+    router_port: int = Field(default=0, ge=0, le=65535)
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    warm_hosts: int = Field(default=2, ge=0, description="Actor host processes kept started and idle, so a wake "
                             "does not pay for a Python start.")
-    router_timeout_s: float = Field(30.0, gt=0, description="The router's own deadline per request (504).")
-    router_max_body: int = Field(MAX_REQUEST_BODY, gt=0, description="Largest request body the router forwards "
+    router_timeout_s: float = Field(default=30.0, gt=0, description="The router's own deadline per request (504).")
+    router_max_body: int = Field(default=MAX_REQUEST_BODY, gt=0, description="Largest request body the router forwards "
                                  "(413 above it): by default glutton's largest legitimate request.")
-    router_body_timeout_s: float = Field(30.0, gt=0, description="How long the router waits for more of a "
+    router_body_timeout_s: float = Field(default=30.0, gt=0, description="How long the router waits for more of a "
                                          "request's body before answering 408 and closing the connection.")
-    max_parked: int = Field(1000, ge=1, description="Requests the router parks at once before answering 503.")
-    drain_timeout_s: float = Field(30.0, gt=0, description="How long a suspend or pause waits for in-flight "
+    max_parked: int = Field(default=1000, ge=1, description="Requests the router parks at once before answering 503.")
+    drain_timeout_s: float = Field(default=30.0, gt=0, description="How long a suspend or pause waits for in-flight "
                                    "requests.")
-    host_command_timeout_s: float = Field(120.0, gt=0)
-    stop_grace_s: float = Field(10.0, ge=0, description="How long stopping waits for suspends and pauses in "
+    host_command_timeout_s: float = Field(default=120.0, gt=0)
+    stop_grace_s: float = Field(default=10.0, ge=0, description="How long stopping waits for suspends and pauses in "
                                 "progress to finish before it kills their hosts (a checkpoint takes well under a "
                                 "second).")
-    snapshot_fsync: bool = Field(True, description="Make suspend snapshots durable (fsync) before they count.")
+    snapshot_fsync: bool = Field(default=True, description="Make suspend snapshots durable (fsync) before they count.")
     workerpool_name: str = WORKERPOOL_NAME
-    inject_wake_delay_ms: int = Field(0, ge=0, description="Added to every resume (restore or unpause) before the "
-                                      "actor answers: a slowdown of known size, to check that comparisons find "
-                                      "one. 0 adds nothing.")
+    inject_wake_delay_ms: int = Field(default=0, ge=0, description="Added to every resume (restore or unpause) "
+                                      "before the actor answers: a slowdown of known size, to check that "
+                                      "comparisons find one. 0 adds nothing.")
 
     _parse = field_validator("actor_memory", mode="before")(classmethod(lambda cls, v: _bytes(v)))
 

@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from google.protobuf.message import Message
+
 from substrate_assets.protos import glutton_pb2 as pb
 from substrate_assets.runtime.cpu_load import CpuLoad, CpuLoadSettings
 from substrate_assets.runtime.random_bytes import CHUNK, RandomStream
@@ -128,13 +130,15 @@ class Glutton:
         return path
 
     # -- RPCs -------------------------------------------------------------
+    # Each takes its route's request and returns its response (glutton_pb2's PingRequest and PingResponse, …:
+    # generated at import, to the checker they are protobuf Messages).
 
-    def ping(self, request: pb.PingRequest) -> pb.PingResponse:
+    def ping(self, request: Message) -> Message:
         with self._lock:
             self.pings += 1
         return pb.PingResponse(message=request.message)
 
-    def write_ram(self, request: pb.WriteRAMRequest) -> pb.WriteRAMResponse:
+    def write_ram(self, request: Message) -> Message:
         if not request.key:
             raise invalid("key is required")
         size = parse_ram_size(request.size)
@@ -173,7 +177,7 @@ class Glutton:
             self._stream().fill(view[:size - first])
         array.cursor = (array.cursor + size) % length
 
-    def read_ram(self, request: pb.ReadRAMRequest) -> pb.ReadRAMResponse:
+    def read_ram(self, request: Message) -> Message:
         if not request.key:
             raise invalid("key is required")
         with self._lock:
@@ -192,7 +196,7 @@ class Glutton:
             checksum ^= byte
         return pb.ReadRAMResponse(size=walk, checksum=checksum)
 
-    def write_disk(self, request: pb.WriteDiskRequest) -> pb.WriteDiskResponse:
+    def write_disk(self, request: Message) -> Message:
         path = self._path(request.key)
         if request.size < 0:
             raise invalid(f"size must not be negative, got {request.size}")
@@ -221,7 +225,7 @@ class Glutton:
             self.file_sizes[request.key] = new_size
         return pb.WriteDiskResponse(size=new_size, sha256=digest.digest())
 
-    def read_disk(self, request: pb.ReadDiskRequest) -> pb.ReadDiskResponse:
+    def read_disk(self, request: Message) -> Message:
         path = self._path(request.key)
         if request.read_mode not in (pb.READ_MODE_DATA, pb.READ_MODE_DIGEST_ONLY):
             raise invalid(f"unsupported read mode {request.read_mode}")
@@ -239,7 +243,7 @@ class Glutton:
                     size += len(block)
         return pb.ReadDiskResponse(size=size, sha256=digest.digest())
 
-    def ingest(self, request: pb.IngestRequest) -> pb.IngestResponse:
+    def ingest(self, request: Message) -> Message:
         path = self._path(request.key)
         payload = request.payload
         with self._lock:
@@ -251,7 +255,7 @@ class Glutton:
             self.file_sizes[request.key] = new_size
         return pb.IngestResponse(size=new_size, sha256=hashlib.sha256(payload).digest())
 
-    def burn_cpu(self, request: pb.BurnCPURequest) -> pb.BurnCPUResponse:
+    def burn_cpu(self, request: Message) -> Message:
         if request.duration_ms < 0:
             raise invalid(f"duration_ms must not be negative, got {request.duration_ms}")
         workers = min(max(request.parallelism, 1), 4 * (os.cpu_count() or 1))
@@ -276,7 +280,7 @@ class Glutton:
             thread.join()
         return pb.BurnCPUResponse(iterations=sum(counts))
 
-    def use_cpu(self, request: pb.UseCPURequest) -> pb.UseCPUResponse:
+    def use_cpu(self, request: Message) -> Message:
         if request.num_cores < 0:
             raise invalid(f"num_cores must not be negative, got {request.num_cores}")
         if not 0 <= request.duty_cycle <= 1:

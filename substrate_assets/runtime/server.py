@@ -276,8 +276,10 @@ class EmbeddedRuntime:
         site = web.TCPSite(runner, LOOPBACK, port, backlog=1024)
         await site.start()
         server = site._server
-        assert server is not None and server.sockets  # type: ignore[union-attr]
-        return server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        # aiohttp types the site's server as an asyncio.AbstractServer; it is the loop's server, with its sockets.
+        assert server is not None and server.sockets  # type: ignore[attr-defined]  # aiohttp's type is too broad
+        bound: int = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]  # aiohttp's type is too broad
+        return bound
 
     async def _shutdown(self, grpc_server: grpc.aio.Server, runners: list[web.AppRunner]) -> None:
         with contextlib.suppress(Exception):

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
+from google.protobuf.message import Message
 
 from substrate_assets.driver.clients import TEMPLATE, ControlClient, RouterClient
 from substrate_assets.driver.failures import (
@@ -121,7 +122,7 @@ class Session:
         return self.loaded.script.steps[self.step_index]
 
 
-def op_call(op: Op, payload: bytes) -> tuple[str, g.PingRequest, type]:
+def op_call(op: Op, payload: bytes) -> tuple[str, Message, type[Message]]:
     """The glutton route, request and response type of one op."""
     kind = op.kind
     if kind is OpKind.INGEST:
@@ -153,14 +154,14 @@ class OpCall:
 
     route: str
     body: bytes
-    reply: type
+    reply: type[Message]
     echo: str | None
 
 
 def prepared_call(loaded: LoadedScript, op: Op) -> OpCall:
     """``op``'s call, serialized once per script and shared by every session: an ingest's request is tens of MiB,
     and slicing, building and serializing it on every call was half of the driver's CPU."""
-    call = loaded.calls.get(op)
+    call: OpCall | None = loaded.calls.get(op)
     if call is None:
         route, request, reply = op_call(op, loaded.payload)
         call = OpCall(route, request.SerializeToString(), reply, request.message if op.kind is OpKind.PING else None)
@@ -215,7 +216,7 @@ class AgentSessionVU(VirtualUser):
         self.teardown()
 
     def think_seconds(self, step: Step) -> float:
-        return step.think_ns / 1e9 * self.knobs.think_multiplier * (0.8 + 0.4 * self.rng.random())
+        return float(step.think_ns / 1e9 * self.knobs.think_multiplier * (0.8 + 0.4 * self.rng.random()))
 
     # -- starting ---------------------------------------------------------
 

@@ -4,7 +4,7 @@ import hashlib
 
 import dagster as dg
 
-from substrate_assets.defs.catalog import OWNERS
+from substrate_assets.defs.catalog import OWNERS, Materialized
 from substrate_assets.defs.partitions import script_partitions
 from substrate_assets.defs.resources import ScriptLibraryResource
 from substrate_assets.workload import ScriptError, step_table_markdown, summarize
@@ -26,7 +26,7 @@ SCRIPT_IS_VALID = "script_is_valid"
     "the blocking check.",
 )
 def workload_script(context: dg.AssetExecutionContext,
-                    script_library: ScriptLibraryResource) -> dg.MaterializeResult:
+                    script_library: ScriptLibraryResource) -> Materialized:
     name = context.partition_key
     library = script_library.library()
     try:

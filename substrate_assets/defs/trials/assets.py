@@ -4,7 +4,7 @@ import warnings
 
 import dagster as dg
 
-from substrate_assets.defs.catalog import OWNERS
+from substrate_assets.defs.catalog import OWNERS, Materialized
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import (
     DeploymentResource,
@@ -87,7 +87,7 @@ def launch_trial(context: dg.OpExecutionContext, suite: Suite, trial_id: str,
 def trial_run(context: dg.AssetExecutionContext, pipes_subprocess_client: dg.PipesSubprocessClient,
               pipes_k8s_client: KubernetesPipesClient, run_store: RunStoreResource,
               script_library: ScriptLibraryResource, suites: SuitesResource,
-              deployment: DeploymentResource) -> dg.MaterializeResult:
+              deployment: DeploymentResource) -> Materialized:
     trial_id = context.partition_key
     try:
         suite = suites.suite(TrialKey.suite_of(trial_id))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -111,7 +111,7 @@ class Knob:
 
     @property
     def annotation(self) -> Any:
-        return Literal[self.choices] if self.choices else self.kind  # type: ignore[valid-type]
+        return Literal[self.choices] if self.choices else self.kind
 
 
 KNOBS: tuple[Knob, ...] = (
@@ -174,10 +174,20 @@ class _KnobValues(BaseModel):
 
 
 # A family's knobs as a suite sets them; unset ones keep upstream's worker defaults (reference §16).
-Knobs = create_model(
-    "Knobs", __base__=_KnobValues, __doc__="A family's knobs; unset ones keep upstream's worker defaults.",
-    **{knob.name: (knob.annotation | None, Field(None, description=knob.description, **knob.constraints))
-       for knob in KNOBS})
+if TYPE_CHECKING:
+    class Knobs(_KnobValues):
+        """The model built below from KNOBS, as the checker sees it: a field per knob, None when unset; the two this
+        module reads are named, any other is Any."""
+
+        durdir_template: str | None = None
+        sweperf_template: str | None = None
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    Knobs = create_model(
+        "Knobs", __base__=_KnobValues, __doc__="A family's knobs; unset ones keep upstream's worker defaults.",
+        **{knob.name: (knob.annotation | None, Field(None, description=knob.description, **knob.constraints))
+           for knob in KNOBS})
 
 
 def family_template(family: str, knobs: Knobs) -> str:

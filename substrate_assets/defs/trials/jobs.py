@@ -2,10 +2,12 @@
 trial's partition itself, runs the trial and records it as that partition of ``trial_run``. The raw tables and the
 models follow on their own (``warehouse_refresh``)."""
 
+from typing import TYPE_CHECKING, Any
+
 import dagster as dg
 from pydantic import Field, create_model
 
-from substrate_assets.defs.partitions import trial_partitions
+from substrate_assets.defs.partitions import TRIAL_PARTITIONS
 from substrate_assets.defs.resources import (
     DeploymentResource,
     RunStoreResource,
@@ -28,11 +30,17 @@ DATA_VERSION_TAG = "dagster/data_version"
 
 # The launch form's knobs, one field per family knob (families.KNOBS), each null unless set: the suite validates the
 # values and refuses a knob its family does not read, naming it.
-KnobsConfig = create_model(
-    "KnobsConfig", __base__=dg.Config, __doc__="A family's knobs for this trial only; null keeps the suite's.",
-    **{knob.name: (knob.kind | None, Field(None, description=f"{knob.description} Read by "
-                                       f"{', '.join(knob.families)}."))
-       for knob in KNOBS})
+if TYPE_CHECKING:
+    class KnobsConfig(dg.Config):
+        """The form built below from KNOBS, as the checker sees it: a field per knob, each Any."""
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    KnobsConfig = create_model(
+        "KnobsConfig", __base__=dg.Config, __doc__="A family's knobs for this trial only; null keeps the suite's.",
+        **{knob.name: (knob.kind | None, Field(None, description=f"{knob.description} Read by "
+                                           f"{', '.join(knob.families)}."))
+           for knob in KNOBS})
 
 
 class TrialConfig(dg.Config):
@@ -83,9 +91,9 @@ def trial(context: dg.OpExecutionContext, config: TrialConfig, pipes_subprocess_
     """Name the trial (`<suite>-<yyyymmddthhmmssz>`, the first free second from now), add it as a trial_run
     partition, run it, and record trial_run and its trial_completed check for that partition."""
     suite = config.chosen_suite(suites)
-    taken = set(context.instance.get_dynamic_partitions(trial_partitions.name))
+    taken = set(context.instance.get_dynamic_partitions(TRIAL_PARTITIONS))
     trial_id = run_store.store().propose_key(suite.name, suite.tag, taken).trial_id
-    context.instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
+    context.instance.add_dynamic_partitions(TRIAL_PARTITIONS, [trial_id])
     context.instance.add_run_tags(context.run_id, {TRIAL_TAG: trial_id, SUITE_TAG: suite.name, FAMILY_TAG: suite.family,
                                                    **({SCRIPT_TAG: suite.script} if suite.script else {}),
                                                    **({GROUP_TAG: config.group} if config.group else {})})
@@ -99,7 +107,7 @@ def trial(context: dg.OpExecutionContext, config: TrialConfig, pipes_subprocess_
                 metadata={**(result.metadata or {}), "suite": suite.name, "family": suite.family,
                           **({"script": suite.script} if suite.script else {})}))
         elif isinstance(result, dg.AssetCheckResult):
-            context.log_event(dg.AssetCheckEvaluation(
+            context.log_event(dg.AssetCheckEvaluation(  # type: ignore[arg-type]  # log_event's UserEvent omits it
                 asset_key=trial_run.key, check_name=result.check_name or "", passed=result.passed,
                 severity=result.severity, metadata=result.metadata or {}, partition=trial_id))
 

@@ -60,7 +60,7 @@ class _WorkerValues(BaseModel):
     @property
     def pings_per_wake(self) -> int:
         """Upstream reads fewer than one as one."""
-        return max(1, self.max_pings_per_wake)  # type: ignore[attr-defined]
+        return int(max(1, self.max_pings_per_wake))  # type: ignore[attr-defined]
 
     @property
     def read_size(self) -> str:
@@ -75,16 +75,18 @@ class _WorkerValues(BaseModel):
 
     @property
     def digest_reads(self) -> bool:
-        return self.durdir_read_mode == "digest"  # type: ignore[attr-defined]
+        return bool(self.durdir_read_mode == "digest")  # type: ignore[attr-defined]
 
     @property
     def spawn_workers(self) -> int:
         """Upstream runs min(concurrency, total) spawn workers, at least one."""
-        return max(1, min(self.spawn_concurrency, self.total_actors))  # type: ignore[attr-defined]
+        return int(max(1, min(self.spawn_concurrency, self.total_actors)))  # type: ignore[attr-defined]
 
 
+# Each knob's (annotation, field), as create_model takes them.
+_KNOB_FIELDS: dict[str, Any] = {
+    knob.name: (knob.annotation, Field(knob.default, description=knob.description, **knob.constraints))
+    for knob in KNOBS}
 WorkerKnobs: Any = create_model(
     "WorkerKnobs", __base__=_WorkerValues,
-    __doc__="Every knob a virtual user reads, at the run's value or upstream's worker default.",
-    **{knob.name: (knob.annotation, Field(knob.default, description=knob.description, **knob.constraints))
-       for knob in KNOBS})
+    __doc__="Every knob a virtual user reads, at the run's value or upstream's worker default.", **_KNOB_FIELDS)

@@ -32,7 +32,8 @@ MACHINE_WAIT = "machine wait"  # a trial queued behind another on the machine
 TRIAL_START = "trial start"  # a trial's run created to its load's start: the run, the runtime, Locust
 LANDING = "landing"  # the load's end to the trial's run's end: its files written
 DAGSTER = "Dagster"  # between a trial's run and its load's run, and the load run's own events outside its steps
-# A trial loaded whole outside a run (``whole_loads``): its one transaction, its records, the site, the verdict.
+# A trial loaded whole outside a run (``whole_loads``): its one transaction, then the site and the verdict while its
+# records are written, and what of the records was left after them.
 LOADED = "raw tables and marts"
 RECORDED = "records"
 BETWEEN = "between trials"
@@ -123,7 +124,7 @@ def measure_dead_time(instance: dg.DagsterInstance, process_started: float, load
     """The dead time of a job whose process started at ``process_started`` and ran ``loads`` in order, up to
     ``now`` (Unix seconds)."""
     parts = dict.fromkeys([STARTING, MACHINE_WAIT, TRIAL_START, LANDING, DAGSTER, RAW_TABLES, LOADED, "marts",
-                           RECORDED, SITE, VERDICT, BETWEEN], 0.0)
+                           SITE, VERDICT, RECORDED, BETWEEN], 0.0)
     load_s = 0.0
     moment = process_started
     for number, load in enumerate(loads):

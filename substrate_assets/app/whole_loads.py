@@ -38,11 +38,11 @@ from substrate_assets.defs.warehouse.site import BENCHMARK_SITE, SiteResource, b
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.suites import Suite
-from substrate_assets.warehouse.change_points import CHANGE_POINTS, read_change_points
+from substrate_assets.warehouse.change_points import CHANGE_POINTS, MetricChange, read_change_points
 from substrate_assets.warehouse.models.discovery import ModelError
 from substrate_assets.warehouse.preview import PREVIEW_ROWS
 from substrate_assets.warehouse.raw_tables import ensure_schema
-from substrate_assets.warehouse.refresh import load_and_refresh
+from substrate_assets.warehouse.refresh import Refreshed, load_and_refresh
 from substrate_assets.warehouse.trial_rows import read_trials
 
 
@@ -52,18 +52,18 @@ class WholeLoadFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class WholeLoad:
-    """When each part of a whole load ended (Unix seconds): ``committed`` is when every mart held the trial's rows,
-    ``recorded`` when every table's Dagster record was written."""
+    """When each part of a whole load ended (Unix seconds): ``committed`` is when every mart held the trial's rows;
+    the site was built and the trial judged while the load's records were written, which ended by ``recorded``."""
 
     began: float
     committed: float
-    recorded: float
     site_built: float
     judged: float
+    recorded: float
 
     def parts(self) -> dict[str, float]:
-        return {LOADED: self.committed - self.began, RECORDED: self.recorded - self.committed,
-                SITE: self.site_built - self.recorded, VERDICT: self.judged - self.site_built}
+        return {LOADED: self.committed - self.began, SITE: self.site_built - self.committed,
+                VERDICT: self.judged - self.site_built, RECORDED: self.recorded - self.judged}
 
 
 def _evaluation(result: dg.AssetCheckResult, asset_key: dg.AssetKey, check_name: str,
@@ -71,6 +71,19 @@ def _evaluation(result: dg.AssetCheckResult, asset_key: dg.AssetKey, check_name:
     return dg.AssetCheckEvaluation(asset_key=asset_key, check_name=check_name, passed=result.passed,
                                    severity=result.severity, metadata=result.metadata or {},
                                    description=result.description, partition=partition)
+
+
+def _record(instance: dg.DagsterInstance, trial: TrialDirectory, refreshed: Refreshed,
+            beside_models: dict[str, dict[str, dg.MetadataValue]], found: list[MetricChange] | None,
+            before: set[tuple[str | None, str, str, str]] | None) -> None:
+    """Record the load as the assets record it in a run: each raw table's partition, each model (with what the marts
+    step shows beside it), each column check, and the new change points' check."""
+    report_loads(instance, [trial], refreshed.raw, refreshed.models, refreshed.tests,
+                 figures=figure_metadata(refreshed.densities, {trial.trial_id: trial.suite}),
+                 beside_models=beside_models)
+    if found is not None:
+        instance.report_runless_asset_event(_evaluation(change_point_check(new_change_points(found, before)),
+                                                        dg.AssetKey(CHANGE_POINTS), NO_NEW_CHANGE_POINT))
 
 
 def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, warehouse: WarehouseResource,
@@ -97,30 +110,36 @@ def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, war
                               ) from None
     committed = time.time()
     stamp = {COMMITTED_AT: dg.MetadataValue.timestamp(committed)}
-    # Drawn while the records are written: the renderer runs outside the interpreter's lock.
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="suite-histories") as drawing:
-        histories = drawing.submit(draw_histories, warehouse) if found is not None else None
-        report_loads(instance, [trial], refreshed.raw, refreshed.models, refreshed.tests,
-                     figures=figure_metadata(refreshed.densities, {trial_id: trial.suite}),
-                     beside_models={name: {**shown.get(name, {}), **stamp} for name in models})
-        if found is not None:
-            instance.report_runless_asset_event(_evaluation(change_point_check(new_change_points(found, before)),
-                                                            dg.AssetKey(CHANGE_POINTS), NO_NEW_CHANGE_POINT))
+    # The records are written while the histories are drawn, the site built and the trial judged: Dagster's event
+    # writes wait on SQLite, and the renderer runs outside the interpreter's lock. Models a blocking test kept back
+    # are recorded as not refreshed, and nothing is drawn or judged over them (as a failed marts step would stop
+    # the steps after it).
+    said: str | None = None
+    metadata: dict[str, dg.MetadataValue] = {}
+    verdict: dg.AssetCheckResult | None = None
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="whole-load") as pool:
+        histories = pool.submit(draw_histories, warehouse) if found is not None else None
+        records = pool.submit(_record, instance, trial, refreshed, {name: {**shown.get(name, {}), **stamp}
+                                                                   for name in models}, found, before)
+        if not refreshed.skipped and site is not None:
+            said, metadata = build_and_describe(warehouse, suites, site)
+        site_built = time.time()
+        if not refreshed.skipped:
+            try:
+                verdict = judgement(warehouse, suites, trial_id)
+            except TrialNotInMarts as error:
+                raise WholeLoadFailed(str(error)) from None
+        judged = time.time()
+        records.result()
         drawn = histories.result() if histories is not None else None
     if drawn:
         instance.report_runless_asset_event(dg.AssetObservation(asset_key=CHANGE_POINTS, metadata=drawn))
-    recorded = time.time()
     if refreshed.skipped:
         raise WholeLoadFailed(f"trial {trial_id}: not refreshed, a blocking test of what they read failed: "
                               + "; ".join(f"{name} (after {cause})" for name, cause in refreshed.skipped.items()))
-    if site is not None:
-        said, metadata = build_and_describe(warehouse, suites, site)
+    if said is not None:
         say(said)
         instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=BENCHMARK_SITE, metadata=metadata))
-    site_built = time.time()
-    try:
-        verdict = judgement(warehouse, suites, trial_id)
-    except TrialNotInMarts as error:
-        raise WholeLoadFailed(str(error)) from None
-    instance.report_runless_asset_event(_evaluation(verdict, trial_run.key, NO_REGRESSION, partition=trial_id))
-    return WholeLoad(began, committed, recorded, site_built, time.time())
+    if verdict is not None:
+        instance.report_runless_asset_event(_evaluation(verdict, trial_run.key, NO_REGRESSION, partition=trial_id))
+    return WholeLoad(began, committed, site_built, judged, time.time())

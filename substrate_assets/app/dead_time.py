@@ -32,10 +32,11 @@ MACHINE_WAIT = "machine wait"  # a trial queued behind another on the machine
 TRIAL_START = "trial start"  # a trial's run created to its load's start: the run, the runtime, Locust
 LANDING = "landing"  # the load's end to the trial's run's end: its files written
 DAGSTER = "Dagster"  # between a trial's run and its load's run, and the load run's own events outside its steps
-# A trial loaded whole outside a run (``whole_loads``): its one transaction, then the site and the verdict while its
-# records are written, and what of the records was left after them.
+# A trial loaded whole outside a run (``whole_loads``): its one transaction, its tables' records, then the site and
+# the verdict while its checks' records are written, and what of those was left after them.
 LOADED = "raw tables and marts"
 RECORDED = "records"
+CHECKS = "checks"
 BETWEEN = "between trials"
 ENDING = "end"  # the last load to the measure: the verdict, the tables printed
 
@@ -123,8 +124,8 @@ def measure_dead_time(instance: dg.DagsterInstance, process_started: float, load
                       now: float) -> DeadTime:
     """The dead time of a job whose process started at ``process_started`` and ran ``loads`` in order, up to
     ``now`` (Unix seconds)."""
-    parts = dict.fromkeys([STARTING, MACHINE_WAIT, TRIAL_START, LANDING, DAGSTER, RAW_TABLES, LOADED, "marts",
-                           SITE, VERDICT, RECORDED, BETWEEN], 0.0)
+    parts = dict.fromkeys([STARTING, MACHINE_WAIT, TRIAL_START, LANDING, DAGSTER, RAW_TABLES, LOADED, RECORDED,
+                           "marts", SITE, VERDICT, CHECKS, BETWEEN], 0.0)
     load_s = 0.0
     moment = process_started
     for number, load in enumerate(loads):

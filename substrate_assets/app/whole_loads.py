@@ -17,11 +17,11 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from substrate_assets.app.dead_time import LOADED, RECORDED, SITE, VERDICT
+from substrate_assets.app.dead_time import CHECKS, LOADED, RECORDED, SITE, VERDICT
 from substrate_assets.app.pool_slots import Say, wait_for_pools
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION
-from substrate_assets.defs.warehouse.metadata import figure_metadata, report_loads
+from substrate_assets.defs.warehouse.metadata import figure_metadata, report_checks, report_loads
 from substrate_assets.defs.warehouse.models import (
     COMMITTED_AT,
     NO_NEW_CHANGE_POINT,
@@ -52,18 +52,21 @@ class WholeLoadFailed(RuntimeError):
 
 @dataclass(frozen=True)
 class WholeLoad:
-    """When each part of a whole load ended (Unix seconds): ``committed`` is when every mart held the trial's rows;
-    the site was built and the trial judged while the load's records were written, which ended by ``recorded``."""
+    """When each part of a whole load ended (Unix seconds): ``committed`` is when every mart held the trial's rows,
+    ``recorded`` when every table's record was written; the site was built and the trial judged while the checks'
+    records were written, which ended by ``checked``."""
 
     began: float
     committed: float
+    recorded: float
     site_built: float
     judged: float
-    recorded: float
+    checked: float
 
     def parts(self) -> dict[str, float]:
-        return {LOADED: self.committed - self.began, SITE: self.site_built - self.committed,
-                VERDICT: self.judged - self.site_built, RECORDED: self.recorded - self.judged}
+        return {LOADED: self.committed - self.began, RECORDED: self.recorded - self.committed,
+                SITE: self.site_built - self.recorded, VERDICT: self.judged - self.site_built,
+                CHECKS: self.checked - self.judged}
 
 
 def _evaluation(result: dg.AssetCheckResult, asset_key: dg.AssetKey, check_name: str,
@@ -73,14 +76,10 @@ def _evaluation(result: dg.AssetCheckResult, asset_key: dg.AssetKey, check_name:
                                    description=result.description, partition=partition)
 
 
-def _record(instance: dg.DagsterInstance, trial: TrialDirectory, refreshed: Refreshed,
-            beside_models: dict[str, dict[str, dg.MetadataValue]], found: list[MetricChange] | None,
-            before: set[tuple[str | None, str, str, str]] | None) -> None:
-    """Record the load as the assets record it in a run: each raw table's partition, each model (with what the marts
-    step shows beside it), each column check, and the new change points' check."""
-    report_loads(instance, [trial], refreshed.raw, refreshed.models, refreshed.tests,
-                 figures=figure_metadata(refreshed.densities, {trial.trial_id: trial.suite}),
-                 beside_models=beside_models)
+def _record_checks(instance: dg.DagsterInstance, refreshed: Refreshed, found: list[MetricChange] | None,
+                   before: set[tuple[str | None, str, str, str]] | None) -> None:
+    """Record the load's checks as the marts step records them: each column check and the new change points'."""
+    report_checks(instance, refreshed.tests)
     if found is not None:
         instance.report_runless_asset_event(_evaluation(change_point_check(new_change_points(found, before)),
                                                         dg.AssetKey(CHANGE_POINTS), NO_NEW_CHANGE_POINT))
@@ -110,17 +109,20 @@ def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, war
                               ) from None
     committed = time.time()
     stamp = {COMMITTED_AT: dg.MetadataValue.timestamp(committed)}
-    # The records are written while the histories are drawn, the site built and the trial judged: Dagster's event
-    # writes wait on SQLite, and the renderer runs outside the interpreter's lock. Models a blocking test kept back
-    # are recorded as not refreshed, and nothing is drawn or judged over them (as a failed marts step would stop
-    # the steps after it).
+    # Each table's record first, as a run records them (the raw tables', then the models'): from then on Dagster
+    # shows the trial's rows. The checks' records are written while the histories are drawn, the site built and
+    # the trial judged: Dagster's event writes wait on SQLite, and the renderer runs outside the interpreter's lock.
+    # Models a blocking test kept back are not drawn or judged over (as a failed marts step stops the steps after).
+    report_loads(instance, [trial], refreshed.raw, refreshed.models,
+                 figures=figure_metadata(refreshed.densities, {trial_id: trial.suite}),
+                 beside_models={name: {**shown.get(name, {}), **stamp} for name in models})
+    recorded = time.time()
     said: str | None = None
     metadata: dict[str, dg.MetadataValue] = {}
     verdict: dg.AssetCheckResult | None = None
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="whole-load") as pool:
         histories = pool.submit(draw_histories, warehouse) if found is not None else None
-        records = pool.submit(_record, instance, trial, refreshed, {name: {**shown.get(name, {}), **stamp}
-                                                                   for name in models}, found, before)
+        records = pool.submit(_record_checks, instance, refreshed, found, before)
         if not refreshed.skipped and site is not None:
             said, metadata = build_and_describe(warehouse, suites, site)
         site_built = time.time()
@@ -142,4 +144,4 @@ def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, war
         instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=BENCHMARK_SITE, metadata=metadata))
     if verdict is not None:
         instance.report_runless_asset_event(_evaluation(verdict, trial_run.key, NO_REGRESSION, partition=trial_id))
-    return WholeLoad(began, committed, site_built, judged, time.time())
+    return WholeLoad(began, committed, recorded, site_built, judged, time.time())

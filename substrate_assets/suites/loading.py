@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,7 @@ def get_suite(name: str, path: Path | None = None) -> Suite:
     return suites[name]
 
 
-def compare_thresholds(suite: str | None, suites: dict[str, Suite]) -> tuple[Thresholds, str]:
+def compare_thresholds(suite: str | None, suites: Mapping[str, Suite]) -> tuple[Thresholds, str]:
     """The thresholds a comparison whose candidate ran ``suite`` is judged by, and where they come from: the suite's
     ``compare:``, or the defaults for a suite ``suites`` does not have (an imported run's)."""
     if suite is not None and suite in suites:

@@ -21,6 +21,7 @@ from substrate_assets.app.dead_time import CHECKS, LOADED, RECORDED, SITE, VERDI
 from substrate_assets.app.pool_slots import Say, wait_for_pools
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION
+from substrate_assets.defs.warehouse.column_checks import as_evaluation
 from substrate_assets.defs.warehouse.metadata import figure_metadata, report_checks, report_loads
 from substrate_assets.defs.warehouse.models import (
     COMMITTED_AT,
@@ -29,6 +30,7 @@ from substrate_assets.defs.warehouse.models import (
     change_point_check,
     draw_histories,
     new_change_points,
+    not_refreshed,
     shown_beside,
 )
 from substrate_assets.defs.warehouse.raw import load_trial
@@ -69,19 +71,12 @@ class WholeLoad:
                 CHECKS: self.checked - self.judged}
 
 
-def _evaluation(result: dg.AssetCheckResult, asset_key: dg.AssetKey, check_name: str,
-                partition: str | None = None) -> dg.AssetCheckEvaluation:
-    return dg.AssetCheckEvaluation(asset_key=asset_key, check_name=check_name, passed=result.passed,
-                                   severity=result.severity, metadata=result.metadata or {},
-                                   description=result.description, partition=partition)
-
-
 def _record_checks(instance: dg.DagsterInstance, refreshed: Refreshed, found: list[MetricChange] | None,
                    before: set[tuple[str | None, str, str, str]] | None) -> None:
     """Record the load's checks as the marts step records them: each column check and the new change points'."""
     report_checks(instance, refreshed.tests)
     if found is not None:
-        instance.report_runless_asset_event(_evaluation(change_point_check(new_change_points(found, before)),
+        instance.report_runless_asset_event(as_evaluation(change_point_check(new_change_points(found, before)),
                                                         dg.AssetKey(CHANGE_POINTS), NO_NEW_CHANGE_POINT))
 
 
@@ -137,11 +132,10 @@ def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, war
     if drawn:
         instance.report_runless_asset_event(dg.AssetObservation(asset_key=CHANGE_POINTS, metadata=drawn))
     if refreshed.skipped:
-        raise WholeLoadFailed(f"trial {trial_id}: not refreshed, a blocking test of what they read failed: "
-                              + "; ".join(f"{name} (after {cause})" for name, cause in refreshed.skipped.items()))
+        raise WholeLoadFailed(f"trial {trial_id}: {not_refreshed(refreshed.skipped)}")
     if said is not None:
         say(said)
         instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=BENCHMARK_SITE, metadata=metadata))
     if verdict is not None:
-        instance.report_runless_asset_event(_evaluation(verdict, trial_run.key, NO_REGRESSION, partition=trial_id))
+        instance.report_runless_asset_event(as_evaluation(verdict, trial_run.key, NO_REGRESSION, partition=trial_id))
     return WholeLoad(began, committed, recorded, site_built, judged, time.time())

@@ -85,13 +85,20 @@ def check_results(model: str, outcomes: Sequence[TestOutcome]) -> list[dg.AssetC
     return results
 
 
+def as_evaluation(result: dg.AssetCheckResult, asset_key: dg.AssetKey, check_name: str,
+                  partition: str | None = None) -> dg.AssetCheckEvaluation:
+    """A check's result as a runless evaluation of ``asset_key`` (of its ``partition``): what a load outside a run
+    records for a check a run would have evaluated."""
+    return dg.AssetCheckEvaluation(asset_key=asset_key, check_name=check_name, passed=result.passed,
+                                   severity=result.severity, metadata=result.metadata or {},
+                                   description=result.description, partition=partition)
+
+
 def check_evaluations(outcomes: Sequence[TestOutcome]) -> list[dg.AssetCheckEvaluation]:
     """The same results as runless evaluations (an import or a rebuild records them outside a run), per model."""
     evaluations = []
     for model in dict.fromkeys(outcome.test.model for outcome in outcomes):
         for result in check_results(model, [outcome for outcome in outcomes if outcome.test.model == model]):
             assert result.check_name is not None  # check_results names every check
-            evaluations.append(dg.AssetCheckEvaluation(
-                asset_key=dg.AssetKey(model), check_name=result.check_name, passed=result.passed,
-                severity=result.severity, metadata=result.metadata))
+            evaluations.append(as_evaluation(result, dg.AssetKey(model), result.check_name))
     return evaluations

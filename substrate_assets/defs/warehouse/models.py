@@ -6,6 +6,7 @@ they last ran (a per-trial model rewrites just their rows, and its checks look a
 builds everything whole."""
 
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -87,6 +88,12 @@ def new_change_points(found: list[MetricChange] | None,
     return [change for change in found or [] if _place(change) not in (before or set())]
 
 
+def not_refreshed(skipped: Mapping[str, str]) -> str:
+    """Why the models a failed blocking test kept back were not refreshed (``skipped``: each with that test)."""
+    return "not refreshed, a blocking test of what they read failed: " + "; ".join(
+        f"{name} (after {cause})" for name, cause in skipped.items())
+
+
 def change_point_check(new: list[MetricChange]) -> dg.AssetCheckResult:
     """``no_new_change_point``: passes when the refresh found no change point the table lacked; else a warning
     naming each new one."""
@@ -166,8 +173,7 @@ def marts_asset(models: dict[str, AnyModel], tests: dict[str, list[ColumnTest]],
         if drawn:
             yield dg.AssetObservation(asset_key=CHANGE_POINTS, metadata=drawn)
         if refresh.skipped:
-            raise ModelError("not refreshed, a blocking test of what they read failed: " + "; ".join(
-                f"{name} (after {cause})" for name, cause in refresh.skipped.items()))
+            raise ModelError(not_refreshed(refresh.skipped))
 
     return marts_step
 

@@ -26,6 +26,7 @@ import pytest
 
 from substrate_assets.app.pool_slots import pool_holders, wait_for_pools
 from substrate_assets.defs.runs.owners import OWNER_PID_TAG, free_dead_runs, owner_tags
+from substrate_assets.defs.trials.jobs import TRIAL_TAG
 from substrate_assets.processes.owner import Owner
 from substrate_assets.project import INSTANCE_CONFIG
 from tests.support.projects import project_env
@@ -86,7 +87,7 @@ class Command:
         return self.stderr.read_text()
 
     def trial_child(self) -> psutil.Process | None:
-        """The trial's Pipes subprocess, once Dagster has started it."""
+        """The trial's Pipes subprocess, once the job has started it (ahead of the trial's run)."""
         try:
             children = psutil.Process(self.pid).children(recursive=True)
         except psutil.NoSuchProcess:
@@ -160,11 +161,13 @@ def trials_slot_holders(instance: dg.DagsterInstance) -> list[str]:
 
 
 def trial_running(instance: dg.DagsterInstance, command: Command) -> str | None:
-    """The run of ``command`` that is STARTED and holds the trials slot, once its trial's process is up."""
+    """The run of ``command`` that is STARTED, holds the trials slot and has named its trial (registered the trial's
+    partition), once its trial's process is up. The process alone says too little: the job starts it ahead, before the
+    run takes the slot and names the trial."""
     for run_id in trials_slot_holders(instance):
         run = instance.get_run_by_id(run_id)
         if run and run.tags.get(OWNER_PID_TAG) == str(command.pid) and run.status == dg.DagsterRunStatus.STARTED \
-                and command.trial_child() is not None:
+                and TRIAL_TAG in run.tags and command.trial_child() is not None:
             return run_id
     return None
 

@@ -13,6 +13,12 @@ It lives in the schema ``changes``, beside the tables (``main``) that people que
   ``seq``.
 - ``changes.<raw table>``: a copy of the rows of recently loaded trials, for the models that have not taken them up.
 
+A load whose models are brought up to it in its own transaction (:func:`~substrate_assets.warehouse.refresh.
+load_and_refresh`) keeps its copy in a temporary table of its connection instead (:data:`Copy.TRANSIENT`,
+:func:`transient_copy`): the refresh reads it there, and it never reaches the warehouse. On the shared warehouse
+that spares a copy's write and its delete in every raw table (DuckLake asks its catalog for each statement's
+files); a model that a failed test kept back reads the raw table for that trial at its next update.
+
 Why the copies: a filter on ``trial_id`` reads every row of a raw table's ``trial_id`` column (DuckDB's min/max
 statistics on strings do not tell one trial of a suite from another), so picking one trial out of 100 million
 request samples costs a tenth of a second; picking it out of the copy costs nothing. A copy is dropped once every
@@ -28,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 
 import duckdb
 
@@ -38,6 +45,22 @@ SCHEMA = "changes"
 LOADS = f"{SCHEMA}.loads"
 MARKS = f"{SCHEMA}.marks"
 STAGED = f"{SCHEMA}.staged"
+
+
+class Copy(Enum):
+    """Where a load keeps a copy of its rows for the models' next update."""
+
+    # None: a rebuild builds every model whole and has no use for one.
+    NONE = "none"
+    # changes.<raw table>, recorded in changes.staged, for whichever refresh comes next.
+    KEPT = "kept"
+    # This connection's :func:`transient_copy`, for a refresh in the load's own transaction; not recorded.
+    TRANSIENT = "transient"
+
+
+def transient_copy(table: str) -> str:
+    """The temporary table a :data:`Copy.TRANSIENT` load keeps its copy of ``table``'s rows in."""
+    return f'temp.main."{table}__loaded_rows"'
 
 
 def database(connection: duckdb.DuckDBPyConnection) -> str:
@@ -103,6 +126,8 @@ class Books:
     updated: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # Per trial asked of :func:`first_loads`, the seq it was first loaded into a raw table at.
     first_loaded: dict[str, int] = field(default_factory=dict)
+    # raw table -> the trials whose rows its :func:`transient_copy` holds (a :data:`Copy.TRANSIENT` load's)
+    transient: dict[str, set[str]] = field(default_factory=dict)
 
     def mark(self, model: str) -> int | None:
         return self.marks[model].seq if model in self.marks else None
@@ -114,9 +139,15 @@ class Books:
         """The newest whole build among ``models`` (0: none marked)."""
         return max([0, *(self.marks[name].generation for name in models if name in self.marks)])
 
-    def copied(self, table: str, trial_ids: Iterable[str]) -> bool:
-        """Whether changes.<table> holds the rows of every one of ``trial_ids``."""
-        return set(trial_ids) <= self.staged.get(table, {}).keys()
+    def copies(self, table: str, trial_ids: Iterable[str]) -> list[str] | None:
+        """The copies that together hold the rows of every one of ``trial_ids`` in ``table`` (changes.<table>, its
+        :func:`transient_copy`, or both); None when some trial has no copy."""
+        wanted = set(trial_ids)
+        kept, transient = wanted & self.staged.get(table, {}).keys(), wanted & self.transient.get(table, set())
+        if kept | transient != wanted:
+            return None
+        return ([f'"{self.database}".{SCHEMA}."{table}"'] if kept else []) + ([transient_copy(table)] if transient
+                                                                             else [])
 
 
 def read_books(connection: duckdb.DuckDBPyConnection) -> Books | None:

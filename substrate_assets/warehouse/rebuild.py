@@ -124,7 +124,7 @@ def _load_batch(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirecto
     read, unreadable = bulk_read_trials(trials, SMALL_TABLES, processes)
     try:
         with transaction(connection):
-            written = write_trials(connection, read, SMALL_TABLES, preview_rows, copy=False)
+            written = write_trials(connection, read, SMALL_TABLES, preview_rows, copy=changes.Copy.NONE)
             for name in PARQUET_TABLES:
                 loaded = bulk_parquet_table(connection, read, name, preview_rows)
                 if loaded is None:
@@ -134,7 +134,7 @@ def _load_batch(connection: duckdb.DuckDBPyConnection, trials: list[TrialDirecto
         log.info("loading request logs trial by trial: %s", error or "a file's columns are not the table's types")
         read, unreadable = read_trials(trials, processes=processes)
         return [part.trial for part in read], unreadable, write_trials(connection, read, preview_rows=preview_rows,
-                                                                         copy=False)
+                                                                         copy=changes.Copy.NONE)
     return [part.trial for part in read], unreadable, written
 
 

@@ -5,7 +5,8 @@ Every load — one raw asset's table for one trial, an import, a rebuild — goe
 (:func:`load_trials` reads and writes). Every frame of every trial is built in memory first, so a trial whose files
 do not read writes nothing; then one transaction deletes the trials' rows and inserts the new ones in every table:
 never duplicates, never half a table, never some tables of a trial. Each load is recorded in the bookkeeping
-(:mod:`~substrate_assets.warehouse.changes`), with a copy of its rows for the models' next update.
+(:mod:`~substrate_assets.warehouse.changes`), with a copy of its rows for the models' next update (kept in the
+warehouse, or in the connection for a refresh in the load's own transaction).
 
 A trial id names one trial: a load whose trial id the warehouse holds for another trial (another run-store path:
 another tag, as a second machine's trial or an upstream run of the same suite and second would be), or that names
@@ -25,7 +26,15 @@ import polars as pl
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.results.trial_key import TrialKey
 from substrate_assets.warehouse import changes
-from substrate_assets.warehouse.changes import ensure_bookkeeping, ensure_copy, held_and_staged, next_seq, record_loads
+from substrate_assets.warehouse.changes import (
+    Copy,
+    ensure_bookkeeping,
+    ensure_copy,
+    held_and_staged,
+    next_seq,
+    record_loads,
+    transient_copy,
+)
 from substrate_assets.warehouse.connection import transaction
 from substrate_assets.warehouse.raw_tables import RAW_TABLES, RawTable, ensure_schema
 from substrate_assets.warehouse.sql_lists import TEXTS, texts
@@ -73,7 +82,7 @@ def replace_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, trial_i
     ensure_bookkeeping(connection, RAW_TABLES)
     ensure_copy(connection, table.name)
     with transaction(connection):
-        _write_load(connection, [table], sorted(set(trial_ids)), {table.name: frame}, copy=True)
+        _write_load(connection, [table], sorted(set(trial_ids)), {table.name: frame}, Copy.KEPT)
     return frame.height
 
 
@@ -95,9 +104,12 @@ class LoadedTable:
 
 
 def _write_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, held: Sequence[str], frame: pl.DataFrame,
-                copy: bool) -> None:
-    """Delete ``held`` trials' rows of ``table`` and insert ``frame`` (with ``copy``, into changes.<table> too), in the
-    caller's transaction."""
+                copy: Copy, columns: Sequence[tuple[str, str]]) -> None:
+    """Delete ``held`` trials' rows of ``table`` and insert ``frame`` (into its ``copy`` too), in the caller's
+    transaction. ``columns``: the table's, for a transient copy (declared, not asked of the warehouse)."""
+    if copy is Copy.TRANSIENT:
+        declared = ", ".join(f'"{name}" {kind}' for name, kind in columns)
+        connection.execute(f"CREATE OR REPLACE TEMP TABLE {transient_copy(table.name)} ({declared})")
     if held:
         connection.execute(f"DELETE FROM {table.name} WHERE trial_id IN (SELECT unnest({TEXTS}))", [texts(held)])
     if frame.height:
@@ -108,16 +120,20 @@ def _write_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, held: Se
         # Unregistered once written (DuckDB refuses while a query's result is unread: only writes run before it);
         # a failed write leaves it registered, and the next load's register replaces it.
         connection.execute(f"INSERT INTO {table.name} BY NAME SELECT * FROM incoming_rows")
-        if copy:
+        if copy is Copy.KEPT:
             connection.execute(f"INSERT INTO {changes.SCHEMA}.{table.name} BY NAME SELECT * FROM incoming_rows")
+        elif copy is Copy.TRANSIENT:
+            connection.execute(f"INSERT INTO {transient_copy(table.name)} BY NAME SELECT * FROM incoming_rows")
         connection.unregister("incoming_rows")
 
 
 def _write_load(connection: duckdb.DuckDBPyConnection, chosen: Sequence[RawTable], ids: Sequence[str],
-                frames: dict[str, pl.DataFrame], copy: bool) -> None:
+                frames: dict[str, pl.DataFrame], copy: Copy,
+                columns: dict[str, list[tuple[str, str]]] | None = None) -> None:
     """One load of ``ids`` into the ``chosen`` tables, each table's rows of them replaced by its frame, in the
     caller's transaction, with the bookkeeping of every table read and written in a statement or two for them all;
-    with ``copy``, the rows are also kept in changes.<table> (whose table must exist)."""
+    the rows are also kept in their ``copy`` (changes.<table> must exist for a kept one; ``columns``, each table's,
+    are needed for a transient one)."""
     names = [table.name for table in chosen]
     seq = next_seq(connection)
     held, staged = held_and_staged(connection, names, ids)
@@ -125,20 +141,21 @@ def _write_load(connection: duckdb.DuckDBPyConnection, chosen: Sequence[RawTable
         if table.name in staged:  # a copy of an earlier load of these trials: stale now
             connection.execute(f"DELETE FROM {changes.SCHEMA}.{table.name} WHERE list_contains(?, trial_id)",
                                [staged[table.name]])
-        _write_rows(connection, table, held.get(table.name, []), frames[table.name], copy)
+        _write_rows(connection, table, held.get(table.name, []), frames[table.name], copy,
+                    (columns or {}).get(table.name, []))
     if staged:
         connection.execute(f"DELETE FROM {changes.STAGED} WHERE list_contains(?, table_name) "
                            "AND list_contains(?, trial_id)", [list(staged), list(ids)])
-    record_loads(connection, seq, names, ids, staged=copy)
+    record_loads(connection, seq, names, ids, staged=copy is Copy.KEPT)
 
 
 def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames], tables: Collection[str] | None = None,
-                 preview_rows: int = 0, *, copy: bool = True) -> dict[str, LoadedTable]:
+                 preview_rows: int = 0, *, copy: Copy = Copy.KEPT) -> dict[str, LoadedTable]:
     """Replace the rows of the ``read`` trials in ``tables`` (default: every raw table), all in one transaction and
-    one insert per table, recorded as one load in the bookkeeping (with ``copy``, the rows are also kept for the
-    models' next update: a rebuild, which builds every model whole, has no use for them); what each table
-    received. The bookkeeping of every table is read and written in a statement or two for them all (a load of one
-    trial is some twenty statements, not seventy)."""
+    one insert per table, recorded as one load in the bookkeeping, the rows also kept in their ``copy`` for the
+    models' next update (:class:`~substrate_assets.warehouse.changes.Copy`); what each table received. The
+    bookkeeping of every table is read and written in a statement or two for them all (a load of one trial is some
+    twenty statements, not seventy)."""
     columns = ensure_schema(connection)
     chosen = [RAW_TABLES[name] for name in (tables if tables is not None else RAW_TABLES)]
     ids = sorted({part.trial_id for part in read})
@@ -146,7 +163,7 @@ def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames],
               else pl.DataFrame(schema=table.columns) for table in chosen}
     with transaction(connection):
         refuse_taken_ids(connection, read)
-        _write_load(connection, chosen, ids, frames, copy)
+        _write_load(connection, chosen, ids, frames, copy, columns)
     loaded = {}
     for table in chosen:
         loaded[table.name] = LoadedTable(

@@ -28,6 +28,7 @@ from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models.build import build
 from substrate_assets.warehouse.models.discovery import ModelError, build_order, discover
 from substrate_assets.warehouse.models.marts import refresh_marts
+from substrate_assets.warehouse.models.narrowing import narrowed_source
 from substrate_assets.warehouse.models.per_trial_check import per_trial_mismatches
 from substrate_assets.warehouse.models.python_models import every_model
 from substrate_assets.warehouse.models.tables import rows_apart
@@ -374,9 +375,33 @@ def test_a_load_refreshed_in_its_own_transaction_gives_the_rebuilds_tables_and_c
     assert refreshed.raw["request_samples"].total == pl.read_parquet(last / "requests.parquet").height
     assert list(refreshed.densities) == [TrialDirectory(last).trial_id]
     assert logged["one"] == 0 < logged["two-commits"], logged
+    # Earlier trials loaded without a refresh leave their copies in the warehouse: the refresh reads those beside the
+    # last load's own, kept in the connection only, and leaves no copy of either behind.
+    with connect(tmp_path / "pending.duckdb") as connection:
+        load_trials(connection, [TrialDirectory(directory) for directory in earlier[:-1]])
+        refresh_marts(connection, MODELS)
+        load_trials(connection, [TrialDirectory(earlier[-1])])
+        staged = connection.execute("SELECT count(*) FROM changes.staged").fetchone()[0]
+        load_and_refresh(connection, read, directory=MODELS)
+        assert staged > 0 and connection.execute("SELECT count(*) FROM changes.staged").fetchone() == (0,)
+        assert connection.execute("SELECT count(*) FROM changes.request_samples").fetchone() == (0,)
+        assert connection.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary").fetchone() == (0,)
     rebuilt = _rebuilt(store, tmp_path / "r.duckdb")
     assert differences(tmp_path / "one.duckdb", rebuilt) == {}
     assert differences(tmp_path / "two-commits.duckdb", rebuilt) == {}
+    assert differences(tmp_path / "pending.duckdb", rebuilt) == {}
+
+
+def test_a_refresh_reads_a_raw_tables_rows_from_the_copies_that_hold_every_trial_else_from_the_table():
+    books = changes.Books("w", 3, {}, set(), {"request_samples": {"a": 1, "b": 2}},
+                          transient={"request_samples": {"c"}})
+    assert narrowed_source("request_samples", ["a", "b"], books, "w") == '"w".changes."request_samples"'
+    assert narrowed_source("request_samples", ["c"], books, "w") == changes.transient_copy("request_samples")
+    assert narrowed_source("request_samples", ["a", "c"], books, "w") == (
+        '(SELECT * FROM "w".changes."request_samples" UNION ALL BY NAME SELECT * FROM '
+        f'{changes.transient_copy("request_samples")})')
+    assert narrowed_source("request_samples", ["a", "d"], books, "w") == '"w".main."request_samples"'
+    assert narrowed_source("stats_history", ["c"], books, "w") == '"w".main."stats_history"'
 
 
 def test_a_model_that_does_not_build_keeps_the_trial_out_of_the_marts_not_out_of_the_warehouse(store, tmp_path):

@@ -33,13 +33,17 @@ def drop_updated_rows(connection: duckdb.DuckDBPyConnection, books: changes.Book
         books.updated.clear()
 
 
-def _narrowed_source(name: str, trial_ids: Collection[str], books: changes.Books | None, database: str) -> str:
+def narrowed_source(name: str, trial_ids: Collection[str], books: changes.Books | None, database: str) -> str:
     """Where a narrowed query reads ``name``'s rows of ``trial_ids``: the rows a model's update left in this refresh,
-    the copy :mod:`changes` keeps of a raw table's recent load, or the table itself."""
+    the copies :mod:`changes` keeps of a raw table's recent loads, or the table itself."""
     if books is not None and name in books.updated and set(trial_ids) <= set(books.updated[name]):
         return updated_rows(name)
-    schema = changes.SCHEMA if books is not None and books.copied(name, trial_ids) else "main"
-    return f'"{database}".{schema}."{name}"'
+    copies = books.copies(name, trial_ids) if books is not None else None
+    if copies is None:
+        return f'"{database}".main."{name}"'
+    if len(copies) == 1:
+        return copies[0]
+    return "(" + " UNION ALL BY NAME ".join(f"SELECT * FROM {copy}" for copy in copies) + ")"
 
 
 def narrowed_query(connection: duckdb.DuckDBPyConnection, select: str, tables: Collection[str],
@@ -52,6 +56,6 @@ def narrowed_query(connection: duckdb.DuckDBPyConnection, select: str, tables: C
     whole table reads all its trial_ids. ``books``: the bookkeeping, when already read (none for a warehouse without
     it)."""
     database = books.database if books is not None else changes.database(connection)
-    ctes = [f'"{name}" AS (SELECT * FROM {_narrowed_source(name, trial_ids, books, database)} '
+    ctes = [f'"{name}" AS (SELECT * FROM {narrowed_source(name, trial_ids, books, database)} '
             f"WHERE list_contains(${NARROWED_IDS}::VARCHAR[], trial_id))" for name in sorted(tables)]
     return f"WITH {', '.join(ctes)}\nSELECT * FROM (\n{select}\n)" if ctes else select

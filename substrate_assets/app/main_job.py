@@ -10,19 +10,20 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import dagster as dg
 
 from substrate_assets.app.code_location import run_job
 from substrate_assets.app.dead_time import TrialLoad
-from substrate_assets.app.pool_slots import Say, end_own_runs, owner_tags, wait_for_pools
+from substrate_assets.app.pool_slots import Say, end_own_runs, wait_for_pools
 from substrate_assets.app.raw_loads import RawLoadFailed, load_raw_tables
 from substrate_assets.app.stopped import Stopped, raise_if_stopped
 from substrate_assets.app.time_to_insight import TimeToInsight, measure, measure_outside_a_run
 from substrate_assets.app.whole_loads import WholeLoad, WholeLoadFailed, load_whole
 from substrate_assets.definitions import defs
-from substrate_assets.defs.partitions import script_partitions, trial_partitions
+from substrate_assets.defs.partitions import SCRIPT_PARTITIONS, TRIAL_PARTITIONS
+from substrate_assets.defs.runs.owners import owner_tags
 from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_script
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION
@@ -123,7 +124,9 @@ def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterI
     # The selection takes the checks of its assets with them, and ``checks`` of assets it leaves out (trial_run's
     # judgement against its history runs after the marts it reads).
     return _owned(instance, pools_of(selection), say, lambda: dg.materialize(
-        [*(defs.assets or []), *(defs.asset_checks or [])],
+        # The project defines no cacheable assets, the one kind of definition materialize does not take.
+        cast(list[dg.AssetsDefinition | dg.AssetSpec | dg.SourceAsset],
+             [*(defs.assets or []), *(defs.asset_checks or [])]),
         selection=dg.AssetSelection.assets(*selection) | dg.AssetSelection.checks(*checks),
         partition_key=partition_key, instance=instance, resources=dict(defs.resources or {}), run_config=INFO_LOGS,
         raise_on_error=False, tags=owner_tags(Owner.this_process())))
@@ -131,16 +134,21 @@ def _materialize(selection: Sequence[dg.AssetsDefinition], instance: dg.DagsterI
 
 def _succeeded(result: Result, what: str) -> Result:
     if not result.success:
-        failures = [event.step_key + ": " + str(event.event_specific_data.error.message).strip()
-                    for event in result.all_events if event.event_type_value == "STEP_FAILURE"]
+        failures = [_step_failure(event) for event in result.all_events if event.event_type_value == "STEP_FAILURE"]
         raise MainJobError(f"{what} failed (run {result.run_id}):\n" + "\n".join(failures or ["see the run's logs"]))
     return result
+
+
+def _step_failure(event: dg.DagsterEvent) -> str:
+    # A step's failure names its step and carries the error that failed it.
+    assert event.step_key is not None and event.step_failure_data.error is not None
+    return event.step_key + ": " + str(event.step_failure_data.error.message).strip()
 
 
 def materialize_script(suite: Suite, instance: dg.DagsterInstance, say: Say = _quiet) -> str:
     """workload_script for the suite's script; MainJobError when the script is invalid."""
     assert suite.script is not None, "only an agent-session suite has a script to validate"
-    instance.add_dynamic_partitions(script_partitions.name, [suite.script])
+    instance.add_dynamic_partitions(SCRIPT_PARTITIONS, [suite.script])
     result = _materialize([workload_script], instance, suite.script, say)
     for evaluation in result.get_asset_check_evaluations():
         if evaluation.check_name == SCRIPT_IS_VALID and not evaluation.passed:
@@ -309,6 +317,7 @@ def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterIn
 def _raw_tables_only(trial_id: str, store: RunStore, instance: dg.DagsterInstance, say: Say) -> tuple[float, float]:
     """Load the trial's raw tables outside a run; when the load began and ended. MainJobError when it does not
     load."""
+    assert defs.resources is not None, "the project's definitions always carry its shared resources"
     try:
         loaded = load_raw_tables(trial_id, store, instance, defs.resources["warehouse"], say)
     except RawLoadFailed as error:
@@ -343,7 +352,7 @@ def reload_trial(trial_id: str, store: RunStore, instance: dg.DagsterInstance, s
     last ran, the benchmark site built again, the trial judged against its history), in one run; no load is
     generated. A group's earlier trial is judged with its group, or on request by reloading it."""
     store.find(trial_id)
-    instance.add_dynamic_partitions(trial_partitions.name, [trial_id])
+    instance.add_dynamic_partitions(TRIAL_PARTITIONS, [trial_id])
     result = _materialize([*raw_assets, *mart_assets, *site_assets], instance, trial_id, say,
                           checks=[dg.AssetCheckKey(trial_run.key, NO_REGRESSION)])
     return JobOutcome(trial_id, [_succeeded(result, f"reloading trial {trial_id}").run_id])

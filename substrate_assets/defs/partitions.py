@@ -2,6 +2,7 @@
 
 import dagster as dg
 
-script_partitions = dg.DynamicPartitionsDefinition(name="script")
+SCRIPT_PARTITIONS = "script"
+script_partitions = dg.DynamicPartitionsDefinition(name=SCRIPT_PARTITIONS)
 TRIAL_PARTITIONS = "trial"
 trial_partitions = dg.DynamicPartitionsDefinition(name=TRIAL_PARTITIONS)

@@ -7,8 +7,8 @@ from pathlib import Path
 import dagster as dg
 from pydantic import Field
 
-from substrate_assets.defs.catalog import OWNERS
-from substrate_assets.defs.resources import SuitesResource
+from substrate_assets.defs.catalog import OWNERS, Materialized
+from substrate_assets.defs.resources import Resource, SuitesResource
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.project import Deployment, site_directory, site_url
 from substrate_assets.suites import Suite, compare_thresholds
@@ -18,7 +18,7 @@ BENCHMARK_SITE = "benchmark_site"
 READS = ("capacity_history", "metric_history", "change_points", "noise_floor", "wake_latency_distribution")
 
 
-class SiteResource(dg.ConfigurableResource):
+class SiteResource(Resource):
     """Where the site is written (``$SUBSTRATE_BENCH_SITE``, else ``site/`` in the project) and where people open
     it (:func:`~substrate_assets.project.site_url`: where ``substrate-bench ui`` serves it; a page of the UI cannot
     open a file link)."""
@@ -27,7 +27,7 @@ class SiteResource(dg.ConfigurableResource):
     url: str = Field(default_factory=site_url)
 
 
-def _after_the_marts() -> dg.AutomationCondition:
+def _after_the_marts() -> dg.AutomationCondition[dg.AssetKey | dg.AssetCheckKey]:
     """Once the marts it reads were refreshed, with none of them still in progress (a site of half a refresh would
     be rebuilt a tick later anyway)."""
     return (dg.AutomationCondition.any_deps_updated() & ~dg.AutomationCondition.any_deps_missing()
@@ -42,7 +42,7 @@ def _after_the_marts() -> dg.AutomationCondition:
           "disturbed trials marked), a page per trial and per latest comparison. `substrate-bench site --serve` "
           "serves it; `substrate-bench ui` serves it beside the UI, and its materialization links there.")
 def benchmark_site(context: dg.AssetExecutionContext, warehouse: WarehouseResource, suites: SuitesResource,
-                   site: SiteResource) -> dg.MaterializeResult:
+                   site: SiteResource) -> Materialized:
     said, metadata = build_and_describe(warehouse, suites.all(), site)
     context.log.info(said)
     return dg.MaterializeResult(metadata=metadata)

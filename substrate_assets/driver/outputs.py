@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import polars as pl
 
@@ -246,7 +246,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, landed: Me
                + (f"failed: {failure}\n" if failure else "")
                + "".join(f"warning: {line}\n" for line in record.warnings)
                + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
-    files = {path.name: file_digest(path) for path in sorted(staging.iterdir()) if path.is_file()}
+    digests = {path.name: file_digest(path) for path in sorted(staging.iterdir()) if path.is_file()}
     write_json(staging / TRIAL_JSON, {
         "trial_id": key.trial_id,
         "group": record.group,
@@ -283,7 +283,7 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, landed: Me
         "versions": versions(),
         "sut_version": sut_version(suite, record.backend, key.tag),
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
-        "files": files,
+        "files": digests,
     })
     return TrialOutcome(bool(completed), failure, requests)
 
@@ -303,11 +303,21 @@ def measure_server_summary(record: TrialRecord, history: LocustCsv | None, *,
     return _server_summary(record, start_ts, end_ts, window.span, runtime_frames)
 
 
+class _SummaryCommon(TypedDict):
+    # What every way of measuring the server summary is told of the trial.
+    start_ts: int
+    end_ts: int
+    steady: tuple[int, int]
+    test_name: str
+    tag: str
+    data_timestamp: str
+
+
 def _server_summary(record: TrialRecord, start_ts: int, end_ts: int, steady: tuple[int, int],
                     runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None) -> dict[str, Any]:
     key, suite = record.key, record.suite
-    common = {"start_ts": start_ts, "end_ts": end_ts, "steady": steady, "test_name": suite.name, "tag": key.tag,
-              "data_timestamp": data_timestamp(record.started)}
+    common: _SummaryCommon = {"start_ts": start_ts, "end_ts": end_ts, "steady": steady, "test_name": suite.name,
+                              "tag": key.tag, "data_timestamp": data_timestamp(record.started)}
     if suite.prometheus_url:
         return harvest_server_summary(suite.prometheus_url, lag_s=suite.atelet_lag_s, **common)
     if runtime_frames is not None:

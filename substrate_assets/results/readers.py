@@ -83,7 +83,7 @@ def csv_damage(path: Path, data: bytes | None = None) -> DamagedCsv | None:
         return _binary_damage(path, stream) or _record_damage(path, stream)
 
 
-def _binary_damage(path: Path, stream: io.BufferedIOBase | io.BytesIO) -> DamagedCsv | None:
+def _binary_damage(path: Path, stream: io.BufferedReader | io.BytesIO) -> DamagedCsv | None:
     """A NUL byte or bytes that are not UTF-8, with the line and byte where they are."""
     decoder = codecs.getincrementaldecoder("utf-8")()
     offset = lines = 0
@@ -109,7 +109,7 @@ def _binary_damage(path: Path, stream: io.BufferedIOBase | io.BytesIO) -> Damage
     return None
 
 
-def _record_damage(path: Path, stream: io.BufferedIOBase | io.BytesIO) -> DamagedCsv | None:
+def _record_damage(path: Path, stream: io.BufferedReader | io.BytesIO) -> DamagedCsv | None:
     """A record whose field count is not its header's, text that is not CSV, or a last record cut short."""
     if stream.seek(0, io.SEEK_END) == 0:
         return None

@@ -51,6 +51,7 @@ from typing import Any
 from urllib.parse import quote
 
 import grpc
+from google.protobuf.message import Message
 
 from substrate_assets.driver.clients import ControlClient, RouterClient, server_elapsed_s
 from substrate_assets.driver.failures import rpc_code
@@ -316,7 +317,8 @@ class SweperfVU(RestartingUser):
             raise RuntimeError("sweperf VU has no actor")
         return self.actor
 
-    def _ref(self) -> pb.ObjectRef:
+    # A pb.ObjectRef: the generated classes exist only at import, so to the checker it is a protobuf Message.
+    def _ref(self) -> Message:
         return ControlClient.ref(self.knobs.atespace, self._actor())
 
     def _target(self) -> str:

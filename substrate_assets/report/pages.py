@@ -20,6 +20,7 @@ from typing import Any
 import altair as alt
 import duckdb
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
@@ -112,7 +113,7 @@ def _not_built(model: str) -> Html:
     return note(f"The warehouse has no {model} table yet: substrate-bench rebuild builds every model.")
 
 
-def wake_samples(connection: duckdb.DuckDBPyConnection, trial_id: str) -> np.ndarray:
+def wake_samples(connection: duckdb.DuckDBPyConnection, trial_id: str) -> npt.NDArray[np.float64]:
     """The trial's exact wake latencies, of the requests wake_latency_distribution's main figures count: every
     WakeFirstTouch Locust counted (or whose count is unknown), failed or not."""
     return pooled_wakes(connection, (trial_id,))
@@ -231,9 +232,12 @@ def trial_report(connection: duckdb.DuckDBPyConnection, trial_id: str, *,
 
 
 def _suite_known(connection: duckdb.DuckDBPyConnection, suite: str) -> bool:
-    return any(has_table(connection, source) and connection.execute(
-        f"SELECT count(*) FROM {source} WHERE suite = ?", [suite]).fetchone()[0]
-        for source in ("trial_manifests", "metric_history"))
+    def rows_of(source: str) -> int:
+        counted = connection.execute(f"SELECT count(*) FROM {source} WHERE suite = ?", [suite]).fetchone()
+        assert counted is not None  # a count is one row
+        return int(counted[0])
+
+    return any(has_table(connection, source) and rows_of(source) for source in ("trial_manifests", "metric_history"))
 
 
 def _frame(rows: list[dict[str, Any]], columns: Sequence[str]) -> pl.DataFrame:
@@ -334,7 +338,7 @@ def history_report(connection: duckdb.DuckDBPyConnection, suite: str, *, generat
 
 
 def comparison_report(title: str, baseline_label: str, candidate_label: str, rows: list[dict[str, Any]],
-                      samples: dict[str, np.ndarray], *, warehouse: str | None = None,
+                      samples: dict[str, npt.NDArray[np.float64]], *, warehouse: str | None = None,
                       generated_at: datetime | None = None, notes: Sequence[str] = (),
                       navigation: Sequence[Link] = ()) -> str:
     """A comparison's page: its rows as a table (every key given, in order) and the CDFs of the sample sets

@@ -18,6 +18,7 @@ from typing import Any
 
 import altair as alt
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 import vl_convert
 
@@ -40,6 +41,8 @@ WIDTH, HEIGHT, PANEL_HEIGHT = 600, 320, 150
 # (Debian's default sans-serif), so a title measured to fit still fits.
 FONT = "DejaVu Sans, Liberation Sans, Helvetica, Arial, sans-serif"
 
+Samples = npt.NDArray[np.floating[Any]]
+
 
 def _plain(value: Any) -> Any:
     """A value as JSON takes it: a time as ISO text, a non-finite float as null (JSON has no NaN)."""
@@ -53,30 +56,34 @@ def _plain(value: Any) -> Any:
 
 
 def inline_values(rows: Sequence[Mapping[str, Any]]) -> alt.Data:
-    return alt.Data(values=[{key: _plain(value) for key, value in row.items()} for row in rows])
+    values = [{key: _plain(value) for key, value in row.items()} for row in rows]
+    return alt.Data(values=values)  # type: ignore[no-untyped-call]  # Altair's Data wrapper takes its fields untyped
 
 
 def styled(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
     # One configure call: each of Altair's configure_* methods deep-copies the whole chart (0.1 s for a suite's
-    # history).
-    return chart.configure(font=FONT, view=alt.ViewConfig(stroke="#dddddd"),
-                           axis=alt.AxisConfig(gridColor="#eeeeee", labelFontSize=11, titleFontSize=12),
-                           title=alt.TitleConfig(fontSize=14, subtitleFontSize=11, subtitleColor="#555555",
-                                                 anchor="start"),
-                           legend=alt.LegendConfig(labelFontSize=11, titleFontSize=11, labelLimit=420))
+    # history). It returns a copy of the chart, a type lost to the schema's signature Altair gives the method.
+    configured: alt.TopLevelMixin = chart.configure(
+        font=FONT, view=alt.ViewConfig(stroke="#dddddd"),
+        axis=alt.AxisConfig(gridColor="#eeeeee", labelFontSize=11, titleFontSize=12),
+        title=alt.TitleConfig(fontSize=14, subtitleFontSize=11, subtitleColor="#555555", anchor="start"),
+        legend=alt.LegendConfig(labelFontSize=11, titleFontSize=11, labelLimit=420))
+    return configured
 
 
 def note_chart(text: str, title: str, height: int = 120) -> alt.Chart:
-    return alt.Chart(inline_values([{"text": text}]), title=title).mark_text(fontSize=13, color="#555555").encode(
-        text="text:N").properties(width=WIDTH, height=height)
+    # A mark method returns a copy of the chart, a type lost to the schema's signature Altair gives the method.
+    chart: alt.Chart = alt.Chart(inline_values([{"text": text}]), title=title).mark_text(
+        fontSize=13, color="#555555").encode(text="text:N").properties(width=WIDTH, height=height)
+    return chart
 
 
-def _finite_sorted(samples: np.ndarray) -> np.ndarray:
+def _finite_sorted(samples: Samples) -> Samples:
     values = np.asarray(samples, dtype=float)
     return np.sort(values[np.isfinite(values)])
 
 
-def cdf_points(samples: np.ndarray, ranks: int = CDF_RANKS) -> tuple[np.ndarray, np.ndarray]:
+def cdf_points(samples: Samples, ranks: int = CDF_RANKS) -> tuple[Samples, Samples]:
     """The empirical CDF of the finite ``samples`` at about ``ranks`` evenly spaced ranks of their sorted order, the
     first and last always among them: (the exact sample values at those ranks, the fraction of samples at or below
     each rank, (rank + 1) / n). No interpolation: every value is one of the samples."""
@@ -88,7 +95,7 @@ def cdf_points(samples: np.ndarray, ranks: int = CDF_RANKS) -> tuple[np.ndarray,
     return ordered[chosen], (chosen + 1) / n
 
 
-def latency_cdf(samples: Mapping[str, np.ndarray], title: str) -> alt.LayerChart | alt.Chart:
+def latency_cdf(samples: Mapping[str, Samples], title: str) -> alt.TopLevelMixin:
     """The empirical CDF of each labelled sample set (one trial's wakes; a comparison's baseline and candidate), in
     the given order and colours: x the latency in ms on a log scale, y the fraction of samples at or below it, each
     set's floor-index p50 and p99 marked and labelled. Each set is thinned to :data:`CDF_RANKS` exact samples."""
@@ -156,7 +163,7 @@ def _first(frame: pl.DataFrame, column: str, value: float | None) -> dict[str, A
 
 
 def load_points_chart(points: pl.DataFrame, slo_wake_p99_ms: float | None, knee_users: float | None,
-                      capacity_users: float | None, title: str = "wake p99 by load point") -> alt.LayerChart:
+                      capacity_users: float | None, title: str = "wake p99 by load point") -> alt.TopLevelMixin:
     """A ladder trial's load points (rows of the load_points model): x the density (actors per node; users when a
     point's density is not known), y the wake p99, complete points joined by a line and points cut short hollow;
     the SLO's wake p99 as a horizontal line, and the knee and capacity points (found by their users) marked and
@@ -214,8 +221,8 @@ def load_points_chart(points: pl.DataFrame, slo_wake_p99_ms: float | None, knee_
     return styled(chart)
 
 
-def _mean_segments(changes: list[dict[str, Any]], first: dict[str, float], last: dict[str, float],
-                   started: Mapping[tuple[str, int], Any]) -> list[dict]:
+def _mean_segments(changes: list[dict[str, Any]], first: dict[str, int], last: dict[str, int],
+                   started: Mapping[tuple[str, int], Any]) -> list[dict[str, Any]]:
     """Per change point, the mean before it (from the previous change point of its configuration, or its first
     trial) and after it (to the next, or its last trial), as horizontal segments between those trials' start times
     (``started``: by configuration and trial number); a segment whose end has no start time is not drawn."""
@@ -247,7 +254,7 @@ def value_scale(values: Sequence[float | None]) -> alt.Scale:
     return alt.Scale(zero=False)
 
 
-def noise_bands(noise_floor: list[dict[str, Any]], last: dict[str, float],
+def noise_bands(noise_floor: list[dict[str, Any]], last: dict[str, int],
                 started: Mapping[tuple[str, int], Any]) -> list[dict[str, Any]]:
     """Each configuration's noise floor (rows of noise_floor) as a band around its window's level, one spread
     either way (a factor ``e^±noise`` on the ratio scale, ``± noise`` in the unit otherwise), from the start time of
@@ -272,7 +279,7 @@ def noise_bands(noise_floor: list[dict[str, Any]], last: dict[str, float],
 
 
 def history_chart(history: pl.DataFrame, change_points: pl.DataFrame,
-                  title: str = "history", noise_floor: pl.DataFrame | None = None) -> alt.VConcatChart | alt.Chart:
+                  title: str = "history", noise_floor: pl.DataFrame | None = None) -> alt.TopLevelMixin:
     """A suite's history (rows of metric_history: one per trial and metric) as one panel per metric, stacked, each
     with its own y scale: x the trial's start time (a time axis, so a month without trials is a month wide; the
     trial's number in its configuration and its id are in the tooltip; a trial without a start time is not drawn,

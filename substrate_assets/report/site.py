@@ -330,7 +330,8 @@ class _Pages:
         before = self.previous.get(key)
         if not isinstance(before, dict) or before.get("fingerprint") != fingerprint:
             return None
-        files = before.get("files") if isinstance(before.get("files"), dict) else {}
+        listed = before.get("files")
+        files = listed if isinstance(listed, dict) else {}
         kept = {}
         for name in names:
             try:
@@ -402,18 +403,21 @@ def build_site(connection: duckdb.DuckDBPyConnection, directory: Path, threshold
         trials = connection.execute("SELECT trial_id, suite, CAST(h AS VARCHAR) FROM capacity_history AS h "
                                     "ORDER BY trial_id").fetchall()
         for trial_id, suite, _place in trials:
-            pages.put([f"trials/{page_name(trial_id)}.html"], fingerprints.get(trial_id),
-                      lambda trial_id=trial_id, suite=suite: [trial_report(
-                          connection, trial_id, generated_at=moment, navigation=_navigation("../", suite))])
+            def trial_pages(trial_id: str = trial_id, suite: str | None = suite) -> list[str]:
+                return [trial_report(connection, trial_id, generated_at=moment, navigation=_navigation("../", suite))]
+
+            pages.put([f"trials/{page_name(trial_id)}.html"], fingerprints.get(trial_id), trial_pages)
         suites = sorted({suite for _trial_id, suite, _place in trials if suite is not None})
         for suite in suites:
             mine = [latest for latest in verdicts if latest.suite == suite and latest.comparison is not None]
             fingerprint = suite_fingerprint(suite, [(trial_id, place) for trial_id, of, place in trials
                                                     if of == suite], fingerprints, thresholds_of(suite)[0])
-            pages.put([f"suites/{page_name(suite)}.html", *(latest.page for latest in mine)], fingerprint,
-                      lambda suite=suite, mine=mine: [
-                          suite_page(connection, suite, verdicts, warehouse=warehouse, generated_at=moment),
-                          *(_comparison_page(connection, latest, warehouse, moment) for latest in mine)])
+
+            def suite_pages(suite: str = suite, mine: list[LatestVerdict] = mine) -> list[str]:
+                return [suite_page(connection, suite, verdicts, warehouse=warehouse, generated_at=moment),
+                        *(_comparison_page(connection, latest, warehouse, moment) for latest in mine)]
+
+            pages.put([f"suites/{page_name(suite)}.html", *(latest.page for latest in mine)], fingerprint, suite_pages)
         pages.mark(moment)
         _swap_in(built, directory)
     except BaseException:

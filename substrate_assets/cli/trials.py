@@ -26,6 +26,7 @@ from substrate_assets.workload import ScriptError, ScriptLibrary, ScriptNotFound
 
 if TYPE_CHECKING:
     from substrate_assets.app.stopped import Stopped
+    from substrate_assets.driver.outputs import TrialResult
 
 
 INJECT_WAKE_DELAY = click.option(
@@ -58,7 +59,7 @@ def _fail_with_problems(error: ScriptError) -> None:
     sys.exit(1)
 
 
-def _print_trial(console: Console, result: Any, family: str) -> None:
+def _print_trial(console: Console, result: TrialResult, family: str) -> None:
     summary = result.summary
     console.print(f"trial {result.trial_id}: {result.trial_dir}", highlight=False)
     table = Table(show_header=False, box=None, padding=(0, 2))
@@ -78,7 +79,7 @@ def _print_trial(console: Console, result: Any, family: str) -> None:
         console.print(f"warning: {warning}", style="yellow", highlight=False)
 
 
-def _why_incomplete(result: Any) -> str:
+def _why_incomplete(result: TrialResult) -> str:
     """Why a trial did not run to its end, in the words of how Locust exited; failed requests are never the
     reason (they have their own line)."""
     from substrate_assets.results.trial_directory import LOCUST_RAN_TO_ITS_END
@@ -118,7 +119,7 @@ def _trial_suite(suite_name: str, changes: dict[str, Any], cluster: dict[str, An
     return chosen
 
 
-class _ManifestDumper(yaml.SafeDumper):
+class _ManifestDumper(yaml.SafeDumper):  # type: ignore[misc]  # yaml ships no types: SafeDumper is Any
     """Writes multi-line strings (the script in its ConfigMap) as literal blocks, readable as the file itself."""
 
 
@@ -138,6 +139,7 @@ def _print_manifests(suite: Suite) -> None:
         key, manifests = kubernetes_dry_run(suite, RunStore(store_directory()), ScriptLibrary(scripts_directory()))
     except ScriptError as error:
         _fail_with_problems(error)
+    assert suite.kubernetes is not None  # a suite on the kubernetes backend has its kubernetes: section
     click.echo(f"# trial {key.trial_id}: what a kubernetes trial of suite {suite.name} would submit to namespace "
                f"{suite.kubernetes.namespace} (the driver pod through Dagster's PipesK8sClient)")
     click.echo(yaml.dump_all(manifests, Dumper=_ManifestDumper, sort_keys=False), nl=False)

@@ -16,11 +16,11 @@ from substrate_assets.workload.model import Op, Script
 from substrate_assets.workload.quantity import format_binary_si
 
 
-class _FlowMap(dict):
+class _FlowMap(dict[str, Any]):
     """A mapping written on one line (``{key: repo, size: 16Mi}``)."""
 
 
-class _Dumper(yaml.SafeDumper):
+class _Dumper(yaml.SafeDumper):  # type: ignore[misc]  # yaml ships no types: SafeDumper is Any
     def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         # Indent list items under their key, as yaml.v3 does with SetIndent(2).
         super().increase_indent(flow, False)
@@ -57,5 +57,7 @@ def encode(script: Script) -> str:
             for step in script.steps
         ],
     }
-    return yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True, width=1_000_000, indent=2)
+    # Without a stream, yaml.dump returns the text.
+    text: str = yaml.dump(document, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                          allow_unicode=True, width=1_000_000, indent=2)
+    return text

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import dagster as dg
 from dagster._core.execution.retries import RetryMode
@@ -24,6 +24,7 @@ from substrate_assets.processes.owner import Owner
 from substrate_assets.processes.ui_scratch import sweep_ui_leftovers
 
 if TYPE_CHECKING:
+    from dagster._config.config_schema import UserConfigSchema
     from dagster._core.execution.context.system import PlanOrchestrationContext
     from dagster._core.execution.plan.plan import ExecutionPlan
 
@@ -57,8 +58,10 @@ class OwnedExecutor(dg.Executor):
         yield from self._inner.execute(plan_context, execution_plan)
 
 
-@dg.executor(name="in_process", config_schema=dg.in_process_executor.config_schema,
+# Dagster takes another definition's config schema as it is, which the decorator's annotation leaves out.
+@dg.executor(name="in_process", config_schema=cast("UserConfigSchema", dg.in_process_executor.config_schema),
              requirements=dg.in_process_executor.get_requirements)
 def owned_in_process_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
     """Dagster's in-process executor, its config unchanged, run by a worker that owns its run (``OwnedExecutor``)."""
+    assert dg.in_process_executor.executor_creation_fn is not None  # a decorated executor is its creation function
     return OwnedExecutor(dg.in_process_executor.executor_creation_fn(init_context))

@@ -25,7 +25,7 @@ from substrate_assets.results.load_steps import END_EVENT, STEP_EVENT, ladder_lo
 log = logging.getLogger(__name__)
 
 
-@events.init_command_line_parser.add_listener
+@events.init_command_line_parser.add_listener  # type: ignore[untyped-decorator]  # Locust's add_listener is unannotated
 def _options(parser: Any) -> None:
     group = parser.add_argument_group("step ladder")
     group.add_argument("--ladder", default="", help="users:hold per step, comma-separated, e.g. 2:45s,4:45s.")
@@ -34,7 +34,7 @@ def _options(parser: Any) -> None:
     group.add_argument("--ladder-log", default="", help="Append each step's start and the ladder's end here.")
 
 
-@events.init.add_listener
+@events.init.add_listener  # type: ignore[untyped-decorator]  # Locust's add_listener is unannotated
 def _check(environment: Any, **_: Any) -> None:
     options = environment.parsed_options
     if options is None or getattr(options, "worker", False):
@@ -53,13 +53,18 @@ class LadderShape(LoadTestShape):
     _steps: list[tuple[int, int]] | None = None
     _current = 0
 
+    def _parsed_options(self) -> Any:
+        # A shape ticks only under a runner, and Locust gives it one once it has parsed its command line.
+        assert self.runner is not None and self.runner.environment.parsed_options is not None
+        return self.runner.environment.parsed_options
+
     def _ladder(self) -> list[tuple[int, int]]:
         if self._steps is None:  # the options exist only once Locust has parsed its command line
-            self._steps = parse_ladder(self.runner.environment.parsed_options.ladder)
+            self._steps = parse_ladder(self._parsed_options().ladder)
         return self._steps
 
     def _record(self, event: str, step: int | None = None, users: int | None = None) -> None:
-        path = self.runner.environment.parsed_options.ladder_log
+        path = self._parsed_options().ladder_log
         if not path:
             return
         try:
@@ -70,7 +75,7 @@ class LadderShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         steps = self._ladder()
-        elapsed, ends = self.get_run_time(), 0
+        elapsed, ends = self.get_run_time(), 0  # type: ignore[no-untyped-call]  # Locust's get_run_time is unannotated
         for index, (users, hold_s) in enumerate(steps, start=1):
             ends += hold_s
             if elapsed < ends:
@@ -78,7 +83,7 @@ class LadderShape(LoadTestShape):
                     self._current = index
                     self._record(STEP_EVENT, index, users)
                     log.info("ladder step %d/%d: %d users for %d s", index, len(steps), users, hold_s)
-                return users, self.runner.environment.parsed_options.ladder_spawn_rate
+                return users, self._parsed_options().ladder_spawn_rate
         if self._current != -1:
             self._current = -1
             self._record(END_EVENT)

@@ -24,7 +24,7 @@ import functools
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Any, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 import gevent
 from grpc.experimental import gevent as grpc_gevent
@@ -65,10 +65,13 @@ from substrate_assets.results.request_log import (  # noqa: E402
 )
 from substrate_assets.workload import ScriptLibrary  # noqa: E402
 
+if TYPE_CHECKING:
+    from locust.web import WebUI
+
 log = logging.getLogger(__name__)
 
 
-@events.init_command_line_parser.add_listener
+@events.init_command_line_parser.add_listener  # type: ignore[untyped-decorator]  # Locust's add_listener is unannotated
 def _knobs(parser: Any) -> None:
     group = parser.add_argument_group("agent sessions")
     group.add_argument("--agentsession-script", default=DEFAULT_SCRIPT, env_var="LOCUST_AGENTSESSION_SCRIPT",
@@ -115,6 +118,7 @@ class Shared:
 
     def __init__(self, environment: Environment) -> None:
         options = environment.parsed_options
+        assert options is not None  # the init listener shares nothing before Locust has parsed its command line
         self.options = options
         self.router_url = options.router_url
         self.control = ControlClient(options.control_endpoint, tls=options.control_tls)
@@ -172,7 +176,7 @@ class Shared:
         ``wake`` (whether it is its family's wake row)."""
         latency_ms = elapsed_s * 1000.0
         length = context.get("response_length", 0)
-        self.environment.events.request.fire(
+        self.environment.events.request.fire(  # type: ignore[no-untyped-call]  # Locust's fire is unannotated
             request_type=request_type, name=name, response_time=int(latency_ms),
             response_length=length if isinstance(length, int) else 0, exception=error,
             context={**context, "latency_ms": latency_ms, "ts": started}, start_time=started)
@@ -181,11 +185,13 @@ class Shared:
 _shared: Shared | None = None
 
 
-def read_only(web_ui: Any) -> None:
+def read_only(web_ui: WebUI) -> None:
     """Locust's web UI of a live trial shows the load and changes nothing: every request that is not a read (start,
     stop, reset, a user count: Locust's controls are POSTs) is refused, as is one addressed to another host than
     this machine (a web page elsewhere cannot read it by rebinding its name to 127.0.0.1)."""
     from flask import request
+
+    assert web_ui.app is not None  # a WebUI makes its Flask app as it is built
 
     @web_ui.app.before_request
     def _refuse() -> tuple[str, int] | None:
@@ -196,7 +202,7 @@ def read_only(web_ui: Any) -> None:
         return None
 
 
-@events.init.add_listener
+@events.init.add_listener  # type: ignore[untyped-decorator]  # Locust's add_listener is unannotated
 def _init(environment: Environment, web_ui: Any = None, **_: Any) -> None:
     global _shared
     if web_ui is not None:
@@ -218,7 +224,7 @@ def _init(environment: Environment, web_ui: Any = None, **_: Any) -> None:
         gevent.spawn(flush_forever)
 
 
-@events.request.add_listener
+@events.request.add_listener  # type: ignore[untyped-decorator]  # Locust's add_listener is unannotated
 def _log_request(request_type: str, name: str, response_time: float, response_length: int,
                  exception: BaseException | None = None, context: dict[str, Any] | None = None,
                  start_time: float | None = None, **_: Any) -> None:
@@ -236,13 +242,13 @@ def _log_request(request_type: str, name: str, response_time: float, response_le
         wake=bool(context.get("wake"))))
 
 
-@events.test_stop.add_listener
+@events.test_stop.add_listener  # type: ignore[untyped-decorator]  # Locust's add_listener is unannotated
 def _flush_at_stop(environment: Environment, **_: Any) -> None:
     if _shared is not None:
         _shared.flush_request_log()
 
 
-@events.quitting.add_listener
+@events.quitting.add_listener  # type: ignore[untyped-decorator]  # Locust's add_listener is unannotated
 def _finish_at_exit(environment: Environment, **_: Any) -> None:
     # A headless master quits without waiting for its workers' teardown (DeleteActor may take up to its 60 s
     # deadline), so each worker's last part is sent here, followed by the done marker the master waits for.
@@ -250,7 +256,7 @@ def _finish_at_exit(environment: Environment, **_: Any) -> None:
         _shared.flush_request_log(finish=True)
 
 
-@events.quit.add_listener
+@events.quit.add_listener  # type: ignore[untyped-decorator]  # Locust's add_listener is unannotated
 def _flush_after_teardown(**_: Any) -> None:
     # Locust stops its users (their DeleteActor calls included) after ``quitting``; their rows are kept too.
     if _shared is not None and _shared.request_log is not None and _shared.request_log.upload_to is None:
@@ -322,7 +328,8 @@ class SpawnUser(FamilyUser):
     """One batch of actors created, resumed and pinged until ready: how long a cohort takes to come up."""
 
     def requests_at_once(self, shared: Shared) -> int:
-        return shared.knobs.spawn_workers
+        workers: int = shared.knobs.spawn_workers  # a knob of a model create_model builds: Any to the checker
+        return workers
 
     def make_vu(self, shared: Shared, router: RouterClient) -> SpawnVU:
         return SpawnVU(shared.control, router, shared.knobs, shared.record, sleep=gevent.sleep, stopped=_stopping)
@@ -332,7 +339,8 @@ class BurstUser(FamilyUser):
     """One cohort of glutton actors resumed and suspended all at once, batch after batch."""
 
     def requests_at_once(self, shared: Shared) -> int:
-        return shared.knobs.total_actors  # every actor of the cohort at once
+        actors: int = shared.knobs.total_actors  # every actor of the cohort at once
+        return actors
 
     def make_vu(self, shared: Shared, router: RouterClient) -> BurstVU:
         return BurstVU(shared.control, router, shared.knobs, shared.record, sleep=gevent.sleep, stopped=_stopping)

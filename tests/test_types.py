@@ -8,7 +8,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 # 86 modules when mypy --strict was added to make test, 61 once the first were mended; fixing one takes it off the
 # list (and this number down with it), never the other way.
-LISTED_AT_MOST = 1
+LISTED_AT_MOST = 0
 
 
 def _not_yet_strict() -> list[str]:

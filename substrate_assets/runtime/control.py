@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeAlias, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from substrate_assets.protos import ateapi_pb2 as pb
 from substrate_assets.protos import ateapi_pb2_grpc
@@ -16,17 +17,25 @@ from substrate_assets.runtime.lifecycle import Lifecycle
 from substrate_assets.workload.quantity import format_binary_si
 
 T = TypeVar("T")
-Context = grpc.aio.ServicerContext
+Context: TypeAlias = grpc.aio.ServicerContext
 ELAPSED_TRAILER = "x-server-elapsed-us"
 
 
-def _ignore_outcome(operation: asyncio.Future[object]) -> None:
+def _ignore_outcome(operation: asyncio.Future[Any]) -> None:
     """Nobody waits for an operation whose caller left: its error, if any, is not a loose end."""
     if not operation.cancelled():
         operation.exception()
 
 
-class ControlService(ateapi_pb2_grpc.ControlServicer):
+# Generated when protos is first imported, so the checker knows nothing of it.
+_Servicer: Any = ateapi_pb2_grpc.ControlServicer
+
+
+class ControlService(_Servicer):  # type: ignore[misc]  # the generated servicer is Any to the checker
+    """Each RPC takes its request (a CreateActorRequest for CreateActor, …) and returns the response protos/ateapi.proto
+    names (an Actor, a ResumeActorResponse, …): :mod:`~substrate_assets.protos` generates their classes at import, so
+    to the checker each is a protobuf Message."""
+
     def __init__(self, lifecycle: Lifecycle) -> None:
         self.lifecycle = lifecycle
 
@@ -49,64 +58,64 @@ class ControlService(ateapi_pb2_grpc.ControlServicer):
         _set_elapsed(context, started)
         return result
 
-    async def CreateAtespace(self, request: pb.CreateAtespaceRequest, context: Context) -> pb.Atespace:
-        async def work() -> pb.Atespace:
+    async def CreateAtespace(self, request: Message, context: Context) -> Message:
+        async def work() -> Message:
             return self.lifecycle.create_atespace(request.atespace.metadata.name).message()
 
         return await self._call(context, work)
 
-    async def CreateActor(self, request: pb.CreateActorRequest, context: Context) -> pb.Actor:
-        async def work() -> pb.Actor:
+    async def CreateActor(self, request: Message, context: Context) -> Message:
+        async def work() -> Message:
             actor = request.actor
             template = (actor.actor_template.atespace, actor.actor_template.name)
             return self.lifecycle.create_actor(actor.metadata.atespace, actor.metadata.name, template).message()
 
         return await self._call(context, work)
 
-    async def GetActor(self, request: pb.GetActorRequest, context: Context) -> pb.Actor:
-        async def work() -> pb.Actor:
+    async def GetActor(self, request: Message, context: Context) -> Message:
+        async def work() -> Message:
             return self.lifecycle.actor(request.actor.atespace, request.actor.name).message()
 
         return await self._call(context, work)
 
-    async def ResumeActor(self, request: pb.ResumeActorRequest, context: Context) -> pb.ResumeActorResponse:
-        async def work() -> pb.ResumeActorResponse:
+    async def ResumeActor(self, request: Message, context: Context) -> Message:
+        async def work() -> Message:
             record = self.lifecycle.actor(request.actor.atespace, request.actor.name)
             resumed = await self.lifecycle.resume(record)
             return pb.ResumeActorResponse(actor=record.message(), resumed=resumed)
 
         return await self._call(context, work)
 
-    async def SuspendActor(self, request: pb.SuspendActorRequest, context: Context) -> pb.SuspendActorResponse:
-        async def work() -> pb.SuspendActorResponse:
+    async def SuspendActor(self, request: Message, context: Context) -> Message:
+        async def work() -> Message:
             record = self.lifecycle.actor(request.actor.atespace, request.actor.name)
             return pb.SuspendActorResponse(actor=(await self.lifecycle.suspend(record)).message())
 
         return await self._call(context, work)
 
-    async def PauseActor(self, request: pb.PauseActorRequest, context: Context) -> pb.PauseActorResponse:
-        async def work() -> pb.PauseActorResponse:
+    async def PauseActor(self, request: Message, context: Context) -> Message:
+        async def work() -> Message:
             record = self.lifecycle.actor(request.actor.atespace, request.actor.name)
             return pb.PauseActorResponse(actor=(await self.lifecycle.pause(record)).message())
 
         return await self._call(context, work)
 
-    async def RevertActor(self, request: pb.RevertActorRequest, context: Context) -> pb.RevertActorResponse:
-        async def work() -> pb.RevertActorResponse:
+    async def RevertActor(self, request: Message, context: Context) -> Message:
+        async def work() -> Message:
             record = self.lifecycle.actor(request.actor.atespace, request.actor.name)
             return pb.RevertActorResponse(actor=(await self.lifecycle.revert(record)).message())
 
         return await self._call(context, work)
 
-    async def DeleteActor(self, request: pb.DeleteActorRequest, context: Context) -> pb.Actor:
-        async def work() -> pb.Actor:
+    async def DeleteActor(self, request: Message, context: Context) -> Message:
+        async def work() -> Message:
             record = self.lifecycle.actor(request.actor.atespace, request.actor.name)
             return (await self.lifecycle.delete(record, request.any_state)).message()
 
         return await self._call(context, work)
 
-    async def GetActorTemplate(self, request: pb.GetActorTemplateRequest, context: Context) -> pb.ActorTemplate:
-        async def work() -> pb.ActorTemplate:
+    async def GetActorTemplate(self, request: Message, context: Context) -> Message:
+        async def work() -> Message:
             ref = request.actor_template
             template = self.lifecycle.template(ref.atespace, ref.name)
             limits = []

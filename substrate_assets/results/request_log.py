@@ -37,6 +37,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import SupportsFloat
 
 import fsspec
 import polars as pl
@@ -79,9 +80,9 @@ class RequestRecord:
     wake: bool | None = None
 
 
-def start_seconds(value: object) -> float | None:
+def start_seconds(value: SupportsFloat | str | None) -> float | None:
     """A request's start as Unix seconds; a request reported without one has none (it did not start at the epoch)."""
-    return None if value is None else float(value)  # type: ignore[arg-type]
+    return None if value is None else float(value)
 
 
 class RequestLogWriter:

@@ -54,7 +54,7 @@ def one_line(error: BaseException) -> str:
     return " ".join(" ".join(lines).split()) or type(error).__name__
 
 
-class _ServerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _ServerLog(logging.LoggerAdapter[logging.Logger]):
     """aiohttp's server log for the router: a malformed request is one warning line (aiohttp logs one with a
     traceback, or — a bad method on a fresh connection — at debug level, unseen); anything else (a bug in a
     handler) keeps its traceback."""

@@ -156,7 +156,11 @@ def _read_bulk(trials: list[TrialDirectory], tables: Collection[str]) -> _BulkRe
             frame = parsed[name][index]
             frames[name].append(frame if frame is not None else pl.DataFrame(schema=RAW_TABLES[name].schema))
             counts[name].append(frames[name][-1].height)
-    read_ids = [ids[index] for index in read]
+    read_ids: list[str] = []
+    for index in read:
+        trial_id = ids[index]
+        assert trial_id is not None  # a trial without an id is one of ``others``, left to read_trial
+        read_ids.append(trial_id)
     built = {}
     for name in tables:
         table = RAW_TABLES[name]
@@ -167,7 +171,7 @@ def _read_bulk(trials: list[TrialDirectory], tables: Collection[str]) -> _BulkRe
         trial_ids = pl.Series("trial_id", [trial_id for trial_id, count in zip(read_ids, counts[name], strict=True)
                                            for _ in range(count)], dtype=pl.Utf8())
         built[name] = frame.select(trial_ids, *table.schema)
-    return _BulkRead(read_ids, read, built, counts, sorted(others))  # type: ignore[arg-type]
+    return _BulkRead(read_ids, read, built, counts, sorted(others))
 
 
 def bulk_read_trials(trials: list[TrialDirectory], tables: Collection[str] = BULK_TABLES,

@@ -104,15 +104,16 @@ def open_lake(lake: Lake, read_only: bool) -> duckdb.DuckDBPyConnection:
     return connection
 
 
-def lock_holder(cursor: object) -> str:
+def lock_holder(cursor: Any) -> str:
     """Who holds the writer lock, as its session named itself: in this catalog's database (another lake on the same
-    server has a lock of the same key), and a lock taken with one bigint key (objsubid 1; two int4 keys are 2)."""
-    cursor.execute(  # type: ignore[attr-defined]
+    server has a lock of the same key), and a lock taken with one bigint key (objsubid 1; two int4 keys are 2).
+    ``cursor``: psycopg2's, on the catalog (psycopg2 has no types)."""
+    cursor.execute(
         "SELECT coalesce(nullif(a.application_name, ''), 'pid ' || a.pid) FROM pg_locks l "
         "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
         "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND l.objsubid = 1 "
         "AND ((l.classid::bigint << 32) | l.objid::bigint) = %s", (WRITER_LOCK_KEY,))
-    row = cursor.fetchone()  # type: ignore[attr-defined]
+    row = cursor.fetchone()
     return row[0] if row else "another writer"
 
 

@@ -42,11 +42,11 @@ class _WorkerValues(BaseModel):
 
     def wait_seconds(self, rng: random.Random) -> float:
         """One wait between iterations, U[min_wait, max_wait]."""
-        return uniform_wait(rng, self.min_wait_time, self.max_wait_time)  # type: ignore[attr-defined]
+        return uniform_wait(rng, self.min_wait_time, self.max_wait_time)  # type: ignore[attr-defined]  # a knob's field, added by create_model
 
     def live_seconds(self, rng: random.Random) -> float:
         """One live window, U[min_live, max_live]."""
-        return uniform_wait(rng, self.min_live_time, self.max_live_time)  # type: ignore[attr-defined]
+        return uniform_wait(rng, self.min_live_time, self.max_live_time)  # type: ignore[attr-defined]  # a knob's field, added by create_model
 
     @property
     def pause(self) -> bool:
@@ -60,27 +60,27 @@ class _WorkerValues(BaseModel):
     @property
     def pings_per_wake(self) -> int:
         """Upstream reads fewer than one as one."""
-        return int(max(1, self.max_pings_per_wake))  # type: ignore[attr-defined]
+        return int(max(1, self.max_pings_per_wake))  # type: ignore[attr-defined]  # a knob's field, added by create_model
 
     @property
     def read_size(self) -> str:
         """The ReadRAM size: ``all`` walks the whole array (an empty size)."""
-        return "" if self.mem_read == "all" else self.mem_read  # type: ignore[attr-defined]
+        return "" if self.mem_read == "all" else self.mem_read  # type: ignore[attr-defined]  # a knob's field, added by create_model
 
     @property
     def file_size(self) -> int:
         """Durdir's file size; upstream reads zero as its default, 8 MiB."""
-        size: int = self.durdir_file_size_bytes  # type: ignore[attr-defined]
+        size: int = self.durdir_file_size_bytes  # type: ignore[attr-defined]  # a knob's field, added by create_model
         return size if size > 0 else DEFAULT_FILE_SIZE
 
     @property
     def digest_reads(self) -> bool:
-        return bool(self.durdir_read_mode == "digest")  # type: ignore[attr-defined]
+        return bool(self.durdir_read_mode == "digest")  # type: ignore[attr-defined]  # a knob's field, added by create_model
 
     @property
     def spawn_workers(self) -> int:
         """Upstream runs min(concurrency, total) spawn workers, at least one."""
-        return int(max(1, min(self.spawn_concurrency, self.total_actors)))  # type: ignore[attr-defined]
+        return int(max(1, min(self.spawn_concurrency, self.total_actors)))  # type: ignore[attr-defined]  # a knob's field, added by create_model
 
 
 # Each knob's (annotation, field), as create_model takes them.

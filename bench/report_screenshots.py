@@ -51,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
     arguments = parser.parse_args()
-    from substrate_assets.analysis.verdicts import Side
+    from substrate_assets.analysis.comparison import Side
     from substrate_assets.report.pages import compared_page, history_report, trial_report
     from substrate_assets.suites import compare_thresholds, load_suites
     from substrate_assets.warehouse.compare_trials import compare

@@ -35,10 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from bench.verdict_pool import DEFAULT_POOL, delay_for, manifests, pool_store, wake_log_means
+from substrate_assets.analysis.comparison import Comparison, FigureComparison, Side
 from substrate_assets.analysis.measured import Measured
 from substrate_assets.analysis.rule import detectable
 from substrate_assets.analysis.thresholds import Thresholds
-from substrate_assets.analysis.verdicts import Comparison, FigureComparison, Side, judge
+from substrate_assets.analysis.verdicts import judge
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.suites import get_suite
 from substrate_assets.warehouse.compare_figures import mark_primary, measured_figures, wake_rows

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 import numpy as np
 import numpy.typing as npt
 
+from substrate_assets.analysis.comparison import FigureComparison, Interval, Verdict
 from substrate_assets.analysis.counts import compare_counts
 from substrate_assets.analysis.measured import Measured
 from substrate_assets.analysis.moments import (
@@ -57,77 +58,9 @@ from substrate_assets.analysis.noise import (
 from substrate_assets.analysis.rule import Estimate, call, detectable, trials_to_settle
 from substrate_assets.analysis.thresholds import Thresholds
 
-Verdict = Literal["regressed", "improved", "no change", "inconclusive"]
-
 CONFIDENCE = 0.95
 NO_NOISE = ("one trial a side and fewer than 3 earlier trials of the baseline's configuration: the trial-to-trial "
             "noise is unknown, so no change can be told from it")
-
-
-@dataclass(frozen=True)
-class Interval:
-    low: float
-    high: float
-
-    def excludes_zero(self) -> bool:
-        return self.low > 0 or self.high < 0
-
-    def holds(self, value: float) -> bool:
-        return self.low <= value <= self.high
-
-
-@dataclass(frozen=True)
-class Side:
-    label: str
-    trial_ids: tuple[str, ...]
-    # Trials of the side left out of it, each with why (a disturbed trial).
-    left_out: tuple[str, ...] = ()
-    # The group the side is (run --repeat, ab), when it is one.
-    group: str | None = None
-
-
-@dataclass(frozen=True)
-class FigureComparison:
-    """One compared figure. ``change_pct``, the intervals and ``detectable`` are percent changes on the ratio scale;
-    on the difference scale the intervals and ``detectable`` are in the figure's unit."""
-
-    figure: str
-    unit: str
-    better: str
-    scale: Scale
-    baseline: float | None
-    candidate: float | None
-    change_pct: float | None
-    difference: float | None
-    # The 95 % interval of the change from the noise: Δ ± t · SE.
-    interval: Interval | None
-    # The trial-to-trial spread (a coefficient of variation on the ratio scale) and its degrees of freedom.
-    noise: float | None
-    noise_df: float | None
-    detectable: float | None
-    p_value: float | None
-    baseline_trials: int
-    candidate_trials: int
-    history_trials: int
-    verdict: Verdict | None
-    why: str | None = None
-    # The trials a side (equal sides, the same history) with which a comparison that changed nothing says so.
-    trials_needed: int | None = None
-    primary: bool = False
-    # The figure's share of the false-alarm budget: its test's level.
-    level: float | None = None
-    # The 1 − 2α interval the equivalence test ("no change") rests on.
-    equivalence_interval: Interval | None = None
-    # The rounds' correlation (paired sides only): how much of the noise the rounds shared.
-    correlation: float | None = None
-    # The spread between moments of the machine (τ, on the figure's scale), when the history drifted and the sides
-    # ran at different moments: part of the change's error that more trials a side do not shrink.
-    drift: float | None = None
-    # How the figure was made, where that needs saying (the common mix of a path gmean).
-    note: str | None = None
-    # The suite's threshold for the figure as the suite states it: percent, or the unit's amount for a failure ratio
-    # or a share (FRACTION_UNITS).
-    threshold: float | None = None
 
 
 class _Common(TypedDict, total=False):
@@ -166,27 +99,6 @@ class _Judged(_Measured, total=False):
     p_value: float | None
     drift: float | None
     detectable: float | None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    baseline: Side
-    candidate: Side
-    thresholds: Thresholds
-    figures: list[FigureComparison]
-    differences: list[str] = field(default_factory=list)
-    # What the history is: e.g. "12 earlier trials of configuration 3f2a… (suite quick-smoke)"; None without one.
-    history: str | None = None
-    # How many rounds (ab) the sides were analysed as; 0 when they were not.
-    rounds: int = 0
-    # Notes on the data behind the verdicts: trials left out (disturbed), disturbed trials kept, a primary figure
-    # not measured. (Those the figures tell, a drifting history and the rounds' correlation, are the report's.)
-    warnings: list[str] = field(default_factory=list)
-
-    @property
-    def paired(self) -> bool:
-        """Whether the sides were analysed as rounds (ab)."""
-        return self.rounds > 0
 
 
 def change_pct(baseline: float | None, candidate: float | None) -> float | None:
@@ -453,25 +365,3 @@ def judge(measured: Sequence[Measured], thresholds: Thresholds,
 
 def _mean(values: tuple[float, ...]) -> float | None:
     return float(np.mean(values)) if values else None
-
-
-def regressed(rows: Sequence[FigureComparison]) -> list[FigureComparison]:
-    return [row for row in rows if row.verdict == "regressed"]
-
-
-def improved(rows: Sequence[FigureComparison]) -> list[FigureComparison]:
-    return [row for row in rows if row.verdict == "improved"]
-
-
-def inconclusive(rows: Sequence[FigureComparison]) -> list[FigureComparison]:
-    return [row for row in rows if row.verdict == "inconclusive"]
-
-
-def unjudged(rows: Sequence[FigureComparison]) -> list[FigureComparison]:
-    """Figures both sides measured that got no verdict (a percentile from too few samples in a trial)."""
-    return [row for row in rows if row.verdict is None and row.baseline is not None and row.candidate is not None]
-
-
-def lost(rows: Sequence[FigureComparison]) -> list[FigureComparison]:
-    """Figures the baseline measured and the candidate did not: a trial that stopped measuring them."""
-    return [row for row in rows if row.baseline is not None and row.candidate is None]

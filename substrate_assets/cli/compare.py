@@ -17,7 +17,7 @@ from substrate_assets.cli.warehouse_choice import WAREHOUSE_OPTION, existing_war
 if TYPE_CHECKING:
     import duckdb
 
-    from substrate_assets.analysis.verdicts import Comparison, Side
+    from substrate_assets.analysis.comparison import Comparison, Side
 
 VERDICT_STYLE = {"regressed": "bold red", "improved": "bold green", "no change": "dim", "inconclusive": "yellow"}
 EXIT_CODES_HELP = ("Exit code 0: no figure regressed, and every figure both sides measured was judged (no change or "

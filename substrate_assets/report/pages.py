@@ -24,7 +24,7 @@ import numpy.typing as npt
 import polars as pl
 
 from substrate_assets.analysis.change_points import DEFAULT_PARAMETERS
-from substrate_assets.analysis.verdicts import Comparison
+from substrate_assets.analysis.comparison import Comparison
 from substrate_assets.report import plots
 from substrate_assets.report.drift import drift_section
 from substrate_assets.report.html import (

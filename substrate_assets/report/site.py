@@ -39,8 +39,8 @@ from typing import Any
 
 import duckdb
 
+from substrate_assets.analysis.comparison import Comparison
 from substrate_assets.analysis.thresholds import Thresholds
-from substrate_assets.analysis.verdicts import Comparison
 from substrate_assets.report import plots
 from substrate_assets.report.html import Link, chart, note, page, paragraph, section, table
 from substrate_assets.report.pages import compared_page, history_chart, trial_report

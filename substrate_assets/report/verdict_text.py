@@ -12,19 +12,17 @@ import math
 from dataclasses import asdict
 from typing import Any, Literal
 
-from substrate_assets.analysis.verdicts import (
-    FRACTION_UNITS,
-    SHOWN_REACH_PCT,
+from substrate_assets.analysis.comparison import (
     Comparison,
     FigureComparison,
     Interval,
-    beyond_showing,
     improved,
     inconclusive,
     lost,
     regressed,
     unjudged,
 )
+from substrate_assets.analysis.verdicts import FRACTION_UNITS, SHOWN_REACH_PCT, beyond_showing
 from substrate_assets.report.figures import MISSING, change, figure, percent
 
 FIELDS = ("figure", "unit", "better", "scale", "primary", "baseline", "candidate", "change_pct", "difference",

@@ -26,6 +26,7 @@ import duckdb
 import numpy as np
 import numpy.typing as npt
 
+from substrate_assets.analysis.comparison import Side
 from substrate_assets.analysis.counts import Count
 from substrate_assets.analysis.figure_spec import STATISTICS, RequestFigure
 from substrate_assets.analysis.measured import (
@@ -39,7 +40,6 @@ from substrate_assets.analysis.measured import (
 )
 from substrate_assets.analysis.request_figures import request_figure_row
 from substrate_assets.analysis.statistics import floor_index
-from substrate_assets.analysis.verdicts import Side
 from substrate_assets.analysis.wake_figures import TrialWakes
 from substrate_assets.families import QUESTION_ROWS
 from substrate_assets.warehouse.compare_samples import recorded_rows, row_samples, step_samples, wake_trials

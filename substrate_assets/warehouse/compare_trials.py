@@ -21,9 +21,10 @@ from typing import Any
 
 import duckdb
 
+from substrate_assets.analysis.comparison import Comparison, Side
 from substrate_assets.analysis.noise import HISTORY_WINDOW
 from substrate_assets.analysis.thresholds import Thresholds
-from substrate_assets.analysis.verdicts import Comparison, Side, judge
+from substrate_assets.analysis.verdicts import judge
 from substrate_assets.warehouse.compare_figures import measured_figures
 from substrate_assets.warehouse.introspection import has_table
 from substrate_assets.warehouse.sides import SideNotFound, rounds, trials_text

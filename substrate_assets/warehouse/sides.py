@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 import duckdb
 
-from substrate_assets.analysis.verdicts import Pairs, Side
+from substrate_assets.analysis.comparison import Side
+from substrate_assets.analysis.verdicts import Pairs
 
 MIN_VERSION_PREFIX = 7
 # An ab run's two groups: each its suite's name, then the run's start and the side (a or b) with its rounds.

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from substrate_assets.analysis.verdicts import FigureComparison, Interval
+from substrate_assets.analysis.comparison import FigureComparison, Interval
 from substrate_assets.cli.output import shown
 from substrate_assets.defs.warehouse.metadata import preview_markdown
 from substrate_assets.report.figures import MISSING, change, figure, percent, rounded

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from substrate_assets.analysis.comparison import Side
 from substrate_assets.analysis.statistics import floor_index
-from substrate_assets.analysis.verdicts import NO_NOISE, Side, Thresholds
+from substrate_assets.analysis.verdicts import NO_NOISE, Thresholds
 from substrate_assets.cli import main
 from substrate_assets.report.verdict_text import notes
 from substrate_assets.results.layout import RunStore

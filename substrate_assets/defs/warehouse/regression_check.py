@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import dagster as dg
 import duckdb
 
-from substrate_assets.analysis.verdicts import Comparison, Side, inconclusive, lost, regressed
+from substrate_assets.analysis.comparison import Comparison, Side, inconclusive, lost, regressed
 from substrate_assets.defs.partitions import trial_partitions
 from substrate_assets.defs.resources import SuitesResource
 from substrate_assets.defs.trials.assets import trial_run

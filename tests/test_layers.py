@@ -51,3 +51,13 @@ def test_a_forbidden_import_breaks_its_contract(tmp_path, module, statement, con
     verdicts = re.findall(r"(.+?) (KEPT|BROKEN)", summary)
     broken = [name for name, verdict in verdicts if verdict == "BROKEN"]
     assert len(verdicts) == 7 and any(contract in name for name in broken), done.stdout[-3000:]
+
+
+# A module longer than this holds more than one purpose: split it by role (docs/architecture.md).
+MODULE_LINES_AT_MOST = 450
+
+
+def test_no_module_of_the_package_is_over_its_length():
+    long = {str(path.relative_to(ROOT)): lines for path in sorted((ROOT / "substrate_assets").rglob("*.py"))
+            if (lines := len(path.read_text().splitlines())) > MODULE_LINES_AT_MOST}
+    assert long == {}

@@ -41,6 +41,7 @@ from substrate_assets.warehouse.sql_lists import TEXTS, texts
 from substrate_assets.warehouse.trial_rows import TrialFrames, read_trials
 
 SMALL_FRAME_ROWS = 1_000_000
+MANIFESTS = "trial_manifests"
 
 
 class TrialIdTaken(ValueError):
@@ -56,8 +57,11 @@ def _identity(trial_dir: str) -> str:
         return trial_dir
 
 
-def refuse_taken_ids(connection: duckdb.DuckDBPyConnection, read: Sequence[TrialFrames]) -> None:
-    """TrialIdTaken when two of ``read`` share an id, or the warehouse holds one of their ids for another trial."""
+def refuse_taken_ids(connection: duckdb.DuckDBPyConnection, read: Sequence[TrialFrames],
+                     manifests_loaded: Collection[str] | None = None) -> None:
+    """TrialIdTaken when two of ``read`` share an id, or the warehouse holds one of their ids for another trial.
+    ``manifests_loaded``: those of their ids trial_manifests has loaded, when the bookkeeping was read already (the
+    others it holds no row of: a new trial's load asks the table nothing, a catalog round trip on the lake)."""
     loading: dict[str, str] = {}
     for part in read:
         here = str(part.trial.path)
@@ -65,6 +69,8 @@ def refuse_taken_ids(connection: duckdb.DuckDBPyConnection, read: Sequence[Trial
         if _identity(first) != _identity(here):
             raise TrialIdTaken(f"trial {part.trial_id} is named by two trials of one load: {first} and {here}; "
                                "neither is loaded")
+    if manifests_loaded is not None:
+        loading = {trial_id: here for trial_id, here in loading.items() if trial_id in manifests_loaded}
     if not loading:
         return
     held = connection.execute("SELECT DISTINCT trial_id, trial_dir FROM trial_manifests "
@@ -128,15 +134,15 @@ def _write_rows(connection: duckdb.DuckDBPyConnection, table: RawTable, held: Se
 
 
 def _write_load(connection: duckdb.DuckDBPyConnection, chosen: Sequence[RawTable], ids: Sequence[str],
-                frames: dict[str, pl.DataFrame], copy: Copy,
-                columns: dict[str, list[tuple[str, str]]] | None = None) -> None:
+                frames: dict[str, pl.DataFrame], copy: Copy, columns: dict[str, list[tuple[str, str]]] | None = None,
+                books: tuple[dict[str, list[str]], dict[str, list[str]]] | None = None) -> None:
     """One load of ``ids`` into the ``chosen`` tables, each table's rows of them replaced by its frame, in the
     caller's transaction, with the bookkeeping of every table read and written in a statement or two for them all;
     the rows are also kept in their ``copy`` (changes.<table> must exist for a kept one; ``columns``, each table's,
-    are needed for a transient one)."""
+    are needed for a transient one). ``books``: what :func:`held_and_staged` says of them, when asked already."""
     names = [table.name for table in chosen]
     seq = next_seq(connection)
-    held, staged = held_and_staged(connection, names, ids)
+    held, staged = books if books is not None else held_and_staged(connection, names, ids)
     for table in chosen:
         if table.name in staged:  # a copy of an earlier load of these trials: stale now
             connection.execute(f"DELETE FROM {changes.SCHEMA}.{table.name} WHERE list_contains(?, trial_id)",
@@ -162,8 +168,13 @@ def write_trials(connection: duckdb.DuckDBPyConnection, read: list[TrialFrames],
     frames = {table.name: pl.concat([part.frames[table.name] for part in read]) if read
               else pl.DataFrame(schema=table.columns) for table in chosen}
     with transaction(connection):
-        refuse_taken_ids(connection, read)
-        _write_load(connection, chosen, ids, frames, copy, columns)
+        # One read of the bookkeeping for both: whether trial_manifests may hold an id, and what each table holds.
+        names = {table.name for table in chosen}
+        held, staged = held_and_staged(connection, sorted(names | {MANIFESTS}), ids)
+        refuse_taken_ids(connection, read, held.get(MANIFESTS, []))
+        _write_load(connection, chosen, ids, frames, copy, columns,
+                    ({name: held[name] for name in held if name in names},
+                     {name: staged[name] for name in staged if name in names}))
     loaded = {}
     for table in chosen:
         loaded[table.name] = LoadedTable(

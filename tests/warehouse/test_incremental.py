@@ -37,7 +37,7 @@ from substrate_assets.warehouse.rebuild import rebuild
 from substrate_assets.warehouse.refresh import load_and_refresh
 from substrate_assets.warehouse.trial_densities import DENSITY_FIGURES, trial_densities
 from substrate_assets.warehouse.trial_rows import read_trials
-from substrate_assets.warehouse.trial_writes import load_trials
+from substrate_assets.warehouse.trial_writes import TrialIdTaken, load_trials
 from tests.support.raw_rows import insert
 from tests.support.synthetic_trials import write_trial
 
@@ -422,3 +422,34 @@ def test_a_model_that_does_not_build_keeps_the_trial_out_of_the_marts_not_out_of
         assert trial_ids == {TrialDirectory(first).trial_id, TrialDirectory(second).trial_id}
         assert connection.execute("SELECT DISTINCT trial_id FROM trials").fetchall() == [
             (TrialDirectory(first).trial_id,)]
+
+
+class _Recording(_Counting):
+    """A :class:`_Counting` connection that also keeps each statement's text."""
+
+    def __init__(self, connection: duckdb.DuckDBPyConnection) -> None:
+        super().__init__(connection)
+        self.texts: list[str] = []
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        self.texts.append(str(args[0]))
+        return super().execute(*args, **kwargs)
+
+
+def test_a_trial_id_is_looked_for_in_trial_manifests_only_when_the_bookkeeping_says_it_was_loaded(tmp_path):
+    """A new trial's load asks trial_manifests nothing (the bookkeeping says which trials it ever loaded: on the lake
+    each table read is a catalog round trip); a trial loaded before is looked for there, so another trial under its
+    id is still refused."""
+    first, other = RunStore(tmp_path / "first"), RunStore(tmp_path / "other")
+    rng = np.random.default_rng(5)
+    trial_id = write_trial(first, "alpha", 1_800_000_000, _latencies(rng, 40.0))
+    assert write_trial(other, "alpha", 1_800_000_000, _latencies(rng, 40.0), tag="other") == trial_id
+    with connect(tmp_path / "w.duckdb") as connection:
+        recording = _Recording(connection)
+        load_trials(recording, [TrialDirectory(directory) for directory in first.trial_dirs()])
+        assert not [text for text in recording.texts if "FROM trial_manifests" in text]
+        recording = _Recording(connection)
+        with pytest.raises(TrialIdTaken, match=f"trial {trial_id} is already in the warehouse from"):
+            load_trials(recording, [TrialDirectory(directory) for directory in other.trial_dirs()])
+        assert [text for text in recording.texts if "FROM trial_manifests" in text]
+        assert connection.execute("SELECT count(*) FROM changes.loads WHERE seq > 1").fetchone() == (0,)

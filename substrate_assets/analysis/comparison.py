@@ -17,9 +17,6 @@ class Interval:
     low: float
     high: float
 
-    def excludes_zero(self) -> bool:
-        return self.low > 0 or self.high < 0
-
     def holds(self, value: float) -> bool:
         return self.low <= value <= self.high
 

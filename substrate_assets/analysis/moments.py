@@ -101,10 +101,6 @@ class DriftingError:
     between: float  # τ: between moments
     moments: float  # 1/S_A + 1/S_B
 
-    def with_trials(self, trials: int) -> float:
-        """The error the same moments would give with ``trials`` a side."""
-        return math.sqrt(self.between ** 2 * self.moments + self.spread ** 2 * 2 / trials)
-
 
 def drifting_error(base: npt.NDArray[np.floating[Any]], cand: npt.NDArray[np.floating[Any]],
                    base_moments: Sequence[str], cand_moments: Sequence[str], drift: Drift) -> DriftingError:

@@ -60,12 +60,14 @@ def validate(script: Script) -> list[ScriptProblem]:
             elif op.kind.needs_filled_ram and op.key not in ram_filled:
                 problems.append(ScriptProblem(
                     f"{_VERB[op.kind]} of RAM array {quote(op.key or '')} before any fill_ram",
-                    position=op.position, step=label, step_number=number, op_index=index,
+                    position=op.argument_positions.get("key", op.position), step=label, step_number=number,
+                    op_index=index,
                     op_kind=op.kind.value))
             elif op.kind.reads_disk and op.key not in disk_written:
                 problems.append(ScriptProblem(
                     f"{_VERB[op.kind]} of {quote(op.key or '')} before any ingest or write_disk",
-                    position=op.position, step=label, step_number=number, op_index=index,
+                    position=op.argument_positions.get("key", op.position), step=label, step_number=number,
+                    op_index=index,
                     op_kind=op.kind.value))
 
     declared = budgets(script.steps)

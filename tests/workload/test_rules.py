@@ -58,11 +58,11 @@ OP_CASES = [
      "ingest"),
     ("- write_disk: {key: x, size: 3Gi}", "limit of one write_disk, which travels as an int32", "3Gi",
      "write_disk"),
-    ("- churn_ram: {key: nope, size: 1Mi}", 'churn of RAM array "nope" before any fill_ram', None, "churn_ram"),
-    ("- walk_ram: {key: repo}", 'walk of RAM array "repo" before any fill_ram', None, "walk_ram"),
-    ("- read_disk_digest: {key: ctx}", 'read of "ctx" before any ingest or write_disk', None,
+    ("- churn_ram: {key: nope, size: 1Mi}", 'churn of RAM array "nope" before any fill_ram', "nope", "churn_ram"),
+    ("- walk_ram: {key: repo}", 'walk of RAM array "repo" before any fill_ram', "repo", "walk_ram"),
+    ("- read_disk_digest: {key: ctx}", 'read of "ctx" before any ingest or write_disk', "ctx",
      "read_disk_digest"),
-    ("- read_disk_data: {key: later}", 'read of "later" before any ingest or write_disk', None,
+    ("- read_disk_data: {key: later}", 'read of "later" before any ingest or write_disk', "later",
      "read_disk_data"),
     ("- burn_cpu: {millis: 1.5}", 'millis: expected a whole number, got "1.5"', "1.5", "burn_cpu"),
     ('- burn_cpu: {millis: "500"}', 'millis: expected a whole number, got "500"', '"500"', "burn_cpu"),
@@ -77,7 +77,8 @@ OP_CASES = [
 @pytest.mark.parametrize(("op", "fragment", "anchor", "kind"), OP_CASES, ids=[c[1][:40] for c in OP_CASES])
 def test_op_rules_name_line_column_step_and_op(op, fragment, anchor, kind):
     error = rejected(with_op(op))
-    # The op line starts at column 7 ("- "); its mapping, the default anchor, at column 9.
+    # The op line starts at column 7 ("- "); its mapping, the default anchor, at column 9. A key used before its
+    # array or file exists is pointed at where the key is written.
     column = 9 if anchor is None else 7 + op.index(anchor)
     assert fragment in str(error)
     assert (error.path, error.line, error.column) == ("scripts/t.yaml", 14, column)
@@ -90,7 +91,7 @@ def test_op_rules_name_line_column_step_and_op(op, fragment, anchor, kind):
 
 def test_message_reads_path_line_col_step_op_and_rule():
     error = rejected(with_op("- read_disk_digest: {key: repo2}"))
-    assert str(error) == ('scripts/t.yaml:14:9: step "s2" op 1 (read_disk_digest): '
+    assert str(error) == ('scripts/t.yaml:14:33: step "s2" op 1 (read_disk_digest): '
                           'read of "repo2" before any ingest or write_disk')
 
 

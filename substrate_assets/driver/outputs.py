@@ -1,10 +1,10 @@
-"""What every trial leaves, whatever ran it: Locust's files collected, the request log merged, server telemetry
-measured (:func:`measure_trial`), then stats.jsonl, status.json, logs.txt and the trial.json manifest
-(:func:`write_trial_files`) — each written atomically into the trial's staging dir — and what the run returns."""
+"""What every trial leaves, whatever ran it: what Locust left gathered and read once, server telemetry measured over
+the steady window and each ladder step (:func:`measure_trial`), then load_steps.json, server_summary.json, stats.jsonl,
+status.json, logs.txt and the trial.json manifest, written in one go (:func:`write_trial_files`), each atomically into
+the trial's staging dir; and what the run returns."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import platform
@@ -21,30 +21,21 @@ from substrate_assets.analysis.disturbance import disturbed_because, is_disturbe
 from substrate_assets.driver.users.session import SESSION_START_FAILED
 from substrate_assets.families import ATESPACE, HEADLINE_ROWS
 from substrate_assets.project import code_version
-from substrate_assets.results.atomic import write_json, write_text
+from substrate_assets.results.atomic import json_text
+from substrate_assets.results.landing import StagedTrial, gather, write_trial
 from substrate_assets.results.layout import TrialKey
-from substrate_assets.results.load_steps import LoadStep, read_ladder_spans, write_load_steps
-from substrate_assets.results.locust_files import LocustCsv, LocustFiles
-from substrate_assets.results.request_log import merge_parts
+from substrate_assets.results.load_steps import LoadStep, StepSpan, load_steps_text
+from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.server_summary import flatten, unmeasured_server_summary
-from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, write_stats_jsonl
-from substrate_assets.results.status import stats_generated, write_status
+from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, stats_jsonl_text
+from substrate_assets.results.status import stats_generated, status_text
 from substrate_assets.results.summary import RequestSummary
 from substrate_assets.results.trial_directory import (
-    LADDER_LOG,
     LOAD_STEPS_JSON,
-    LOCUST_CSVS,
-    LOCUST_LOG,
     LOGS_TXT,
-    REQUEST_LOG,
-    REQUESTS_PARQUET,
     SERVER_SUMMARY_JSON,
-    STATS_CSV,
-    STATS_HISTORY_CSV,
     STATS_JSONL,
     STATUS_JSON,
-    TRIAL_JSON,
-    locust_csv,
     trial_completed,
 )
 from substrate_assets.results.trial_summary import trial_summary_row
@@ -76,45 +67,6 @@ def versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             found[package] = None
     return found
-
-
-def file_digest(path: Path) -> dict[str, Any]:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
-
-
-def collect_locust_outputs(staging: Path, work: Path, notes: list[str], *request_log_dirs: Path) -> LocustFiles:
-    """Move Locust's CSVs into the trial under their basenames and merge every request-log part; what the trial's
-    figures are read from, each file read once.
-
-    ``request_log_dirs`` hold distributed workers' parts; without them the parts come from the one Locust
-    process whose stats.csv says which rows it counted."""
-    for kind, basename in LOCUST_CSVS.items():
-        source = locust_csv(work, kind)
-        if source.is_file():
-            os.replace(source, staging / basename)
-        else:
-            notes.append(f"{basename} not produced")
-    stats = LocustCsv.read(staging / STATS_CSV)
-    counts = None if request_log_dirs else locust_request_counts(stats)
-    requests = merge_parts([work / REQUEST_LOG, *request_log_dirs], staging / REQUESTS_PARQUET, counts)
-    notes.append(f"{REQUESTS_PARQUET}: {requests.height} requests")
-    return LocustFiles(stats, LocustCsv.read(staging / STATS_HISTORY_CSV), requests)
-
-
-def locust_request_counts(stats_csv: LocustCsv | None) -> dict[tuple[str, str], int] | None:
-    """Locust's final ``Request Count`` per (type, name); None when it wrote no stats.csv or a count is unreadable."""
-    if stats_csv is None:
-        return None
-    try:
-        stats = stats_csv.stats.filter(pl.col("name") != "Aggregated")
-    except pl.exceptions.PolarsError:  # damaged or empty: write_trial_files warns of it; no locust_counted is known
-        return None
-    counts = {(kind, name): count for kind, name, count in stats.select("type", "name", "request_count").rows()}
-    return None if None in counts.values() else counts
 
 
 @dataclass(frozen=True)
@@ -206,11 +158,12 @@ class TrialOutcome:
 
 @dataclass(frozen=True)
 class MeasuredTrial:
-    """What :func:`measure_trial` found, for :func:`write_trial_files`: Locust's files as read once, and the server
-    summary over the steady window."""
+    """What :func:`measure_trial` found, for :func:`write_trial_files`: what the staging directory held, read once,
+    the server summary over the steady window and a ladder's load steps (None: no load_steps.json to write)."""
 
-    files: LocustFiles
+    staged: StagedTrial
     server_summary: dict[str, Any]
+    load_steps: list[LoadStep] | None = None
 
 
 def no_session_failure(started: int | None, locust_log: str) -> str | None:
@@ -223,31 +176,34 @@ def no_session_failure(started: int | None, locust_log: str) -> str | None:
     return "no session ever started" + (f": {reason}" if reason else " (no CreateActor succeeded)")
 
 
-def write_trial_files(staging: Path, work: Path, record: TrialRecord, landed: MeasuredTrial) -> TrialOutcome:
-    """server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json; how the trial ended."""
-    key, suite, started, files = record.key, record.suite, record.started, landed.files
+def write_trial_files(staging: Path, record: TrialRecord, measured: MeasuredTrial) -> TrialOutcome:
+    """load_steps.json (a ladder's), server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json;
+    how the trial ended."""
+    key, suite, started, files = record.key, record.suite, record.started, measured.staged.files
     generated = stats_generated(files.stats, record.warnings)
-    locust_log = (work / LOCUST_LOG).read_text(errors="replace") if (work / LOCUST_LOG).exists() else ""
+    locust_log = measured.staged.locust_log
     headline = HEADLINE_ROWS[record.suite.family]
     requests = None if files.requests is None else RequestSummary.of(files.requests, headline)
     sessions = None if requests is None else requests.sessions
     failure = no_session_failure(sessions, locust_log)
     completed = trial_completed(record.exit_code, generated, record.interrupted, sessions)
-    write_json(staging / SERVER_SUMMARY_JSON, landed.server_summary)
     envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
     rows = [*per_request_rows(files.stats.records, **envelope), trial_summary_row(
         envelope, stats=files.stats, history=files.history, facts=record.facts, run_start=record.run_start,
         run_end=int(record.ended.timestamp()), metadata=suite.metadata, users=suite.peak_users)
     ] if generated and files.stats is not None else []
-    rows.append({**envelope, "metric": "server_summary", "measurements": flatten(landed.server_summary)})
-    write_stats_jsonl(staging / STATS_JSONL, rows)
-    write_status(staging / STATUS_JSON, record.exit_code, generated)
-    write_text(staging / LOGS_TXT, "".join(f"{line}\n" for line in record.notes)
-               + (f"failed: {failure}\n" if failure else "")
-               + "".join(f"warning: {line}\n" for line in record.warnings)
-               + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
-    digests = {path.name: file_digest(path) for path in sorted(staging.iterdir()) if path.is_file()}
-    write_json(staging / TRIAL_JSON, {
+    rows.append({**envelope, "metric": "server_summary", "measurements": flatten(measured.server_summary)})
+    ladder = suite.ladder
+    documents = {} if ladder is None or measured.load_steps is None else {
+        LOAD_STEPS_JSON: load_steps_text(ladder.locust_spec(), suite.spawn_rate, measured.load_steps)}
+    documents[SERVER_SUMMARY_JSON] = json_text(measured.server_summary)
+    documents[STATS_JSONL] = stats_jsonl_text(rows)
+    documents[STATUS_JSON] = status_text(record.exit_code, generated)
+    documents[LOGS_TXT] = ("".join(f"{line}\n" for line in record.notes)
+                           + (f"failed: {failure}\n" if failure else "")
+                           + "".join(f"warning: {line}\n" for line in record.warnings)
+                           + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
+    write_trial(staging, documents, {
         "trial_id": key.trial_id,
         "group": record.group,
         "suite": suite.name,
@@ -283,7 +239,6 @@ def write_trial_files(staging: Path, work: Path, record: TrialRecord, landed: Me
         "versions": versions(),
         "sut_version": sut_version(suite, record.backend, key.tag),
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
-        "files": digests,
     })
     return TrialOutcome(bool(completed), failure, requests)
 
@@ -326,20 +281,17 @@ def _server_summary(record: TrialRecord, start_ts: int, end_ts: int, steady: tup
     return unmeasured_server_summary(**common)
 
 
-def measure_load_steps(staging: Path, work: Path, record: TrialRecord, history: LocustCsv | None, *,
+def measure_load_steps(record: TrialRecord, spans: list[StepSpan], history: LocustCsv | None, *,
                        runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> list[LoadStep]:
-    """For a ladder suite, ``load_steps.json``: each step that started, its steady part (its ramp cut by the
-    steady-window rule, applied within the step) and the server telemetry over it, from the same source as
-    server_summary.json. A flat suite writes nothing: its one load point is the trial's steady window."""
+    """For a ladder suite, ``load_steps.json``'s steps: each step that started (``spans``), its steady part (its ramp
+    cut by the steady-window rule, applied within the step) and the server telemetry over it, from the same source
+    as server_summary.json."""
     ladder = record.suite.ladder
-    if ladder is None:
-        return []
-    holds = [(users, ladder.hold_s) for users in ladder.steps]
-    spans = read_ladder_spans(work / LADDER_LOG, holds, record.ended.timestamp())
-    missing = sorted(set(range(1, len(holds) + 1)) - {span.step for span in spans})
+    assert ladder is not None, "only a ladder suite has load steps"
+    missing = sorted(set(range(1, len(ladder.steps) + 1)) - {span.step for span in spans})
     if missing:
-        record.warnings.append(f"the ladder ran {len(spans)} of its {len(holds)} steps: no load point for step(s) "
-                               f"{', '.join(map(str, missing))}, which never started or whose start was not "
+        record.warnings.append(f"the ladder ran {len(spans)} of its {len(ladder.steps)} steps: no load point for "
+                               f"step(s) {', '.join(map(str, missing))}, which never started or whose start was not "
                                "recorded")
     cut = [span.step for span in spans if not span.complete]
     if cut:
@@ -359,16 +311,19 @@ def measure_load_steps(staging: Path, work: Path, record: TrialRecord, history: 
                                   runtime_frames)
         steps.append(LoadStep(span.step, span.target_users, span.hold_s, span.started_at, span.ended_at,
                               window.start, window.end, window.whole_run_because, summary, span.complete))
-    write_load_steps(staging / LOAD_STEPS_JSON, ladder.locust_spec(), record.suite.spawn_rate, steps)
     record.notes.append(f"{LOAD_STEPS_JSON}: {len(steps)} load steps")
     return steps
 
 
 def measure_trial(staging: Path, work: Path, record: TrialRecord, *request_log_dirs: Path,
                   runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> MeasuredTrial:
-    """What Locust and the servers measured, into the staging directory, the same for both backends: Locust's files
-    and the merged request log, the server summary over the steady window, and a ladder's load steps."""
-    files = collect_locust_outputs(staging, work, record.notes, *request_log_dirs)
-    telemetry = measure_server_summary(record, files.history, runtime_frames=runtime_frames)
-    measure_load_steps(staging, work, record, files.history, runtime_frames=runtime_frames)
-    return MeasuredTrial(files, telemetry)
+    """What Locust and the servers measured, the same for both backends: what Locust left gathered into the staging
+    directory and read once, the server summary over the steady window, and a ladder's load steps. A flat suite has
+    no load steps: its one load point is the trial's steady window."""
+    ladder = record.suite.ladder
+    holds = None if ladder is None else [(users, ladder.hold_s) for users in ladder.steps]
+    staged = gather(staging, work, record.notes, *request_log_dirs, ladder=holds, trial_end=record.ended.timestamp())
+    telemetry = measure_server_summary(record, staged.files.history, runtime_frames=runtime_frames)
+    steps = None if ladder is None else measure_load_steps(record, staged.spans, staged.files.history,
+                                                             runtime_frames=runtime_frames)
+    return MeasuredTrial(staged, telemetry, steps)

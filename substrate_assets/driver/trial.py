@@ -175,9 +175,9 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
         if record.steady is not None:
             record.judge_machine_load(machine_load(samples, record.steady))
     with landing:
-        outcome = write_trial_files(staging, work, record, landed)
+        outcome = write_trial_files(staging, record, landed)
         trial_dir = _finalize(store, staging, work, key)
-    assert outcome.requests is not None, "collect_locust_outputs always writes the request log"
+    assert outcome.requests is not None, "measure_trial always merges the request log"
     return TrialResult(key, trial_dir, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),
                        outcome.failure, record.machine_load_json())
 

@@ -92,5 +92,9 @@ def write_parquet(path: Path, frame: pl.DataFrame) -> Path:
 
 
 def write_json(path: Path, value: Any) -> Path:
+    return write_text(path, json_text(value))
+
+
+def json_text(value: Any) -> str:
     """Pretty JSON (indent 2) with a trailing newline, as upstream writes its JSON files."""
-    return write_text(path, json.dumps(value, indent=2, sort_keys=False) + "\n")
+    return json.dumps(value, indent=2, sort_keys=False) + "\n"

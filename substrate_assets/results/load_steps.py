@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from substrate_assets.results.atomic import write_json
+from substrate_assets.results.atomic import json_text, write_text
 
 STEP_EVENT, END_EVENT = "step", "end"
 # The most steps a ladder has, a suite's or an imported run's --ladder (each step a load point): more than any ladder
@@ -134,7 +134,11 @@ class LoadStep:
 
 
 def write_load_steps(path: Path, ladder: str, spawn_rate: float, steps: Sequence[LoadStep]) -> None:
-    write_json(path, {"ladder": ladder, "spawn_rate": spawn_rate, "steps": [step.as_json() for step in steps]})
+    write_text(path, load_steps_text(ladder, spawn_rate, steps))
+
+
+def load_steps_text(ladder: str, spawn_rate: float, steps: Sequence[LoadStep]) -> str:
+    return json_text({"ladder": ladder, "spawn_rate": spawn_rate, "steps": [step.as_json() for step in steps]})
 
 
 def _number(value: Any, where: str, *, whole: bool = False, optional: bool = True) -> Any:

@@ -12,10 +12,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from substrate_assets.results.atomic import write_text
 from substrate_assets.results.keys import measurement_key
 
 # What a trial ran on: the cluster facts of a ``trial_summary`` row (and of trial.json's ``cluster_facts``).
@@ -49,5 +47,5 @@ def per_request_rows(records: Iterable[Mapping[str, str]], *, timestamp: str, ta
     return rows
 
 
-def write_stats_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
-    return write_text(path, "".join(json.dumps(row) + "\n" for row in rows))
+def stats_jsonl_text(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(row) + "\n" for row in rows)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
-from substrate_assets.results.atomic import write_json
+from substrate_assets.results.atomic import json_text
 from substrate_assets.results.locust_files import LocustCsv
 
 
@@ -28,5 +27,5 @@ def stats_generated(stats: LocustCsv | None, warnings: list[str] | None = None) 
     return any(name not in (None, "", "Aggregated") for name in names)
 
 
-def write_status(path: Path, locust_exit_code: int, generated: bool) -> Path:
-    return write_json(path, {"locust_exit_code": locust_exit_code, "stats_generated": generated})
+def status_text(locust_exit_code: int, generated: bool) -> str:
+    return json_text({"locust_exit_code": locust_exit_code, "stats_generated": generated})

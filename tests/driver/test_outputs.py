@@ -9,14 +9,14 @@ import polars as pl
 from substrate_assets.driver.outputs import (
     MeasuredTrial,
     TrialRecord,
-    locust_request_counts,
     measure_server_summary,
     no_session_failure,
     write_trial_files,
 )
 from substrate_assets.driver.trial import host_start_warnings
+from substrate_assets.results.landing import StagedTrial, locust_request_counts
 from substrate_assets.results.layout import TrialKey
-from substrate_assets.results.locust_files import LocustCsv, LocustFiles
+from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.runtime.events import EventLog, RuntimeEvent
@@ -43,7 +43,7 @@ def test_a_whole_run_window_is_a_warning_in_logs_and_manifest(tmp_path, caplog):
     assert any("steady window" in message for message in caplog.messages)
     [warning] = trial.warnings
     assert "whole run" in warning and "no stats_history.csv" in warning
-    write_trial_files(tmp_path, tmp_path / ".work", trial, MeasuredTrial(LocustFiles.read(tmp_path), summary))
+    write_trial_files(tmp_path, trial, MeasuredTrial(StagedTrial.read(tmp_path, tmp_path / ".work"), summary))
     assert json.loads((tmp_path / "trial.json").read_text())["warnings"] == [warning]
     assert f"warning: {warning}\n" in (tmp_path / "logs.txt").read_text()
 
@@ -74,8 +74,8 @@ def test_a_trial_in_which_no_session_started_failed_and_says_why(tmp_path):
     merge_parts(tmp_path / "parts", tmp_path / "requests.parquet")
     (work / "locust.log").write_text("[2026-11-30 10:00:01,000] h/ERROR/session: cannot start an agent session: "
                                      "CreateActor agent-1: no capacity\n")
-    files = LocustFiles.read(tmp_path)
-    outcome = write_trial_files(tmp_path, work, trial, MeasuredTrial(files, measure_server_summary(trial, files.history)))
+    staged = StagedTrial.read(tmp_path, work)
+    outcome = write_trial_files(tmp_path, trial, MeasuredTrial(staged, measure_server_summary(trial, staged.files.history)))
     assert (outcome.completed, outcome.failure) == \
         (False, "no session ever started: CreateActor agent-1: no capacity")
     assert outcome.requests is not None and outcome.requests.sessions == 0

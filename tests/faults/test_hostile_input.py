@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from substrate_assets.cli import main
 from substrate_assets.driver.outputs import MeasuredTrial, TrialRecord, measure_server_summary, write_trial_files
 from substrate_assets.project import ROOT_ENV
+from substrate_assets.results.landing import StagedTrial
 from substrate_assets.results.layout import TrialKey
-from substrate_assets.results.locust_files import LocustFiles
 from substrate_assets.results.readers import DamagedCsv, read_stats, read_stats_history
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts
 from substrate_assets.results.trial_directory import TrialDirectory
@@ -199,9 +199,8 @@ def _record(staging: Path, exit_code: int) -> TrialRecord:
 
 
 def _finalize(staging: Path, record: TrialRecord) -> tuple[object, dict]:
-    files = LocustFiles.read(staging)
-    outcome = write_trial_files(staging, staging / ".work", record,
-                                MeasuredTrial(files, measure_server_summary(record, files.history)))
+    staged = StagedTrial.read(staging, staging / ".work")
+    outcome = write_trial_files(staging, record, MeasuredTrial(staged, measure_server_summary(record, staged.files.history)))
     return outcome, json.loads((staging / "trial.json").read_text())
 
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from substrate_assets.results.landing import StagedTrial
 from substrate_assets.results.layout import TrialKey
-from substrate_assets.results.locust_files import LocustCsv, LocustFiles
+from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.readers import read_stats_jsonl
 from substrate_assets.results.server_summary import unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import FACT_KEYS
@@ -182,7 +183,7 @@ def _write_trial(tmp_path: Path, stats: bool) -> list[dict]:
                          key.started, datetime.fromtimestamp(1795132890, UTC), False, facts)
     summary = unmeasured_server_summary(start_ts=1795132800, end_ts=1795132890, steady=(1795132800, 1795132890),
                                         test_name="s", tag="local", data_timestamp="2026-11-20T00:00:00Z")
-    write_trial_files(staging, work, record, MeasuredTrial(LocustFiles.read(staging), summary))
+    write_trial_files(staging, record, MeasuredTrial(StagedTrial.read(staging, work), summary))
     return read_stats_jsonl(staging / "stats.jsonl")
 
 

@@ -149,11 +149,11 @@ def run_cluster_trial(suite: Suite, key: TrialKey, script_file: Path | None, *,
         measured = measure_trial(staging, work, record, *remote)
         record.judge_machine_load(cluster_machine_load(measured.server_summary.get("node_psi", {})
                                                        .get("cpu_stall_pct", {}).get("avg")))
-        outcome = write_trial_files(staging, work, record, measured)
+        outcome = write_trial_files(staging, record, measured)
         shutil.rmtree(work)
         location = upload_trial(staging, settings.store, key)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    assert outcome.requests is not None, "collect_locust_outputs always writes the request log"
+    assert outcome.requests is not None, "measure_trial always merges the request log"
     return TrialResult(key, location, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),
                        outcome.failure, record.machine_load_json())

@@ -176,34 +176,11 @@ def no_session_failure(started: int | None, locust_log: str) -> str | None:
     return "no session ever started" + (f": {reason}" if reason else " (no CreateActor succeeded)")
 
 
-def write_trial_files(staging: Path, record: TrialRecord, measured: MeasuredTrial) -> TrialOutcome:
-    """load_steps.json (a ladder's), server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json;
-    how the trial ended."""
-    key, suite, started, files = record.key, record.suite, record.started, measured.staged.files
-    generated = stats_generated(files.stats, record.warnings)
-    locust_log = measured.staged.locust_log
-    headline = HEADLINE_ROWS[record.suite.family]
-    requests = None if files.requests is None else RequestSummary.of(files.requests, headline)
-    sessions = None if requests is None else requests.sessions
-    failure = no_session_failure(sessions, locust_log)
-    completed = trial_completed(record.exit_code, generated, record.interrupted, sessions)
-    envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
-    rows = [*per_request_rows(files.stats.records, **envelope), trial_summary_row(
-        envelope, stats=files.stats, history=files.history, facts=record.facts, run_start=record.run_start,
-        run_end=int(record.ended.timestamp()), metadata=suite.metadata, users=suite.peak_users)
-    ] if generated and files.stats is not None else []
-    rows.append({**envelope, "metric": "server_summary", "measurements": flatten(measured.server_summary)})
-    ladder = suite.ladder
-    documents = {} if ladder is None or measured.load_steps is None else {
-        LOAD_STEPS_JSON: load_steps_text(ladder.locust_spec(), suite.spawn_rate, measured.load_steps)}
-    documents[SERVER_SUMMARY_JSON] = json_text(measured.server_summary)
-    documents[STATS_JSONL] = stats_jsonl_text(rows)
-    documents[STATUS_JSON] = status_text(record.exit_code, generated)
-    documents[LOGS_TXT] = ("".join(f"{line}\n" for line in record.notes)
-                           + (f"failed: {failure}\n" if failure else "")
-                           + "".join(f"warning: {line}\n" for line in record.warnings)
-                           + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
-    write_trial(staging, documents, {
+def trial_manifest(record: TrialRecord, completed: bool | None, sessions: int | None, failure: str | None,
+                   requests: RequestSummary | None) -> dict[str, Any]:
+    """trial.json, but for the digests of the trial's files, which are taken once they are all written."""
+    key, suite, started = record.key, record.suite, record.started
+    return {
         "trial_id": key.trial_id,
         "group": record.group,
         "suite": suite.name,
@@ -239,7 +216,38 @@ def write_trial_files(staging: Path, record: TrialRecord, measured: MeasuredTria
         "versions": versions(),
         "sut_version": sut_version(suite, record.backend, key.tag),
         "host": {"hostname": socket.gethostname(), "platform": platform.platform(), "cpu_count": os.cpu_count()},
-    })
+    }
+
+
+def write_trial_files(staging: Path, record: TrialRecord, measured: MeasuredTrial) -> TrialOutcome:
+    """load_steps.json (a ladder's), server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json;
+    how the trial ended."""
+    key, suite, started, files = record.key, record.suite, record.started, measured.staged.files
+    generated = stats_generated(files.stats, record.warnings)
+    locust_log = measured.staged.locust_log
+    headline = HEADLINE_ROWS[record.suite.family]
+    requests = None if files.requests is None else RequestSummary.of(files.requests, headline)
+    sessions = None if requests is None else requests.sessions
+    failure = no_session_failure(sessions, locust_log)
+    completed = trial_completed(record.exit_code, generated, record.interrupted, sessions)
+    manifest = trial_manifest(record, completed, sessions, failure, requests)
+    envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
+    rows = [*per_request_rows(files.stats.records, **envelope), trial_summary_row(
+        envelope, stats=files.stats, history=files.history, facts=record.facts, run_start=record.run_start,
+        run_end=int(record.ended.timestamp()), metadata=suite.metadata, users=suite.peak_users)
+    ] if generated and files.stats is not None else []
+    rows.append({**envelope, "metric": "server_summary", "measurements": flatten(measured.server_summary)})
+    ladder = suite.ladder
+    documents = {} if ladder is None or measured.load_steps is None else {
+        LOAD_STEPS_JSON: load_steps_text(ladder.locust_spec(), suite.spawn_rate, measured.load_steps)}
+    documents[SERVER_SUMMARY_JSON] = json_text(measured.server_summary)
+    documents[STATS_JSONL] = stats_jsonl_text(rows)
+    documents[STATUS_JSON] = status_text(record.exit_code, generated)
+    documents[LOGS_TXT] = ("".join(f"{line}\n" for line in record.notes)
+                           + (f"failed: {failure}\n" if failure else "")
+                           + "".join(f"warning: {line}\n" for line in record.warnings)
+                           + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
+    write_trial(staging, documents, manifest)
     return TrialOutcome(bool(completed), failure, requests)
 
 

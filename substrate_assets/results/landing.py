@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import polars as pl
-
 from substrate_assets.results.atomic import json_text, write_text
 from substrate_assets.results.load_steps import StepSpan, read_ladder_spans
 from substrate_assets.results.locust_files import LocustCsv, LocustFiles
@@ -62,23 +60,11 @@ def gather(staging: Path, work: Path, notes: list[str], *request_log_dirs: Path,
             notes.append(f"{basename} not produced")
     stats = LocustCsv.read(staging / STATS_CSV)
     history = LocustCsv.read(staging / STATS_HISTORY_CSV)
-    counts = None if request_log_dirs else locust_request_counts(stats)
+    counts = None if request_log_dirs or stats is None else stats.request_counts()
     requests = merge_parts([work / REQUEST_LOG, *request_log_dirs], staging / REQUESTS_PARQUET, counts)
     notes.append(f"{REQUESTS_PARQUET}: {requests.height} requests")
     spans = [] if ladder is None else read_ladder_spans(work / LADDER_LOG, ladder, trial_end)
     return StagedTrial(LocustFiles(stats, history, requests), spans, _locust_log(work))
-
-
-def locust_request_counts(stats_csv: LocustCsv | None) -> dict[tuple[str, str], int] | None:
-    """Locust's final ``Request Count`` per (type, name); None when it wrote no stats.csv or a count is unreadable."""
-    if stats_csv is None:
-        return None
-    try:
-        stats = stats_csv.stats.filter(pl.col("name") != "Aggregated")
-    except pl.exceptions.PolarsError:  # damaged or empty: the landing warns of it; no locust_counted is known
-        return None
-    counts = {(kind, name): count for kind, name, count in stats.select("type", "name", "request_count").rows()}
-    return None if None in counts.values() else counts
 
 
 def _locust_log(work: Path) -> str:

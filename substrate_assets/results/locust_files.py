@@ -67,6 +67,15 @@ class LocustCsv:
         it is not CSV."""
         return list(csv.DictReader(io.StringIO(self.data.decode("utf-8"), newline="")))
 
+    def request_counts(self) -> dict[tuple[str, str], int] | None:
+        """As stats.csv: Locust's final ``Request Count`` per (type, name); None when a count is unreadable."""
+        try:
+            stats = self.stats.filter(pl.col("name") != "Aggregated")
+        except pl.exceptions.PolarsError:  # damaged or empty: the landing warns of it; no locust_counted is known
+            return None
+        counts = {(kind, name): count for kind, name, count in stats.select("type", "name", "request_count").rows()}
+        return None if None in counts.values() else counts
+
 
 @dataclass(frozen=True)
 class LocustFiles:

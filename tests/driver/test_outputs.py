@@ -14,7 +14,7 @@ from substrate_assets.driver.outputs import (
     write_trial_files,
 )
 from substrate_assets.driver.trial import host_start_warnings
-from substrate_assets.results.landing import StagedTrial, locust_request_counts
+from substrate_assets.results.landing import StagedTrial
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts
@@ -96,8 +96,7 @@ def test_no_session_failure_only_when_none_started():
 def test_locust_counts_are_unknown_for_an_empty_or_damaged_stats_csv(tmp_path):
     """Without Locust's counts no row's locust_counted is known; an empty or damaged stats.csv must not stop the
     landing (write_trial_files says why the trial has no stats)."""
-    assert locust_request_counts(None) is None
-    assert locust_request_counts(LocustCsv(tmp_path / "stats.csv", b"")) is None
-    assert locust_request_counts(LocustCsv(tmp_path / "stats.csv", b"Type,Name,Request Count\nhttp,Wake,3")) is None
+    assert LocustCsv(tmp_path / "stats.csv", b"").request_counts() is None
+    assert LocustCsv(tmp_path / "stats.csv", b"Type,Name,Request Count\nhttp,Wake,3").request_counts() is None
     whole = b"Type,Name,Request Count\nhttp,Wake,3\n,Aggregated,3\n"
-    assert locust_request_counts(LocustCsv(tmp_path / "stats.csv", whole)) == {("http", "Wake"): 3}
+    assert LocustCsv(tmp_path / "stats.csv", whole).request_counts() == {("http", "Wake"): 3}

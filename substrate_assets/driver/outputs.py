@@ -33,6 +33,8 @@ from substrate_assets.results.summary import RequestSummary
 from substrate_assets.results.trial_directory import (
     LOAD_STEPS_JSON,
     LOGS_TXT,
+    RUNTIME_EVENTS_PARQUET,
+    RUNTIME_SAMPLES_PARQUET,
     SERVER_SUMMARY_JSON,
     STATS_JSONL,
     STATUS_JSON,
@@ -159,11 +161,13 @@ class TrialOutcome:
 @dataclass(frozen=True)
 class MeasuredTrial:
     """What :func:`measure_trial` found, for :func:`write_trial_files`: what the staging directory held, read once,
-    the server summary over the steady window and a ladder's load steps (None: no load_steps.json to write)."""
+    the server summary over the steady window, a ladder's load steps (None: no load_steps.json to write) and the
+    embedded runtime's events and samples (a local trial's), which the trial keeps as they are."""
 
     staged: StagedTrial
     server_summary: dict[str, Any]
     load_steps: list[LoadStep] | None = None
+    runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None
 
 
 def no_session_failure(started: int | None, locust_log: str) -> str | None:
@@ -220,8 +224,8 @@ def trial_manifest(record: TrialRecord, completed: bool | None, sessions: int | 
 
 
 def write_trial_files(staging: Path, record: TrialRecord, measured: MeasuredTrial) -> TrialOutcome:
-    """load_steps.json (a ladder's), server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json;
-    how the trial ended."""
+    """The runtime's events and samples (a local trial's) and requests.parquet as gathered, then load_steps.json (a
+    ladder's), server_summary.json, stats.jsonl, status.json, logs.txt and, last, trial.json; how the trial ended."""
     key, suite, started, files = record.key, record.suite, record.started, measured.staged.files
     generated = stats_generated(files.stats, record.warnings)
     locust_log = measured.staged.locust_log
@@ -247,7 +251,9 @@ def write_trial_files(staging: Path, record: TrialRecord, measured: MeasuredTria
                            + (f"failed: {failure}\n" if failure else "")
                            + "".join(f"warning: {line}\n" for line in record.warnings)
                            + "".join(f"[locust] {line}\n" for line in locust_log.splitlines()))
-    write_trial(staging, documents, manifest)
+    frames = {} if measured.runtime_frames is None else dict(
+        zip((RUNTIME_EVENTS_PARQUET, RUNTIME_SAMPLES_PARQUET), measured.runtime_frames, strict=True))
+    write_trial(staging, {**frames, **measured.staged.to_write}, documents, manifest)
     return TrialOutcome(bool(completed), failure, requests)
 
 
@@ -334,4 +340,4 @@ def measure_trial(staging: Path, work: Path, record: TrialRecord, *request_log_d
     telemetry = measure_server_summary(record, staged.files.history, runtime_frames=runtime_frames)
     steps = None if ladder is None else measure_load_steps(record, staged.spans, staged.files.history,
                                                              runtime_frames=runtime_frames)
-    return MeasuredTrial(staged, telemetry, steps)
+    return MeasuredTrial(staged, telemetry, steps, runtime_frames)

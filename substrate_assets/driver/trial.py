@@ -29,15 +29,9 @@ from substrate_assets.driver.progress import Progress, progress_reporter
 from substrate_assets.driver.samples import Sampler
 from substrate_assets.facts.local import local_cluster_facts
 from substrate_assets.processes.host_guard import free_port
-from substrate_assets.results.atomic import write_parquet
 from substrate_assets.results.layout import RunStore, TrialKey
 from substrate_assets.results.request_log import STOP_REASON_FILE, stop_reason
-from substrate_assets.results.trial_directory import (
-    RUNTIME_EVENTS_PARQUET,
-    RUNTIME_SAMPLES_PARQUET,
-    WORK,
-    WORK_SCRIPT,
-)
+from substrate_assets.results.trial_directory import WORK, WORK_SCRIPT
 from substrate_assets.runtime import EmbeddedRuntime, RuntimeConfig
 from substrate_assets.runtime.scratch_dirs import sweep_runtime_leftovers
 from substrate_assets.suites import Suite
@@ -154,9 +148,7 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
             notes.append(f"stopped: {landing.stopped}")
         report("finalizing", clock)
         events, samples = runtime.events_frame(), sampler.frame()
-        write_parquet(staging / RUNTIME_EVENTS_PARQUET, events)
         notes.extend(locust.notes())
-        write_parquet(staging / RUNTIME_SAMPLES_PARQUET, samples)
         runtime_settings = {"workers": config.workers, "actors_per_worker": config.actors_per_worker,
                             "actor_memory_bytes": config.actor_memory, "warm_hosts": config.warm_hosts,
                             "snapshot_fsync": config.snapshot_fsync,

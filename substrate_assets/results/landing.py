@@ -8,14 +8,16 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from substrate_assets.results.atomic import json_text, write_text
+import polars as pl
+
+from substrate_assets.results.atomic import json_text, write_parquet, write_text
 from substrate_assets.results.load_steps import StepSpan, read_ladder_spans
 from substrate_assets.results.locust_files import LocustCsv, LocustFiles
-from substrate_assets.results.request_log import merge_parts
+from substrate_assets.results.request_log import merged_requests
 from substrate_assets.results.trial_directory import (
     LADDER_LOG,
     LOCUST_CSVS,
@@ -32,11 +34,13 @@ from substrate_assets.results.trial_directory import (
 @dataclass(frozen=True)
 class StagedTrial:
     """What a landing reads from its staging directory, each file once: Locust's CSVs and the merged request log,
-    the spans of the ladder's steps that started (none for a flat suite) and Locust's own log ("" without one)."""
+    the spans of the ladder's steps that started (none for a flat suite) and Locust's own log ("" without one);
+    ``to_write`` is what was gathered but is not in the trial yet (the merged request log, by file name)."""
 
     files: LocustFiles
     spans: list[StepSpan]
     locust_log: str
+    to_write: dict[str, pl.DataFrame] = field(default_factory=dict)
 
     @classmethod
     def read(cls, staging: Path, work: Path) -> StagedTrial:
@@ -46,8 +50,8 @@ class StagedTrial:
 
 def gather(staging: Path, work: Path, notes: list[str], *request_log_dirs: Path,
            ladder: Sequence[tuple[int, int]] | None = None, trial_end: float = 0.0) -> StagedTrial:
-    """Move Locust's CSVs into the trial under their basenames, merge every request-log part into
-    requests.parquet (written atomically) and read what the landing measures, each file once.
+    """Move Locust's CSVs into the trial under their basenames, merge every request-log part into one log (for
+    requests.parquet) and read what the landing measures, each file once.
 
     ``request_log_dirs`` hold distributed workers' parts; without them the parts come from the one Locust
     process whose stats.csv says which rows it counted. ``ladder`` is a ladder suite's planned (users, hold_s)
@@ -61,10 +65,10 @@ def gather(staging: Path, work: Path, notes: list[str], *request_log_dirs: Path,
     stats = LocustCsv.read(staging / STATS_CSV)
     history = LocustCsv.read(staging / STATS_HISTORY_CSV)
     counts = None if request_log_dirs or stats is None else stats.request_counts()
-    requests = merge_parts([work / REQUEST_LOG, *request_log_dirs], staging / REQUESTS_PARQUET, counts)
+    requests = merged_requests([work / REQUEST_LOG, *request_log_dirs], counts)
     notes.append(f"{REQUESTS_PARQUET}: {requests.height} requests")
     spans = [] if ladder is None else read_ladder_spans(work / LADDER_LOG, ladder, trial_end)
-    return StagedTrial(LocustFiles(stats, history, requests), spans, _locust_log(work))
+    return StagedTrial(LocustFiles(stats, history, requests), spans, _locust_log(work), {REQUESTS_PARQUET: requests})
 
 
 def _locust_log(work: Path) -> str:
@@ -72,9 +76,13 @@ def _locust_log(work: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
 
 
-def write_trial(staging: Path, documents: Mapping[str, str], manifest: dict[str, Any]) -> None:
-    """Each of ``documents`` into ``staging`` under its name, atomically and in order, then trial.json: ``manifest``
-    with the size and SHA-256 of every file in the trial. It goes last, so a trial with a manifest is whole."""
+def write_trial(staging: Path, frames: Mapping[str, pl.DataFrame], documents: Mapping[str, str],
+                manifest: dict[str, Any]) -> None:
+    """Each of ``frames`` (as Parquet), then each of ``documents``, into ``staging`` under its name, atomically and in
+    order; then trial.json: ``manifest`` with the size and SHA-256 of every file in the trial. It goes last, so a
+    trial with a manifest is whole."""
+    for name, frame in frames.items():
+        write_parquet(staging / name, frame)
     for name, text in documents.items():
         write_text(staging / name, text)
     digests = {path.name: file_digest(path) for path in sorted(staging.iterdir()) if path.is_file()}

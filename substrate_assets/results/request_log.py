@@ -2,7 +2,7 @@
 
 A driver process buffers rows and flushes them every few seconds as numbered
 Parquet parts (each written atomically), so a killed run keeps everything up
-to its last flush. :func:`merge_parts` joins the parts into one file.
+to its last flush. :func:`merge_parts` joins the parts into one file (:func:`merged_requests`, one log).
 
 Locust's stats.csv and the log are one population: every row carries the
 load ``phase`` it completed in (``ramp_up`` while Locust spawns users,
@@ -44,7 +44,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from substrate_assets.results.atomic import WriteFailed, atomic_path
+from substrate_assets.results.atomic import WriteFailed, atomic_path, write_parquet
 from substrate_assets.results.readers import REQUESTS_SCHEMA, read_requests
 
 FLUSH_INTERVAL_S = 2.0
@@ -229,8 +229,16 @@ def stop_reason(path: Path | None, exit_code: int | None) -> str | None:
 
 def merge_parts(directories: Path | list[Path], output: Path,
                 locust_counts: Mapping[tuple[str, str], int] | None = None) -> pl.DataFrame:
-    """Join every part in ``directories`` into ``output`` (atomically); the rows written, as
-    :func:`~substrate_assets.results.readers.read_requests` reads them back.
+    """Join every part in ``directories`` into ``output`` (atomically); the rows written (:func:`merged_requests`)."""
+    frame = merged_requests(directories, locust_counts)
+    write_parquet(output, frame)
+    return frame
+
+
+def merged_requests(directories: Path | list[Path],
+                    locust_counts: Mapping[tuple[str, str], int] | None = None) -> pl.DataFrame:
+    """Every part in ``directories`` joined into one log, as :func:`~substrate_assets.results.readers.read_requests`
+    reads the written file back.
 
     ``locust_counts`` is Locust's final ``Request Count`` per (type, name) of the one process that logged
     every part; with it each row's ``locust_counted`` is set, without it (unknown) left null."""
@@ -241,10 +249,7 @@ def merge_parts(directories: Path | list[Path], output: Path,
     frames = [read_requests(part).drop("locust_counted") for part in parts]
     frame = pl.concat(frames) if frames else pl.DataFrame(schema=REQUESTS_SCHEMA).drop("locust_counted")
     frame = frame.with_columns(_counted(frame, locust_counts)).select(list(REQUESTS_SCHEMA))
-    frame = frame.sort("ts", maintain_order=True)
-    with atomic_path(output) as partial:
-        frame.write_parquet(partial)
-    return frame
+    return frame.sort("ts", maintain_order=True)
 
 
 def _counted(frame: pl.DataFrame, locust_counts: Mapping[tuple[str, str], int] | None) -> pl.Expr:

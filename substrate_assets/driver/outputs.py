@@ -25,7 +25,6 @@ from substrate_assets.results.atomic import json_text
 from substrate_assets.results.landing import StagedTrial, gather, write_trial
 from substrate_assets.results.layout import TrialKey
 from substrate_assets.results.load_steps import LoadStep, StepSpan, load_steps_text
-from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.server_summary import flatten, unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import data_timestamp, per_request_rows, stats_jsonl_text
 from substrate_assets.results.status import stats_generated, status_text
@@ -46,7 +45,7 @@ from substrate_assets.telemetry.driver_load import DriverLoad
 from substrate_assets.telemetry.local import local_server_summary
 from substrate_assets.telemetry.machine_load import MachineLoad
 from substrate_assets.telemetry.prometheus import harvest_server_summary
-from substrate_assets.telemetry.window import samples_of, step_window, window_from_samples
+from substrate_assets.telemetry.window import SteadyWindow, TrialWindows, trial_windows
 from substrate_assets.workload import ScriptFile
 
 _PACKAGES = ("substrate-bench", "locust", "dagster", "grpcio", "protobuf", "duckdb", "polars", "gevent")
@@ -126,6 +125,10 @@ class TrialRecord:
     def run_start(self) -> int:
         """The run window's first second: when the load started (a key may be minted before the trial waited)."""
         return int(self.started.timestamp())
+
+    @property
+    def run_end(self) -> int:
+        return int(self.ended.timestamp())
 
     def judge_machine_load(self, load: MachineLoad | None) -> None:
         """Keep ``load`` and judge it by the suite's disturbance limits: a disturbed trial says so in a warning."""
@@ -210,7 +213,7 @@ def trial_manifest(record: TrialRecord, completed: bool | None, sessions: int | 
         "knobs": {**suite.recorded_knobs(), "atespace": ATESPACE},
         "cluster_facts": record.facts,
         "run_start": record.run_start,
-        "run_end": int(record.ended.timestamp()),
+        "run_end": record.run_end,
         "suite_config": suite.model_dump(),
         "metadata": suite.metadata,
         "runtime": record.runtime,
@@ -238,7 +241,7 @@ def write_trial_files(staging: Path, record: TrialRecord, measured: MeasuredTria
     envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
     rows = [*per_request_rows(files.stats.records, **envelope), trial_summary_row(
         envelope, stats=files.stats, history=files.history, facts=record.facts, run_start=record.run_start,
-        run_end=int(record.ended.timestamp()), metadata=suite.metadata, users=suite.peak_users)
+        run_end=record.run_end, metadata=suite.metadata, users=suite.peak_users)
     ] if generated and files.stats is not None else []
     rows.append({**envelope, "metric": "server_summary", "measurements": flatten(measured.server_summary)})
     ladder = suite.ladder
@@ -257,19 +260,16 @@ def write_trial_files(staging: Path, record: TrialRecord, measured: MeasuredTria
     return TrialOutcome(bool(completed), failure, requests)
 
 
-def measure_server_summary(record: TrialRecord, history: LocustCsv | None, *,
+def measure_server_summary(record: TrialRecord, window: SteadyWindow, *,
                            runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> dict[str, Any]:
-    """Server telemetry inside the steady-state window, as upstream's server_summary.json: harvested from the
+    """Server telemetry inside the run's steady ``window``, as upstream's server_summary.json: harvested from the
     suite's Prometheus when it has one, else — on the local backend — computed from the embedded runtime's exact
     events and per-second samples (``runtime_frames``), else not measured (nulls)."""
-    start_ts, end_ts = record.run_start, int(record.ended.timestamp())
-    samples, unread = samples_of(history)
-    window = window_from_samples(samples, start_ts, end_ts, unread)
     if window.whole_run_because is not None:
-        record.warnings.append(f"the steady window is the whole run [{start_ts}, {end_ts}], because "
+        record.warnings.append(f"the steady window is the whole run [{record.run_start}, {record.run_end}], because "
                                f"{window.whole_run_because}: windowed telemetry includes ramp-up and teardown")
     record.steady = window.span
-    return _server_summary(record, start_ts, end_ts, window.span, runtime_frames)
+    return _server_summary(record, record.run_start, record.run_end, window.span, runtime_frames)
 
 
 class _SummaryCommon(TypedDict):
@@ -295,11 +295,11 @@ def _server_summary(record: TrialRecord, start_ts: int, end_ts: int, steady: tup
     return unmeasured_server_summary(**common)
 
 
-def measure_load_steps(record: TrialRecord, spans: list[StepSpan], history: LocustCsv | None, *,
+def measure_load_steps(record: TrialRecord, spans: list[StepSpan], windows: TrialWindows, *,
                        runtime_frames: tuple[pl.DataFrame, pl.DataFrame] | None = None) -> list[LoadStep]:
     """For a ladder suite, ``load_steps.json``'s steps: each step that started (``spans``), its steady part (its ramp
-    cut by the steady-window rule, applied within the step) and the server telemetry over it, from the same source
-    as server_summary.json."""
+    cut by the steady-window rule, applied within the step: ``windows.steps``) and the server telemetry over it, from
+    the same source as server_summary.json."""
     ladder = record.suite.ladder
     assert ladder is not None, "only a ladder suite has load steps"
     missing = sorted(set(range(1, len(ladder.steps) + 1)) - {span.step for span in spans})
@@ -311,12 +311,10 @@ def measure_load_steps(record: TrialRecord, spans: list[StepSpan], history: Locu
     if cut:
         record.warnings.append(f"load step {cut[0]} was cut short when the trial stopped: it is not complete and "
                                "slo_capacity does not judge it")
-    samples, unread = samples_of(history)
-    if unread:
-        record.warnings.append(f"{unread}: each load point is its whole step")
+    if windows.unread:
+        record.warnings.append(f"{windows.unread}: each load point is its whole step")
     steps = []
-    for span in spans:
-        window = step_window(samples, span.started_at, span.ended_at)
+    for span, window in zip(spans, windows.steps, strict=True):
         if window.whole_run_because is not None:
             record.warnings.append(f"load step {span.step}: the steady window is the whole step, because "
                                    f"{window.whole_run_because}")
@@ -337,7 +335,9 @@ def measure_trial(staging: Path, work: Path, record: TrialRecord, *request_log_d
     ladder = record.suite.ladder
     holds = None if ladder is None else [(users, ladder.hold_s) for users in ladder.steps]
     staged = gather(staging, work, record.notes, *request_log_dirs, ladder=holds, trial_end=record.ended.timestamp())
-    telemetry = measure_server_summary(record, staged.files.history, runtime_frames=runtime_frames)
-    steps = None if ladder is None else measure_load_steps(record, staged.spans, staged.files.history,
+    windows = trial_windows(staged.files.history, record.run_start, record.run_end,
+                            [(span.started_at, span.ended_at) for span in staged.spans])
+    telemetry = measure_server_summary(record, windows.run, runtime_frames=runtime_frames)
+    steps = None if ladder is None else measure_load_steps(record, staged.spans, windows,
                                                              runtime_frames=runtime_frames)
     return MeasuredTrial(staged, telemetry, steps, runtime_frames)

@@ -96,6 +96,24 @@ def samples_of(history: LocustCsv | None) -> tuple[list[tuple[int, float]], str 
     return _samples(history.path.name, lambda: history.history)
 
 
+@dataclass(frozen=True)
+class TrialWindows:
+    """A landing trial's steady windows, from its stats_history.csv read once: the run's, and each ladder step's in
+    the order the steps were given; ``unread`` says why there were no samples (each window is then whole)."""
+
+    run: SteadyWindow
+    steps: list[SteadyWindow]
+    unread: str | None
+
+
+def trial_windows(history: LocustCsv | None, start_ts: int, end_ts: int,
+                  steps: Iterable[tuple[float, float]] = ()) -> TrialWindows:
+    """The steady window of the run ``[start_ts, end_ts]`` and of each step (its start and end), from ``history``."""
+    samples, unread = samples_of(history)
+    return TrialWindows(window_from_samples(samples, start_ts, end_ts, unread),
+                        [step_window(samples, started_at, ended_at) for started_at, ended_at in steps], unread)
+
+
 def _samples(name: str, typed: Callable[[], pl.DataFrame]) -> tuple[list[tuple[int, float]], str | None]:
     try:
         return history_samples(typed().iter_rows(named=True)), None

@@ -21,6 +21,7 @@ from substrate_assets.results.request_log import RequestLogWriter, RequestRecord
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.runtime.events import EventLog, RuntimeEvent
 from substrate_assets.suites import get_suite
+from substrate_assets.telemetry.window import trial_windows
 from substrate_assets.workload import ScriptLibrary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +38,8 @@ def test_a_whole_run_window_is_a_warning_in_logs_and_manifest(tmp_path, caplog):
     started, ended = datetime(2026, 11, 30, 10, tzinfo=UTC), datetime(2026, 11, 30, 10, 1, tzinfo=UTC)
     trial = record(started, ended)
     (tmp_path / ".work").mkdir()
-    summary = measure_server_summary(trial, None)  # no stats_history.csv: nothing says when the load was steady
+    # No stats_history.csv: nothing says when the load was steady.
+    summary = measure_server_summary(trial, trial_windows(None, trial.run_start, trial.run_end).run)
     assert (summary["metadata"]["steady_start_ts"], summary["metadata"]["steady_end_ts"]) == \
         (trial.key.run_ts, int(ended.timestamp()))
     assert any("steady window" in message for message in caplog.messages)
@@ -75,7 +77,8 @@ def test_a_trial_in_which_no_session_started_failed_and_says_why(tmp_path):
     (work / "locust.log").write_text("[2026-11-30 10:00:01,000] h/ERROR/session: cannot start an agent session: "
                                      "CreateActor agent-1: no capacity\n")
     staged = StagedTrial.read(tmp_path, work)
-    outcome = write_trial_files(tmp_path, trial, MeasuredTrial(staged, measure_server_summary(trial, staged.files.history)))
+    window = trial_windows(staged.files.history, trial.run_start, trial.run_end).run
+    outcome = write_trial_files(tmp_path, trial, MeasuredTrial(staged, measure_server_summary(trial, window)))
     assert (outcome.completed, outcome.failure) == \
         (False, "no session ever started: CreateActor agent-1: no capacity")
     assert outcome.requests is not None and outcome.requests.sessions == 0

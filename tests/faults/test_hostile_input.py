@@ -21,6 +21,7 @@ from substrate_assets.results.readers import DamagedCsv, read_stats, read_stats_
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.suites import SuiteError, get_suite, load_suites
+from substrate_assets.telemetry.window import trial_windows
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models.discovery import discover
 from substrate_assets.warehouse.models.marts import build_all
@@ -200,7 +201,8 @@ def _record(staging: Path, exit_code: int) -> TrialRecord:
 
 def _finalize(staging: Path, record: TrialRecord) -> tuple[object, dict]:
     staged = StagedTrial.read(staging, staging / ".work")
-    outcome = write_trial_files(staging, record, MeasuredTrial(staged, measure_server_summary(record, staged.files.history)))
+    window = trial_windows(staged.files.history, record.run_start, record.run_end).run
+    outcome = write_trial_files(staging, record, MeasuredTrial(staged, measure_server_summary(record, window)))
     return outcome, json.loads((staging / "trial.json").read_text())
 
 

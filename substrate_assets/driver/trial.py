@@ -15,7 +15,6 @@ import shutil
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -168,7 +167,7 @@ def run_claimed_trial(suite: Suite, store: RunStore, loaded: ScriptFile | None, 
             record.judge_machine_load(machine_load(samples, record.steady))
     with landing:
         outcome = write_trial_files(staging, record, landed)
-        trial_dir = _finalize(store, staging, work, key)
+        trial_dir = store.land(key)
     assert outcome.requests is not None, "measure_trial always merges the request log"
     return TrialResult(key, trial_dir, exit_code, outcome.completed, outcome.requests, tuple(record.warnings),
                        outcome.failure, record.machine_load_json())
@@ -200,12 +199,3 @@ def host_start_warnings(events: pl.DataFrame) -> list[str]:
         return []
     return [f"the warm pool failed to start {failed.height} host(s) (first: {failed['detail'][0]}): wakes that "
             f"found no warm host waited for a cold start"]
-
-
-def _finalize(store: RunStore, staging: Path, work: Path, key: TrialKey) -> Path:
-    """The scratch area removed, the whole trial renamed into runs/."""
-    shutil.rmtree(work)
-    final = store.trial_dir(key)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    os.rename(staging, final)
-    return final

@@ -14,6 +14,8 @@ A claimed staging directory records its owner process (in its scratch area, whic
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -83,6 +85,16 @@ class RunStore:
         work.mkdir()
         mark(work)
         return self.staging_dir(key)
+
+    def land(self, key: TrialKey) -> Path:
+        """Rename ``key``'s claimed staging directory, once its trial is whole, into runs/ (its scratch area, and the
+        owner record in it, removed first); the trial's directory."""
+        staging = self.staging_dir(key)
+        shutil.rmtree(staging / WORK)
+        final = self.trial_dir(key)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(staging, final)
+        return final
 
     def sweep_dead_staging(self) -> list[str]:
         """Remove the staging directories of trials whose process died before landing (kill -9, the OOM killer);

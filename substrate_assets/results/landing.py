@@ -49,7 +49,7 @@ class StagedTrial:
 
 
 def gather(staging: Path, work: Path, notes: list[str], *request_log_dirs: Path,
-           ladder: Sequence[tuple[int, int]] | None = None, trial_end: float = 0.0) -> StagedTrial:
+           ladder: Sequence[tuple[int, int]] | None, trial_end: float) -> StagedTrial:
     """Move Locust's CSVs into the trial under their basenames, merge every request-log part into one log (for
     requests.parquet) and read what the landing measures, each file once.
 

@@ -114,3 +114,14 @@ def test_a_trial_is_never_claimed_twice(tmp_path):
     store.trial_dir(TrialKey("smoke", 1796033700, "v2")).mkdir(parents=True)
     with pytest.raises(TrialExists, match="already ran"):
         store.refuse_existing(TrialKey("smoke", 1796033700, "v3"))
+
+
+def test_a_landed_trial_leaves_its_scratch_area_and_owner_behind(tmp_path):
+    store = RunStore(tmp_path)
+    key = TrialKey("smoke", 1796033700, "local")
+    staging = store.claim(key)
+    (staging / "trial.json").write_text("{}\n")
+    landed = store.land(key)
+    assert landed == store.trial_dir(key) and not staging.exists()
+    assert sorted(path.name for path in landed.iterdir()) == ["trial.json"]
+    assert store.trial_dirs() == [landed] and store.sweep_dead_staging() == []

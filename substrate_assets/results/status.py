@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 
 from substrate_assets.results.atomic import json_text
-from substrate_assets.results.locust_files import LocustCsv
+from substrate_assets.results.landing import LocustCsv
 
 
 def stats_generated(stats: LocustCsv | None, warnings: list[str] | None = None) -> bool:

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from substrate_assets.analysis.statistics import floor_index, measured, permille, reference_round
-from substrate_assets.results.locust_files import LocustCsv
+from substrate_assets.results.landing import LocustCsv
 from substrate_assets.results.stats_jsonl import FACT_KEYS, TRIAL_SUMMARY
 from substrate_assets.results.trial_directory import TOTAL_ROW_NAMES
 

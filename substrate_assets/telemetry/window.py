@@ -28,8 +28,8 @@ from typing import Any
 
 import polars as pl
 
+from substrate_assets.results.landing import LocustCsv
 from substrate_assets.results.load_steps import LoadStep
-from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.readers import read_stats_history
 from substrate_assets.results.trial_directory import STATS_HISTORY_CSV, TOTAL_ROW_NAMES
 

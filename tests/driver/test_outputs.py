@@ -14,9 +14,8 @@ from substrate_assets.driver.outputs import (
     write_trial_files,
 )
 from substrate_assets.driver.trial import host_start_warnings
-from substrate_assets.results.landing import StagedTrial
+from substrate_assets.results.landing import LocustCsv, StagedTrial
 from substrate_assets.results.layout import TrialKey
-from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.request_log import RequestLogWriter, RequestRecord, merge_parts
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.runtime.events import EventLog, RuntimeEvent

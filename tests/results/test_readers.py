@@ -6,7 +6,7 @@ import polars as pl
 import pytest
 
 from substrate_assets.results.keys import measurement_key
-from substrate_assets.results.locust_files import LocustCsv
+from substrate_assets.results.landing import LocustCsv
 from substrate_assets.results.readers import (
     EXCEPTIONS_SCHEMA,
     FAILURES_SCHEMA,

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from substrate_assets.results.landing import StagedTrial
+from substrate_assets.results.landing import LocustCsv, StagedTrial
 from substrate_assets.results.layout import TrialKey
-from substrate_assets.results.locust_files import LocustCsv
 from substrate_assets.results.readers import read_stats_jsonl
 from substrate_assets.results.server_summary import unmeasured_server_summary
 from substrate_assets.results.stats_jsonl import FACT_KEYS

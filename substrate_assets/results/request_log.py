@@ -2,7 +2,7 @@
 
 A driver process buffers rows and flushes them every few seconds as numbered
 Parquet parts (each written atomically), so a killed run keeps everything up
-to its last flush. :func:`merge_parts` joins the parts into one file (:func:`merged_requests`, one log).
+to its last flush. :func:`merged_requests` joins the parts into one log, :func:`merge_parts` into one file.
 
 Locust's stats.csv and the log are one population: every row carries the
 load ``phase`` it completed in (``ramp_up`` while Locust spawns users,

@@ -11,6 +11,7 @@ from pydantic_core import PydanticCustomError
 from substrate_assets.analysis.disturbance import DisturbanceLimits
 from substrate_assets.analysis.thresholds import Thresholds
 from substrate_assets.families import (
+    FAMILY_KNOBS,
     FAMILY_MODES,
     ONE_USER_FAMILIES,
     TEMPLATE_ATESPACE,
@@ -138,8 +139,9 @@ class Suite(BaseModel):
     @property
     def actors_per_user(self) -> int:
         """Actors each Locust user drives at once: one agent session, a glutton user's round robin, a whole spawn
-        batch or burst cohort (upstream's defaults where the suite leaves them)."""
-        if self.family == "glutton":
+        batch or burst cohort (upstream's defaults where the suite leaves them): any family that reads the
+        actors_per_user knob drives that many."""
+        if "actors_per_user" in FAMILY_KNOBS[self.family]:
             return int(self.knobs.value("actors_per_user"))
         if self.family in ONE_USER_FAMILIES:
             return int(self.knobs.value("total_actors"))

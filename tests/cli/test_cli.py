@@ -44,7 +44,7 @@ def test_broken_file_exits_1_with_file_line_col_step_and_op(tmp_path):
     result = invoke(str(path))
     assert result.exit_code == 1
     assert result.stderr.strip().endswith(
-        'broken.yaml:14:9: step "02_clone_repo" op 2 (read_disk_digest): '
+        'broken.yaml:14:33: step "02_clone_repo" op 2 (read_disk_digest): '
         'read of "repo" before any ingest or write_disk')
     assert len(result.stderr.strip().splitlines()) == 1
 
@@ -79,7 +79,7 @@ def test_console_script_runs_as_a_process(tmp_path):
     executable = Path(sys.executable).parent / "substrate-bench"
     done = subprocess.run([str(executable), "validate", str(path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert ":14:9: " in done.stderr
+    assert ":14:33: " in done.stderr
 
 
 def test_every_command_is_found_by_its_name_and_imported_only_when_named():

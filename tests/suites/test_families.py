@@ -29,3 +29,16 @@ def test_a_knob_left_unset_reads_upstreams_default_and_a_set_one_its_value():
     assert cohort.actors_per_user == KNOBS_BY_NAME["total_actors"].default
     glutton = Suite(name="g", family="glutton", users=2, duration="10s", knobs=Knobs(actors_per_user=3))
     assert glutton.actors_per_user == 3
+
+
+def test_a_user_drives_as_many_actors_as_its_family_reads_from_the_knobs(monkeypatch):
+    """Whatever family reads the actors_per_user knob drives that many actors a user, not glutton alone: a family
+    added later (here durdir, made to read it) records its actors right."""
+    from substrate_assets import families
+    from substrate_assets.suites import suite as suite_module
+
+    knobs = {**families.FAMILY_KNOBS, "durdir": (*families.FAMILY_KNOBS["durdir"], "actors_per_user")}
+    for module in (families, suite_module):
+        monkeypatch.setattr(module, "FAMILY_KNOBS", knobs)
+    durdir = Suite(name="d", family="durdir", users=2, duration="10s", knobs=Knobs(actors_per_user=3))
+    assert durdir.actors_per_user == 3

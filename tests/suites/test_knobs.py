@@ -142,6 +142,7 @@ def _derived_reads() -> dict[str, set[str]]:
 def test_each_family_user_reads_every_knob_of_its_family(family):
     """A knob declared for a family that its virtual user never reads is a knob that does nothing."""
     package = Path(users_knobs.__file__).parent
+    assert family in USER_MODULES, f"family {family}: name its user's modules in USER_MODULES above"
     read: set[str] = set()
     for module in (*USER_MODULES[family], "base"):
         read |= _knob_reads(ast.parse((package / f"{module}.py").read_text()))

@@ -11,7 +11,7 @@ from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models import python_models
 from substrate_assets.warehouse.models.discovery import ModelError, build_order
 from substrate_assets.warehouse.models.marts import build_marts, refresh_marts
-from substrate_assets.warehouse.models.python_models import PythonModel, every_model
+from substrate_assets.warehouse.models.python_models import PYTHON_MODELS, PythonModel, every_model
 from substrate_assets.warehouse.raw_tables import ensure_schema
 from tests.support.projects import two_models
 
@@ -60,10 +60,12 @@ def test_a_python_model_joins_the_graph_when_what_it_reads_is_a_model(project):
         next(key for key in marts.keys if key.to_user_string() == "first_count")].deps] == ["first"]
 
 
-def test_the_projects_python_models_are_change_points_and_the_noise_floor():
+def test_the_projects_python_models_join_its_models_in_the_order_of_what_they_read():
     models = every_model(ROOT / "dbt_like_sql")
-    python = [model.name for model in build_order(models) if isinstance(model, PythonModel)]
-    assert python == ["change_points", "noise_floor"]
+    order = [model.name for model in build_order(models)]
+    python = {model.name for model in models.values() if isinstance(model, PythonModel)}
+    assert python == {model.name for model in PYTHON_MODELS}  # each reads only the project's models
+    assert order.index("metric_history") < order.index("change_points") < order.index("noise_floor")
 
 
 def test_a_sql_file_named_as_a_python_model_is_refused(project):
@@ -117,3 +119,21 @@ def test_a_failed_key_test_goes_on_stopping_what_reads_the_table_until_it_is_men
     with connect(project / "w.duckdb") as connection:
         mended = refresh_marts(connection, project / "dbt_like_sql")
         assert mended.skipped == {} and {table.name for table in mended.tables} == {"first", "second", "first_count"}
+
+
+def test_a_python_model_built_whole_is_described_by_its_new_columns(project, monkeypatch):
+    """The refresh reads every table's columns once, before it builds; a Python model whose build changed its
+    columns is described by what it holds now, with no step of its own to forget."""
+    with connect(project / "w.duckdb") as connection:
+        ensure_schema(connection)  # the bookkeeping, whose columns the refresh reads once
+        refresh_marts(connection, project / "dbt_like_sql")
+
+        def count_first_and_more(connection: duckdb.DuckDBPyConnection, books, models) -> None:
+            connection.execute("CREATE OR REPLACE TABLE first_count AS SELECT count(*) AS rows, 1 AS more FROM first")
+
+        wider = PythonModel("first_count", ("first",), "How many rows first holds.", "python", count_first_and_more,
+                            count_first_and_more)
+        monkeypatch.setattr(python_models, "PYTHON_MODELS", (*python_models.PYTHON_MODELS[:-1], wider))
+        refreshed = refresh_marts(connection, project / "dbt_like_sql")
+        [described] = [table for table in refreshed.tables if table.name == "first_count"]
+        assert [name for name, _ in described.columns] == ["rows", "more"]

@@ -43,6 +43,7 @@ def _whole(connection: duckdb.DuckDBPyConnection, model: AnyModel, models: Mappi
            books: changes.Books | None) -> None:
     if isinstance(model, PythonModel):
         model.build(connection, books, models)
+        _forget_columns(model, books)
     else:
         build_whole(connection, model, models, books)
 
@@ -50,8 +51,17 @@ def _whole(connection: duckdb.DuckDBPyConnection, model: AnyModel, models: Mappi
 def _up_to_date(connection: duckdb.DuckDBPyConnection, model: AnyModel, models: Mapping[str, AnyModel],
                 books: changes.Books | None) -> tuple[str, ...] | None:
     if isinstance(model, PythonModel):
-        return model.refresh(connection, books, models)
+        updated = model.refresh(connection, books, models)
+        if updated is None:
+            _forget_columns(model, books)
+        return updated
     return bring_up_to_date(connection, model, models, books)
+
+
+def _forget_columns(model: PythonModel, books: changes.Books | None) -> None:
+    """A Python model built whole may have other columns than ``books`` read before: they are asked again."""
+    if books is not None:
+        books.columns.pop(model.name, None)
 
 
 def build_all(connection: duckdb.DuckDBPyConnection, models: dict[str, Model]) -> list[BuiltTable]:

@@ -57,7 +57,6 @@ def _build_change_points(connection: duckdb.DuckDBPyConnection, books: changes.B
                          models: Mapping[str, AnyModel]) -> None:
     replace_change_points(connection)
     if books is not None:
-        books.columns.pop(CHANGE_POINTS, None)
         set_mark(connection, books, CHANGE_POINTS, target_seq(books, [METRIC_HISTORY]), CHANGE_POINTS_BUILT_BY,
                  [METRIC_HISTORY], whole=True)
 
@@ -93,8 +92,6 @@ def _build_noise_floor(connection: duckdb.DuckDBPyConnection, books: changes.Boo
     """Built whole every time: a row per series, and a new trial can move a window's start (a new change point) as
     well as its end. It keeps no mark: it reads no copy of a load."""
     replace_noise_floor(connection)
-    if books is not None:
-        books.columns.pop(NOISE_FLOOR, None)
 
 
 PYTHON_MODELS: tuple[PythonModel, ...] = (

@@ -241,7 +241,8 @@ def write_trial_files(staging: Path, record: TrialRecord, measured: MeasuredTria
     envelope = {"timestamp": data_timestamp(started), "tag": key.tag, "test_name": suite.name}
     rows = [*per_request_rows(files.stats.records, **envelope), trial_summary_row(
         envelope, stats=files.stats, history=files.history, facts=record.facts, run_start=record.run_start,
-        run_end=record.run_end, metadata=suite.metadata, users=suite.peak_users)
+        run_end=record.run_end, metadata=suite.metadata, users=suite.peak_users,
+        actors_per_user=suite.actors_per_user)
     ] if generated and files.stats is not None else []
     rows.append({**envelope, "metric": "server_summary", "measurements": flatten(measured.server_summary)})
     ladder = suite.ladder

@@ -22,9 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 SHORT = "5s"
 # Each suite, cut to a few seconds, and the rows its trial must book.
 FAMILIES = {
+    # Two actors per glutton user: a family's actors per user other than one reaches its density figures.
     "glutton-mem-1gi": ({"users": 2, "knobs": {"min_wait_time": 0.2, "max_wait_time": 0.2, "mem_target": "8Mi",
                                                 "mem_churn": "1Mi", "mem_read": "all", "cpu_cores": 1,
-                                                "cpu_duty_cycle": 0.1}, "actor_memory": "64Mi"},
+                                                "cpu_duty_cycle": 0.1, "actors_per_user": 2},
+                         "actor_memory": "64Mi"},
                         {"ResumeActorFirstResume", "ResumeActor", "SuspendActor", "GluttonPing", "GluttonFillRAM",
                          "GluttonUseCPU", "GluttonReadRAM", "GluttonChurnRAM", "DeleteActor"}),
     "durdir-baseline": ({"users": 2, "knobs": {"min_wait_time": 0.2, "max_wait_time": 0.2,
@@ -106,3 +108,21 @@ def test_the_marts_read_each_familys_wake_and_family(trials):
         expected = requests.filter(pl.col("wake") & pl.col("locust_counted").ne_missing(False)).height
         assert rows[get_suite(name).family] == expected, name
     assert rows["durdir"] > 0 and rows["sweperf"] > 0 and rows["glutton"] > 0 and rows["spawn"] == 0
+
+
+def test_each_familys_reported_density_is_its_recomputed_one(trials):
+    """The trial_summary a trial writes counts each user's actors as its family drives them (a glutton user's round
+    robin, a spawn batch, a burst cohort), as density_frontiers recomputes them: no trial of ours is a mismatch."""
+    results, warehouse = trials
+    with duckdb.connect(str(warehouse), read_only=True) as connection:
+        rows = {trial_id: (per_user, reported, recomputed, mismatch) for trial_id, per_user, reported, recomputed,
+                mismatch in connection.execute("""
+                    SELECT d.trial_id, m.actors_per_user, d.actors_per_node, d.recomputed_actors_per_node,
+                           d.frontier_mismatch
+                    FROM density_frontiers d JOIN trial_manifests m USING (trial_id)""").fetchall()}
+    per_user = {"glutton-mem-1gi": 2, "durdir-baseline": 1, "spawn-smoke-10-actors": 4, "burst-cohort": 3,
+                "sweperf": 1}
+    for name, result in results.items():
+        actors, reported, recomputed, mismatch = rows[result.trial_id]
+        assert actors == per_user[name], name
+        assert reported is not None and reported == recomputed and mismatch is False, (name, rows[result.trial_id])

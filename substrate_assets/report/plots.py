@@ -21,8 +21,14 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 import vl_convert
+from altair.utils.schemapi import disable_debug_mode
 
 from substrate_assets.analysis.statistics import floor_index, permille
+
+# Altair's debug mode validates every schema object against Vega-Lite's JSON schema as it is made, data included:
+# a CDF's thousand points a series, again at each layer. Nothing here renders a spec it validated (see ``svg``), and
+# the charts' tests validate each whole spec (``to_dict()``), where a fault in one shows.
+disable_debug_mode()
 
 # vl-convert bundles several Vega-Lite versions; render with the one Altair writes its specs for.
 VEGA_LITE_VERSION = ".".join(alt.SCHEMA_VERSION.removeprefix("v").split(".")[:2])
@@ -56,7 +62,8 @@ def _plain(value: Any) -> Any:
 
 
 def inline_values(rows: Sequence[Mapping[str, Any]]) -> alt.Data:
-    values = [{key: _plain(value) for key, value in row.items()} for row in rows]
+    # A tuple: Altair deep-copies a chart's lists (not its tuples) at every layer, property or configure call.
+    values = tuple({key: _plain(value) for key, value in row.items()} for row in rows)
     return alt.Data(values=values)  # type: ignore[no-untyped-call]  # Altair's Data wrapper takes its fields untyped
 
 

@@ -166,7 +166,7 @@ def test_a_history_is_drawn_by_time_and_never_mixes_suites(warehouse):
         histories = {suite: suite_history(connection, suite) for suite in trials}
     for suite, history in histories.items():
         assert {point.trial_id for point in history.points} == set(trials[suite])
-        spec = primary_history_chart(history, suite).to_dict(validate=False)
+        spec = primary_history_chart(history, suite).to_dict()
         panels = spec["vconcat"]
         assert len(panels) == len(history.figures)
         for panel in panels:
@@ -179,7 +179,7 @@ def test_a_history_is_drawn_by_time_and_never_mixes_suites(warehouse):
                 assert {row["trial_id"] for row in drawn if "trial_id" in row} <= set(trials[suite])
     # Given another suite's rows too, a chart draws its own suite's only.
     mixed = SuiteHistory(histories[STEADY].points + histories[PAUSE].points, [], [])
-    spec = primary_history_chart(mixed, PAUSE).to_dict(validate=False)
+    spec = primary_history_chart(mixed, PAUSE).to_dict()
     drawn = {row["trial_id"] for panel in spec["vconcat"] for layer in panel["layer"]
              for row in layer["data"]["values"] if "trial_id" in row}
     assert drawn == set(trials[PAUSE])
@@ -203,7 +203,7 @@ def test_the_history_marks_what_cannot_count_and_finds_the_step(warehouse):
     assert {band.figure for band in glutton.bands} == {"GluttonPing gmean", "ResumeActor gmean"}
     resume = [point.value for point in glutton.points if point.figure == "ResumeActor gmean"]
     assert len(resume) == 10 and all(10 < value < 20 for value in resume)
-    spec = primary_history_chart(steady, STEADY).to_dict(validate=False)
+    spec = primary_history_chart(steady, STEADY).to_dict()
     kinds = {row["trial_id"]: row["kind"] for layer in spec["vconcat"][0]["layer"]
              for row in layer["data"]["values"] if "kind" in row}
     assert kinds[trials[STEADY][DISTURBED_AT]] == "disturbed" and kinds[trials[STEADY][0]] == "judged"

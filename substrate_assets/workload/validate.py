@@ -53,22 +53,19 @@ def validate(script: Script) -> list[ScriptProblem]:
         if not step.ops:
             step_problem("has no ops", step.field_positions.get("ops", step.position))
         for index, op in enumerate(step.ops):
+            used_too_soon = None
             if op.kind is OpKind.FILL_RAM:
                 ram_filled.add(op.key or "")
             elif op.kind.writes_disk:
                 disk_written.add(op.key or "")
             elif op.kind.needs_filled_ram and op.key not in ram_filled:
-                problems.append(ScriptProblem(
-                    f"{_VERB[op.kind]} of RAM array {quote(op.key or '')} before any fill_ram",
-                    position=op.argument_positions.get("key", op.position), step=label, step_number=number,
-                    op_index=index,
-                    op_kind=op.kind.value))
+                used_too_soon = f"RAM array {quote(op.key or '')} before any fill_ram"
             elif op.kind.reads_disk and op.key not in disk_written:
+                used_too_soon = f"{quote(op.key or '')} before any ingest or write_disk"
+            if used_too_soon is not None:
                 problems.append(ScriptProblem(
-                    f"{_VERB[op.kind]} of {quote(op.key or '')} before any ingest or write_disk",
-                    position=op.argument_positions.get("key", op.position), step=label, step_number=number,
-                    op_index=index,
-                    op_kind=op.kind.value))
+                    f"{_VERB[op.kind]} of {used_too_soon}", position=op.argument_positions.get("key", op.position),
+                    step=label, step_number=number, op_index=index, op_kind=op.kind.value))
 
     declared = budgets(script.steps)
     shown = f"declared RAM {format_size(declared.ram)} + disk {format_size(declared.disk)}"

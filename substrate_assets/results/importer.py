@@ -285,10 +285,7 @@ def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunSto
                 check(staging, key)
             except ValueError as error:
                 raise RunRefused(source, str(error)) from None
-        # The claim's owner record leaves with the scratch area, as a native trial's does when it lands.
-        shutil.rmtree(staging / WORK, ignore_errors=True)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.rename(staging, target)
+        store.land(key)  # as a native trial lands: the claim's owner record leaves with the scratch area
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # ours: claimed above; gone already once renamed
     return ImportedRun(key, source, target, copied=True)

@@ -285,7 +285,10 @@ def import_run(filesystem: fsspec.AbstractFileSystem, source: str, store: RunSto
                 check(staging, key)
             except ValueError as error:
                 raise RunRefused(source, str(error)) from None
-        store.land(key)  # as a native trial lands: the claim's owner record leaves with the scratch area
+        try:
+            store.land(key)  # as a native trial lands: the claim's owner record leaves with the scratch area
+        except OSError as error:  # its place in runs/ cannot be made (a file there, a read-only store)
+            raise RunRefused(source, f"cannot be put in the store ({error})") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # ours: claimed above; gone already once renamed
     return ImportedRun(key, source, target, copied=True)

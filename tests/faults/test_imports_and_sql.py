@@ -182,6 +182,24 @@ def test_an_import_never_removes_a_staging_directory_another_process_owns(projec
         path.name for path in (UPSTREAM / BAD_RUN).iterdir())  # whole, and without the claim's owner record
 
 
+def test_a_run_that_cannot_be_put_in_the_store_is_refused_and_nothing_of_it_stays(project: Path) -> None:
+    """Where the run's directory goes is a file (a damaged store): that run is refused in one line, its staged copy
+    removed, and the other run imports."""
+    store = RunStore(project / "store")
+    key = TrialKey.parse(BAD_RUN)
+    blocked = store.trial_dir(key).parent
+    blocked.parent.mkdir(parents=True)
+    blocked.write_text("not a directory\n")
+
+    batch = import_all(str(UPSTREAM), store, check_staged_trial)
+
+    assert [run.trial_id for run in batch.imported] == [GOOD]
+    [refused] = batch.refused
+    assert str(refused).startswith(f"refused {UPSTREAM / BAD_RUN}: cannot be put in the store (")
+    assert "\n" not in str(refused)
+    assert not store.staging_dir(key).exists() and blocked.read_text() == "not a directory\n"
+
+
 class HeldRebuild:
     """`rebuild` in a thread, held at its first listing of the store (the warehouse already held as its writer)
     until ``release``."""

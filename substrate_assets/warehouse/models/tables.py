@@ -11,6 +11,7 @@ import duckdb
 
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.introspection import table_columns
+from substrate_assets.warehouse.sql_literal import quoted
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,11 @@ def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tupl
                     preview_rows: int = 10, books: changes.Books | None = None) -> list[BuiltTable]:
     """:func:`describe_table` of each (table, the trials its build updated) of ``tables``: a query per table for its
     count and first rows, or, without a preview, one for every count (a UNION ALL: as scalar subqueries of one
-    SELECT, DuckDB would plan a join of a dozen relations, and ordering it costs tens of milliseconds)."""
+    SELECT, DuckDB would plan a join of a dozen relations, and ordering it costs tens of milliseconds).
+
+    The preview of a table its build updated for some trials is those trials' rows, newest first: what the build
+    wrote, read from the files that hold them. Filtered by trial id, a lake reads those files alone, where ordering
+    the whole table reads every file of its history."""
     if not tables:
         return []
     limit = int(preview_rows)
@@ -42,21 +47,69 @@ def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tupl
         found = []
         # Whether trial_manifests has started_at: asked once, and only when a table is ordered by it.
         manifests = functools.cache(lambda: _has_manifests(connection, books))
-        for (name, _), described in zip(tables, columns, strict=True):
-            newest = _newest_first(name, {column for column, _ in described}, manifests)
+        newest = functools.cache(lambda trial_ids: _newest_trials_first(connection, trial_ids, manifests))
+        for (name, updated), described in zip(tables, columns, strict=True):
+            names = {column for column, _ in described}
+            if updated and "trial_id" in names:
+                found.append(_updated_rows(connection, name, newest(tuple(sorted(set(updated)))), names, limit))
+                continue
             cursor = connection.execute(f"SELECT (SELECT count(*) FROM {name}) AS count_rows, * FROM {name} AS t "
-                                        f"{newest} LIMIT {limit}")
-            names = [d[0] for d in cursor.description][1:]
+                                        f"{_newest_first(name, names, manifests)} LIMIT {limit}")
+            names_in_order = [d[0] for d in cursor.description][1:]
             preview = cursor.fetchall()
             # An empty preview is an empty table (the count rides on each preview row).
             found.append((preview[0][0] if preview else 0,
-                          [dict(zip(names, values[1:], strict=True)) for values in preview]))
+                          [dict(zip(names_in_order, values[1:], strict=True)) for values in preview]))
     else:
         counts = dict(connection.execute(" UNION ALL ".join(
             f"SELECT {index} AS part, count(*) FROM {name}" for index, (name, _) in enumerate(tables))).fetchall())
         found = [(counts[index], []) for index in range(len(tables))]
     return [BuiltTable(name, rows, described, preview, None if updated is None else tuple(updated))
             for (name, updated), described, (rows, preview) in zip(tables, columns, found, strict=True)]
+
+
+def _updated_rows(connection: duckdb.DuckDBPyConnection, name: str, trial_ids: Sequence[str], columns: set[str],
+                  limit: int) -> tuple[int, list[dict[str, Any]]]:
+    """``name``'s row count and the first ``limit`` rows of ``trial_ids``, newest first, in one statement whatever
+    the rows: the count joined to the numbered rows, a row of nulls when there are none. The trial ids are
+    literals, not a parameter: DuckDB pushes a constant IN list into the scan, where a lake skips each file whose
+    trial ids lie outside it."""
+    cursor = connection.execute(
+        f"SELECT c.count_rows, t.* FROM (SELECT count(*) AS count_rows FROM {name}) AS c LEFT JOIN "
+        f"(SELECT row_number() OVER ({_within(trial_ids, columns)}) AS preview_row, * FROM {name} AS t "
+        f"WHERE t.trial_id IN ({_literals(trial_ids)})) AS t ON t.preview_row <= {limit} ORDER BY t.preview_row")
+    names = [d[0] for d in cursor.description][2:]
+    found = cursor.fetchall()
+    return found[0][0], [dict(zip(names, values[2:], strict=True)) for values in found if values[1] is not None]
+
+
+def _literals(trial_ids: Sequence[str]) -> str:
+    return ", ".join(quoted(trial_id) for trial_id in trial_ids)
+
+
+def _newest_trials_first(connection: duckdb.DuckDBPyConnection, trial_ids: tuple[str, ...],
+                         manifests: Callable[[], bool]) -> list[str]:
+    """``trial_ids`` in the order :func:`_newest_first` puts their rows: by their trial's start, newest first (a
+    trial without one last), then by id, descending."""
+    by_id = sorted(trial_ids, reverse=True)
+    if len(by_id) < 2 or not manifests():
+        return by_id
+    started = dict(connection.execute(f"SELECT trial_id, max(started_at) FROM trial_manifests WHERE trial_id IN "
+                                      f"({_literals(by_id)}) GROUP BY trial_id").fetchall())
+    dated = sorted((trial_id for trial_id in by_id if started.get(trial_id) is not None),
+                   key=lambda trial_id: started[trial_id], reverse=True)
+    # sorted() is stable, also reversed: trials that started together keep their descending ids.
+    return dated + [trial_id for trial_id in by_id if started.get(trial_id) is None]
+
+
+def _within(trial_ids: Sequence[str], columns: set[str]) -> str:
+    """The ORDER BY of ``trial_ids``' rows, newest first: by the row's own started_at when it has one, else by its
+    trial's place in ``trial_ids``."""
+    if "started_at" in columns:
+        return 'ORDER BY t."started_at" DESC NULLS LAST, t."trial_id" DESC'
+    if len(trial_ids) < 2:
+        return ""
+    return f"ORDER BY list_position([{_literals(trial_ids)}], t.trial_id)"
 
 
 def _newest_first(name: str, columns: set[str], manifests: Callable[[], bool]) -> str:

@@ -453,3 +453,31 @@ def test_a_trial_id_is_looked_for_in_trial_manifests_only_when_the_bookkeeping_s
             load_trials(recording, [TrialDirectory(directory) for directory in other.trial_dirs()])
         assert [text for text in recording.texts if "FROM trial_manifests" in text]
         assert connection.execute("SELECT count(*) FROM changes.loads WHERE seq > 1").fetchone() == (0,)
+
+
+def test_a_model_updated_for_a_trial_previews_that_trials_rows_and_counts_its_whole_table(store, tmp_path):
+    """The preview on a load's materialization is what the load wrote: the new trial's rows, newest first, read
+    where the update left them; the count is the whole table's. A model built otherwise (change_points, rebuilt
+    for its series) previews its newest rows."""
+    trials = store.trial_dirs()
+    with connect(tmp_path / "w.duckdb") as connection:
+        load_trials(connection, [TrialDirectory(directory) for directory in trials])
+        refresh_marts(connection, MODELS)
+        new = RunStore(tmp_path / "new")
+        # Started before every trial held: a whole-table preview, newest first, would not show it.
+        trial_id = write_trial(new, "alpha", 1_000_000_000, _latencies(np.random.default_rng(5), 40.0), users=4)
+        load_trials(connection, [TrialDirectory(directory) for directory in new.trial_dirs()])
+        refreshed = refresh_marts(connection, MODELS, preview_rows=10)
+        built = {table.name: table for table in refreshed.tables}
+        for name in PER_TRIAL:
+            table = built[name]
+            # A model whose rows of other trials the new one moves (their trial_number) wrote theirs again too.
+            assert table.updated is not None and trial_id in table.updated, name
+            shown = {row["trial_id"] for row in table.preview}
+            assert shown and shown <= set(table.updated) and (shown == {trial_id}) == (table.updated == (trial_id,)), \
+                name
+            counted = connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
+            assert table.rows == counted, name
+        newest = connection.execute(f"SELECT trial_id FROM {CHANGE_POINTS} ORDER BY started_at DESC NULLS LAST, "
+                                    "trial_id DESC LIMIT 10").fetchall()
+        assert [row["trial_id"] for row in built[CHANGE_POINTS].preview] == [row[0] for row in newest]

@@ -11,6 +11,7 @@ import duckdb
 
 from substrate_assets.warehouse import changes
 from substrate_assets.warehouse.introspection import table_columns
+from substrate_assets.warehouse.models.narrowing import narrowed_source
 from substrate_assets.warehouse.sql_literal import quoted
 
 
@@ -36,9 +37,9 @@ def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tupl
     count and first rows, or, without a preview, one for every count (a UNION ALL: as scalar subqueries of one
     SELECT, DuckDB would plan a join of a dozen relations, and ordering it costs tens of milliseconds).
 
-    The preview of a table its build updated for some trials is those trials' rows, newest first: what the build
-    wrote, read from the files that hold them. Filtered by trial id, a lake reads those files alone, where ordering
-    the whole table reads every file of its history."""
+    The preview of a model the refresh updated trial by trial (``books.updated``) is the rows its update wrote,
+    newest first, read where the update left them (:func:`narrowed_source`): the lake only counts the table, where
+    ordering the whole table reads every file of its history."""
     if not tables:
         return []
     limit = int(preview_rows)
@@ -50,8 +51,9 @@ def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tupl
         newest = functools.cache(lambda trial_ids: _newest_trials_first(connection, trial_ids, manifests))
         for (name, updated), described in zip(tables, columns, strict=True):
             names = {column for column, _ in described}
-            if updated and "trial_id" in names:
-                found.append(_updated_rows(connection, name, newest(tuple(sorted(set(updated)))), names, limit))
+            if updated and books is not None and name in books.updated:
+                found.append(_updated_rows(connection, name, narrowed_source(name, updated, books, books.database),
+                                           newest(tuple(sorted(set(updated)))), names, limit))
                 continue
             cursor = connection.execute(f"SELECT (SELECT count(*) FROM {name}) AS count_rows, * FROM {name} AS t "
                                         f"{_newest_first(name, names, manifests)} LIMIT {limit}")
@@ -68,15 +70,14 @@ def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tupl
             for (name, updated), described, (rows, preview) in zip(tables, columns, found, strict=True)]
 
 
-def _updated_rows(connection: duckdb.DuckDBPyConnection, name: str, trial_ids: Sequence[str], columns: set[str],
-                  limit: int) -> tuple[int, list[dict[str, Any]]]:
-    """``name``'s row count and the first ``limit`` rows of ``trial_ids``, newest first, in one statement whatever
-    the rows: the count joined to the numbered rows, a row of nulls when there are none. The trial ids are
-    literals, not a parameter: DuckDB pushes a constant IN list into the scan, where a lake skips each file whose
-    trial ids lie outside it."""
+def _updated_rows(connection: duckdb.DuckDBPyConnection, name: str, source: str, trial_ids: Sequence[str],
+                  columns: set[str], limit: int) -> tuple[int, list[dict[str, Any]]]:
+    """``name``'s row count and the first ``limit`` rows of ``trial_ids`` (read from ``source``, which holds them),
+    newest first, in one statement whatever the rows: the count joined to the numbered rows, a row of nulls when
+    there are none."""
     cursor = connection.execute(
         f"SELECT c.count_rows, t.* FROM (SELECT count(*) AS count_rows FROM {name}) AS c LEFT JOIN "
-        f"(SELECT row_number() OVER ({_within(trial_ids, columns)}) AS preview_row, * FROM {name} AS t "
+        f"(SELECT row_number() OVER ({_within(trial_ids, columns)}) AS preview_row, * FROM {source} AS t "
         f"WHERE t.trial_id IN ({_literals(trial_ids)})) AS t ON t.preview_row <= {limit} ORDER BY t.preview_row")
     names = [d[0] for d in cursor.description][2:]
     found = cursor.fetchall()

@@ -456,7 +456,7 @@ def test_a_trial_id_is_looked_for_in_trial_manifests_only_when_the_bookkeeping_s
 
 
 def test_a_model_updated_for_a_trial_previews_that_trials_rows_and_counts_its_whole_table(store, tmp_path):
-    """The preview on a load's materialization is what the load wrote: the new trial's rows, newest first, read
+    """The preview on a load's materialization is what the load wrote: the new trials' rows, newest first, read
     where the update left them; the count is the whole table's. A model built otherwise (change_points, rebuilt
     for its series) previews its newest rows."""
     trials = store.trial_dirs()
@@ -466,16 +466,23 @@ def test_a_model_updated_for_a_trial_previews_that_trials_rows_and_counts_its_wh
         new = RunStore(tmp_path / "new")
         # Started before every trial held: a whole-table preview, newest first, would not show it.
         trial_id = write_trial(new, "alpha", 1_000_000_000, _latencies(np.random.default_rng(5), 40.0), users=4)
+        # And one of beta's, loaded with it: two trials' rows, each table's ordered as a whole table's preview is.
+        other = write_trial(new, "beta", 1_000_000_600, _latencies(np.random.default_rng(6), 30.0), users=8)
         load_trials(connection, [TrialDirectory(directory) for directory in new.trial_dirs()])
         refreshed = refresh_marts(connection, MODELS, preview_rows=10)
         built = {table.name: table for table in refreshed.tables}
-        for name in PER_TRIAL:
+        for name in sorted(PER_TRIAL | set(PARTITIONED)):
             table = built[name]
             # A model whose rows of other trials the new one moves (their trial_number) wrote theirs again too.
-            assert table.updated is not None and trial_id in table.updated, name
+            assert table.updated is not None and {trial_id, other} <= set(table.updated), name
             shown = {row["trial_id"] for row in table.preview}
-            assert shown and shown <= set(table.updated) and (shown == {trial_id}) == (table.updated == (trial_id,)), \
-                name
+            assert shown and shown <= set(table.updated), name
+            # Newest first, as the whole table's preview orders its rows.
+            order = ('t."started_at" DESC NULLS LAST' if "started_at" in {column for column, _ in table.columns} else
+                     "(SELECT max(m.started_at) FROM trial_manifests AS m WHERE m.trial_id = t.trial_id) DESC NULLS LAST")
+            expected = connection.execute(f"SELECT trial_id FROM {name} AS t WHERE list_contains(?, trial_id) "
+                                          f"ORDER BY {order}, t.trial_id DESC LIMIT 10", [list(table.updated)])
+            assert [row["trial_id"] for row in table.preview] == [row[0] for row in expected.fetchall()], name
             counted = connection.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
             assert table.rows == counted, name
         newest = connection.execute(f"SELECT trial_id FROM {CHANGE_POINTS} ORDER BY started_at DESC NULLS LAST, "

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from substrate_assets.warehouse.connection import connect
-from substrate_assets.warehouse.models.tables import describe_table, describe_tables
+from substrate_assets.warehouse.models.tables import describe_table
 from substrate_assets.warehouse.raw_tables import ensure_schema
 from tests.support.raw_rows import insert
 
@@ -33,28 +33,3 @@ def test_rows_of_the_newest_trials_come_first(tmp_path: Path) -> None:
         connection.execute("CREATE TABLE plain AS SELECT * FROM (VALUES (3), (1), (2)) AS t(n)")
         preview = describe_table(connection, "plain", 10)
         assert [row["n"] for row in preview.preview] == [3, 1, 2] and preview.rows == 3
-
-
-def test_a_table_updated_for_some_trials_previews_their_rows_newest_first_and_counts_them_all(tmp_path: Path) -> None:
-    with connect(tmp_path / "w.duckdb") as connection:
-        ensure_schema(connection)
-        insert(connection, "trial_manifests", [{"trial_id": trial_id, "started_at": started(day)}
-                                               for day, trial_id in enumerate(["zz-old", "b-mid", "a-new", "c-same"])])
-        connection.execute("UPDATE trial_manifests SET started_at = (SELECT started_at FROM trial_manifests "
-                           "WHERE trial_id = 'a-new') WHERE trial_id = 'c-same'")
-        connection.execute("CREATE TABLE per_trial AS SELECT * FROM (VALUES ('zz-old', 1), ('b-mid', 2), "
-                           "('a-new', 3), ('c-same', 4), ('never-recorded', 5), ('b-mid', 6)) AS t(trial_id, n)")
-        described = describe_tables(connection, [("per_trial", ["zz-old", "never-recorded", "b-mid"]),
-                                                 ("trial_manifests", ["zz-old", "b-mid"]),
-                                                 ("per_trial", ["c-same", "a-new"]),
-                                                 ("per_trial", ["not-loaded"])], 10)
-        # The updated trials' rows alone: the newest started first, one never recorded last; the count is the
-        # table's.
-        assert [row["trial_id"] for row in described[0].preview] == ["b-mid", "b-mid", "zz-old", "never-recorded"]
-        assert described[0].rows == 6 and described[0].updated == ("zz-old", "never-recorded", "b-mid")
-        assert [row["trial_id"] for row in described[1].preview] == ["b-mid", "zz-old"] and described[1].rows == 4
-        # Trials that started at the same moment: the larger id first, as the whole table's preview orders them.
-        assert [row["trial_id"] for row in described[2].preview] == ["c-same", "a-new"]
-        assert [row["trial_id"] for row in describe_table(connection, "per_trial", 2).preview] == ["c-same", "a-new"]
-        # A build that wrote no row for its trial shows none, and still the table's count.
-        assert described[3].preview == [] and described[3].rows == 6

@@ -19,8 +19,10 @@ import altair as alt
 
 from substrate_assets.report.plots import (
     DIRECTION_COLOURS,
+    INDEPENDENT_COLOURS,
     PANEL_HEIGHT,
     SERIES_COLOURS,
+    STYLE,
     WIDTH,
     inline_values,
     note_chart,
@@ -124,8 +126,9 @@ def primary_history_chart(history: SuiteHistory, suite: str) -> alt.TopLevelMixi
                      alt.Tooltip("kind:N", title="trial"), alt.Tooltip("value:Q", format=",.4~f")]))
         undated = len(rows) - len(dated)
         subtitle = "lower is better" + (f"; {undated} trial(s) without a start time not drawn" if undated else "")
-        panels.append(alt.layer(*layers).properties(
-            width=WIDTH, height=PANEL_HEIGHT, title=alt.TitleParams(f"{figure} (ms)", subtitle=subtitle,
-                                                                    fontSize=12)).resolve_scale(color="independent"))
-    return styled(alt.vconcat(*panels, spacing=18, title=suite).resolve_scale(color="independent",
-                                                                              shape="shared"))
+        # Made whole by their constructors (plots.CHARTS_WHOLE).
+        panels.append(alt.LayerChart(layer=layers, width=WIDTH, height=PANEL_HEIGHT,
+                                     title=alt.TitleParams(f"{figure} (ms)", subtitle=subtitle, fontSize=12),
+                                     resolve=INDEPENDENT_COLOURS))
+    return alt.VConcatChart(vconcat=panels, spacing=18, title=suite, config=STYLE,
+                            resolve=alt.Resolve(scale=alt.ScaleResolveMap(color="independent", shape="shared")))

@@ -52,8 +52,11 @@ def describe_tables(connection: duckdb.DuckDBPyConnection, tables: Sequence[tupl
         for (name, updated), described in zip(tables, columns, strict=True):
             names = {column for column, _ in described}
             if updated and books is not None and name in books.updated:
+                # The trials' start is asked only for a table whose rows do not carry their own.
+                ordered = sorted(set(updated), reverse=True) if "started_at" in names else \
+                    newest(tuple(sorted(set(updated))))
                 found.append(_updated_rows(connection, name, narrowed_source(name, updated, books, books.database),
-                                           newest(tuple(sorted(set(updated)))), names, limit))
+                                           ordered, names, limit))
                 continue
             cursor = connection.execute(f"SELECT (SELECT count(*) FROM {name}) AS count_rows, * FROM {name} AS t "
                                         f"{_newest_first(name, names, manifests)} LIMIT {limit}")

@@ -73,6 +73,9 @@ class FigureComparison:
     # The suite's threshold for the figure as the suite states it: percent, or the unit's amount for a failure ratio
     # or a share (FRACTION_UNITS).
     threshold: float | None = None
+    # Judged as counts (analysis.counts: the failure ratio, the slow share): the noise is the dispersion over
+    # binomial, and no number of trials a side is counted to settle it.
+    counted: bool = False
 
 
 @dataclass(frozen=True)

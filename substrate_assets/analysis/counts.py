@@ -1,4 +1,5 @@
-"""A figure that counts events among trials' requests (the failure ratio), judged as counts.
+"""A figure that counts events among trials' requests, judged as counts: failed requests (the failure ratio), wakes
+that took the slow path among those whose path is known (the slow share).
 
 Each trial contributes ``k`` events of ``n`` requests; a side's ratio is its events over its requests. Trials of one
 configuration scatter more than binomial sampling would (a slow spell fails a burst of requests), so the binomial

@@ -8,7 +8,7 @@ Builders, one per kind of figure:
 - :func:`wake_figures`: the wake's geometric mean, and where paths are known its geometric mean at a common mix of
   paths, each path's p50 and the slow share (:mod:`wake_figures`);
 - :func:`scalar_figure`: one value per trial (densities, capacity);
-- :func:`count_figure`: events of requests per trial (the failure ratio), judged as counts.
+- :func:`count_figure`: events of requests per trial (the failure ratio, the slow share), judged as counts.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from substrate_assets.analysis.wake_figures import (
     gmean,
     mix_text,
     mixed_gmean,
-    slow_share,
+    slow_wakes,
 )
 
 Better = Literal["lower", "higher"]
@@ -161,8 +161,10 @@ def wake_figures(name: str, baseline: Sequence[TrialWakes], candidate: Sequence[
         rows.append(percentile_row(f"{name} p50 ({path})", 500, "p50", [trial.on_path(path) for trial in baseline],
                                     [trial.on_path(path) for trial in candidate],
                                     [_p50(trial.on_path(path)) for trial in history]))
-    rows.append(_scalar(f"{name} slow share", "share", "lower", "share", _per_trial(baseline, slow_share),
-                        _per_trial(candidate, slow_share), _per_trial(history, slow_share),
+    slow = [[slow_wakes(trial) if len(trial.latencies) else None for trial in side]
+            for side in (baseline, candidate, history)]
+    rows.append(replace(count_figure(f"{name} slow share", slow[0], slow[1],
+                                     [count for count in slow[2] if count is not None], unit="share", kind="share"),
                         note="the share of wakes that waited for a cold host"))
     return rows
 
@@ -185,12 +187,13 @@ def scalar_figure(figure: str, unit: str, better: Better, kind: ThresholdKind,
 
 
 def count_figure(figure: str, baseline: Sequence[Count | None], candidate: Sequence[Count | None],
-                 history: Sequence[Count] = ()) -> Measured:
-    """Events of requests per trial (None: a trial that counted none), its ratio judged as counts."""
+                 history: Sequence[Count] = (), unit: str = "ratio", kind: ThresholdKind = "failure_ratio") -> Measured:
+    """Events of requests per trial (None: a trial that counted none), its ratio judged as counts: failed requests
+    (the failure ratio), or slow wakes of the wakes whose path is known (a ``share``)."""
     def ratios(trials: Sequence[Count | None]) -> list[float | None]:
         return [None if trial is None or trial[1] == 0 else trial[0] / trial[1] for trial in trials]
 
-    row = scalar_figure(figure, "ratio", "lower", "failure_ratio", ratios(baseline), ratios(candidate),
+    row = scalar_figure(figure, unit, "lower", kind, ratios(baseline), ratios(candidate),
                         [k / n for k, n in history if n])
     if not row.baseline or not row.candidate:
         return row

@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from substrate_assets.analysis.comparison import FigureComparison, Interval, Verdict
 from substrate_assets.analysis.counts import compare_counts
-from substrate_assets.analysis.measured import Measured
+from substrate_assets.analysis.measured import Measured, ThresholdKind
 from substrate_assets.analysis.moments import (
     MIN_DRIFT_SERIES,
     DriftingError,
@@ -77,6 +77,7 @@ class _Common(TypedDict, total=False):
     level: float | None
     note: str | None
     threshold: float | None
+    counted: bool
 
 
 class _Measured(_Common, total=False):
@@ -206,15 +207,22 @@ def margin(evidence: _Evidence, thresholds: Thresholds) -> tuple[float, float]:
     """The smallest shift on the figure's scale the suite counts as a change, and the suite's threshold as it states
     it (percent, or a failure ratio's or share's amount)."""
     kind = evidence.measured.kind
-    if kind == "failure_ratio":
-        return thresholds.failure_ratio_change, thresholds.failure_ratio_change
-    if kind == "share":
-        return thresholds.share_change, thresholds.share_change
+    absolute = absolute_threshold(kind, thresholds)
+    if absolute is not None:
+        return absolute, absolute
     percent = thresholds.latency_change_pct if kind == "latency" else thresholds.density_change_pct
     if evidence.scale == "ratio":
         return math.log1p(percent / 100), percent
     # A relative threshold on a figure some trial measured as 0: the same share of the baseline's mean.
     return percent / 100 * abs(float(evidence.baseline.mean())), percent
+
+
+def absolute_threshold(kind: ThresholdKind, thresholds: Thresholds) -> float | None:
+    """The threshold of a figure judged by an amount of its unit (a failure ratio's, a share's); None for a relative
+    one."""
+    if kind == "failure_ratio":
+        return thresholds.failure_ratio_change
+    return thresholds.share_change if kind == "share" else None
 
 
 def _direction(shift: float, better: str) -> Verdict:
@@ -298,17 +306,18 @@ def _counts_figure(measured: Measured, level: float, thresholds: Thresholds) -> 
     counts = measured.counts
     assert counts is not None
     found = compare_counts(counts.baseline, counts.candidate, counts.history)
+    bound = absolute_threshold(measured.kind, thresholds)
+    assert bound is not None, f"{measured.figure}: counts are judged by an amount of their unit"
     base_n, cand_n = len(counts.baseline), len(counts.candidate)
     common: _Common = {"figure": measured.figure, "unit": measured.unit, "better": measured.better,
                        "scale": "difference", "baseline_trials": base_n, "candidate_trials": cand_n,
                        "history_trials": len(counts.history), "primary": measured.primary, "level": level,
-                       "note": measured.note, "threshold": thresholds.failure_ratio_change}
+                       "note": measured.note, "threshold": bound, "counted": True}
     if found is None:
         return FigureComparison(**common, baseline=None, candidate=None, change_pct=None, difference=None,
                                 interval=None, noise=None, noise_df=None, detectable=None, p_value=None,
                                 verdict=None, why="a side made no request")
     estimate = Estimate(found.shift, found.error, math.inf)
-    bound = thresholds.failure_ratio_change
     equivalence = Interval(*estimate.interval(1 - 2 * thresholds.false_alarm_rate))
     judged: _Judged = {**common, "baseline": found.baseline_ratio, "candidate": found.candidate_ratio,
                        "change_pct": change_pct(found.baseline_ratio, found.candidate_ratio),

@@ -9,7 +9,9 @@ the mix moves a few points: it jumps from trial to trial. Statistics that do not
   common mix of paths** (``path gmean``): each path's mean log latency, weighted by one mix for every trial of a
   comparison — the mean of the trials' shares of each path — so a trial's figure moves when its wakes on each path
   do, not when the mix does; each **path's own p50**; and the **slow share**, the share of wakes that took the slow
-  path (a restore on a cold host), which carries the mix itself.
+  path (a restore on a cold host), which carries the mix itself. The slow share is a count of wakes, judged as
+  counts (:mod:`~substrate_assets.analysis.counts`): a few trials' shares of a few dozen wakes tie often, and a
+  spread of zero measured on two trials is no evidence that the share never varies.
 
 A path enters the common mix when every trial of the comparison took it at least :data:`MIN_PATH_WAKES` times (its
 mean log latency is then measured in each); wakes of other paths are left to the slow share. The common paths must
@@ -105,10 +107,11 @@ def mixed_gmean(trial: TrialWakes, mix: dict[str, float]) -> float | None:
     return float(np.exp(sum(weight * mean for weight, mean in zip(mix.values(), known, strict=True))))
 
 
-def slow_share(trial: TrialWakes) -> float | None:
-    """The share of wakes with a known path that took the slow path; None when no wake's path is known."""
+def slow_wakes(trial: TrialWakes) -> tuple[int, int] | None:
+    """The wakes that took the slow path and the wakes whose path is known (the slow share's counts); None when no
+    wake's path is known."""
     known = trial.known_paths
-    return None if known == 0 else int(np.count_nonzero(trial.paths == WAKE_PATHS.index(SLOW_PATH))) / known
+    return None if known == 0 else (int(np.count_nonzero(trial.paths == WAKE_PATHS.index(SLOW_PATH))), known)
 
 
 def mix_text(mix: dict[str, float]) -> str:

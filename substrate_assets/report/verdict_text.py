@@ -76,7 +76,7 @@ def spread_text(spread: float | None, scale: str, unit: str) -> str:
 def noise_text(row: FigureComparison) -> str:
     if row.noise is None:
         return "unknown"
-    if row.unit == "ratio":  # counts: the dispersion over binomial, from the trials' scatter
+    if row.counted:  # the dispersion over binomial, from the trials' scatter
         return f"dispersion {figure(row.noise, unit='users')} (df {_df(row.noise_df)})"
     drift = f" + drift {spread_text(row.drift, row.scale, row.unit)}" if row.drift is not None else ""
     return f"{spread_text(row.noise, row.scale, row.unit)}{drift} (df {_df(row.noise_df)})"
@@ -113,7 +113,7 @@ def why_text(row: FigureComparison) -> str | None:
     interval = _interval(row.equivalence_interval, row.scale, row.unit)
     said = (f"neither beyond the threshold's {threshold_text(row)} at p < {figure(row.level, 'p_value')} nor inside "
             f"it (90 % interval {interval})")
-    if row.unit == "ratio":  # counts: no detectable change a side of trials would reach
+    if row.counted:  # no detectable change a side of trials would reach
         return said
     if row.detectable is None:
         detects = "unknown"
@@ -178,12 +178,12 @@ def shown_row(row: FigureComparison) -> list[str]:
 SHOWN_COLUMNS = ["figure", "baseline", "candidate", "change", "95 % CI", "noise", "could detect", "p", "level",
                  "trials", "verdict"]
 # What the short column names stand for, printed under every table of a comparison.
-COLUMN_LEGEND = ("*: a primary figure, most of the false-alarm budget; 95 % CI: the change's t interval from the "
-                 "trials' noise; noise: trial-to-trial spread (a CV, or the failure ratio's dispersion), the drift "
-                 "between the sides' moments where the history drifted, and the degrees of freedom; could detect: "
-                 "the change the rule finds with 80 % power; p: the test of the trials' values, a verdict when "
-                 "below its level and the change reaches the threshold; no change: the 90 % interval inside "
-                 "±threshold; trials: baseline / candidate / history.")
+COLUMN_LEGEND = ("*: a primary figure, most of the false-alarm budget; 95 % CI: the change's interval from the "
+                 "trials' noise; noise: trial-to-trial spread (a CV, or the dispersion of a count: the failure "
+                 "ratio, the slow share), the drift between the sides' moments where the history drifted, and the "
+                 "degrees of freedom; could detect: the change the rule finds with 80 % power; p: the test of the "
+                 "trials' values, a verdict when below its level and the change reaches the threshold; no change: "
+                 "the 90 % interval inside ±threshold; trials: baseline / candidate / history.")
 
 
 def plain_row(row: FigureComparison) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def test_an_inconclusive_figure_says_why_from_its_fields():
     assert why_text(row) == ("neither beyond the threshold's ±5 % at p < 0.013 nor inside it (90 % interval "
                              "[-1.0 %, +9.0 %]); could detect ≥ 14.0 % with 3 and 3 trials: about 12 trials a side "
                              "would settle it")
-    counts = _row(unit="ratio", scale="difference", threshold=0.01, equivalence_interval=Interval(-0.004, 0.012))
+    counts = _row(unit="ratio", scale="difference", counted=True, threshold=0.01, equivalence_interval=Interval(-0.004, 0.012))
     assert why_text(counts) == ("neither beyond the threshold's ±0.01 at p < 0.013 nor inside it (90 % interval "
                                 "[-0.0040, +0.0120])")
     assert why_text(_row(verdict=None, why="a side made no request")) == "a side made no request"

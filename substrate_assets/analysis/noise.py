@@ -15,7 +15,8 @@ The **noise** of a comparison pools the sum of squared deviations of each side's
 ordinary pooled standard deviation, with ``Σ(k − 1)`` degrees of freedom, so a t statistic on it is exact for
 normal trial values (tested by coverage on synthetic data). Unknown with no degree of freedom: one trial a side
 and no history. History counts only from :data:`MIN_HISTORY` trials (one or two earlier trials are no floor). When
-the history drifted, sides run at different moments differ by more than this: :mod:`moments`.
+the history drifted, sides run at different moments differ by more than this: :mod:`moments`. Values measured in
+whole steps are never less noisy than their rounding to the step (:func:`step_floor`).
 
 What a comparison can see through this noise, by the rule it applies, is :mod:`rule`'s.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -40,6 +41,8 @@ MIN_HISTORY = 3
 HISTORY_WINDOW = 20
 MAD_TO_SD = 1.4826
 SUCCESSIVE_TO_SD = 1.048
+# A value rounded to a grid is off by up to half a step, uniformly: a standard deviation of step / √12 (Sheppard).
+ROUNDING_TO_SD = 1 / math.sqrt(12)
 
 
 def on_scale(values: Sequence[float], scale: Scale) -> npt.NDArray[np.floating[Any]]:
@@ -92,6 +95,22 @@ def pooled_noise(sides: Sequence[npt.NDArray[np.floating[Any]]],
     if df == 0:
         return None
     return Noise(math.sqrt(total / df), df, repeats, used)
+
+
+def step_floor(*groups: npt.NDArray[np.floating[Any]]) -> float:
+    """The least trial-to-trial spread that values measured in steps can have (actors per node, a ladder's users),
+    on their scale: the smallest distance between two different values among them (the step, or less) times
+    :data:`ROUNDING_TO_SD`; 0 when they are all the same (nothing tells a step from a constant). Trials of a few
+    whole steps tie often (two trials at 8 users), and a spread of 0 measured on them is no evidence that the figure
+    never moves: a t test on it made every difference p = 0. For values not on a grid the floor is below any spread
+    two different values of one side make, so it changes nothing."""
+    values = np.unique(np.concatenate([np.asarray(group, dtype=float) for group in groups]))
+    return float(np.min(np.diff(values))) * ROUNDING_TO_SD if len(values) > 1 else 0.0
+
+
+def floored(noise: Noise | None, floor: float) -> Noise | None:
+    """``noise`` with its spread at least ``floor`` (:func:`step_floor`), its degrees of freedom kept."""
+    return noise if noise is None or noise.spread >= floor else replace(noise, spread=floor)
 
 
 # Past this a shift on the log scale is no change a double holds as a percentage (e^709.8 overflows).

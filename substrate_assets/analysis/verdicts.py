@@ -51,9 +51,11 @@ from substrate_assets.analysis.noise import (
     Scale,
     as_change,
     fits_ratio_scale,
+    floored,
     on_scale,
     pooled_noise,
     squares,
+    step_floor,
 )
 from substrate_assets.analysis.rule import Estimate, call, detectable, trials_to_settle
 from substrate_assets.analysis.thresholds import Thresholds
@@ -185,9 +187,10 @@ def _evidence(measured: Measured, pairs: Pairs | None) -> _Evidence | None:
     # A history value the ratio scale cannot take (a 0) is left out of the noise, never bent into it.
     history = on_scale([value for value in measured.history if scale == "difference" or value > 0], scale)
     base, cand = on_scale(measured.baseline, scale), on_scale(measured.candidate, scale)
+    floor = step_floor(base, cand, history)
     if pairs and len(base) == len(cand) == len(pairs):
         noise, correlation = _paired_noise(base, cand, pairs, history)
-        return _Evidence(measured, scale, base, cand, noise, True, correlation)
+        return _Evidence(measured, scale, base, cand, floored(noise, floor), True, correlation)
     base_moments = _moments(measured.baseline_moments, len(base))
     cand_moments = _moments(measured.candidate_moments, len(cand))
     # The drift is measured over the history, or with none over a baseline of many moments (a configuration's
@@ -195,7 +198,7 @@ def _evidence(measured: Measured, pairs: Pairs | None) -> _Evidence | None:
     series = history if len(history) >= MIN_DRIFT_SERIES else base if moments_of(base_moments) >= MIN_DRIFT_SERIES \
         else np.empty(0)
     drift = series_drift(series)
-    noise = pooled_noise([base, cand], history)
+    noise = floored(pooled_noise([base, cand], history), floor)
     if drift is None or not drift.drifted or noise is None:
         return _Evidence(measured, scale, base, cand, noise)
     drifting = drifting_error(base, cand, base_moments, cand_moments, drift)

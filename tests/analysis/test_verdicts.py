@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from substrate_assets.analysis.measured import Measured, count_figure, latency_figures, scalar_figure, wake_figures
+from substrate_assets.analysis.noise import pooled_noise, step_floor
 from substrate_assets.analysis.rule import Estimate, call, detectable, trials_to_settle
 from substrate_assets.analysis.thresholds import Thresholds
 from substrate_assets.analysis.verdicts import NO_NOISE, SHOWN_REACH_PCT, _evidence, judge, levels
@@ -315,6 +316,37 @@ def test_densities_follow_their_direction_and_a_constant_figure_is_no_change():
     assert (fewer.verdict, fewer.scale) == ("regressed", "ratio") and fewer.change_pct == pytest.approx(-20.0)
     same = verdict_of(scalar_figure("actors_per_node", "actors", "higher", "density", [10.0] * 3, [10.0] * 3))
     assert (same.verdict, same.noise) == ("no change", 0.0)
+
+
+def test_a_figure_in_whole_steps_whose_trials_tie_is_not_called_changed():
+    """A ladder's capacity in users: 8, one step off now and then. One trial against a group of two whose trials tie
+    (7 and 7) measured a spread of 0, and a t test on it called every difference p = 0: 20 % of these A/As were
+    called changed (6 % at two a side). The spread is never below the rounding to the values' step: A/As are rarely
+    called changed, and a real change of two steps is still found at four a side."""
+    rng = np.random.default_rng(5)
+
+    def capacity(trials: int, shift: int = 0) -> list[float]:
+        return list(8.0 + shift + rng.choice([-1, 0, 0, 0, 1], trials))
+
+    def called(baseline: int, candidate: int, shift: int, draws: int) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for _ in range(draws):
+            row = scalar_figure("capacity_users", "users", "higher", "density", capacity(baseline),
+                                capacity(candidate, shift))
+            verdict = verdict_of(row).verdict
+            found[verdict] = found.get(verdict, 0) + 1
+        return found
+
+    tie = verdict_of(scalar_figure("capacity_users", "users", "higher", "density", [8.0], [7.0, 7.0]))
+    assert tie.verdict == "inconclusive" and tie.noise == pytest.approx(math.log(8 / 7) / math.sqrt(12))
+    for baseline, candidate in ((1, 2), (2, 2)):
+        found = called(baseline, candidate, 0, 600)
+        assert found.get("regressed", 0) + found.get("improved", 0) <= 0.02 * 600, (baseline, candidate, found)
+    assert called(4, 4, -2, 200).get("regressed", 0) >= 0.9 * 200
+    # Values not on a grid are never floored: two different values of a side spread more than the rounding.
+    for row in (latency(rng, 3, 0.05, history) for history in (0, 20) for _ in range(50)):
+        sides, history = [np.log(row.baseline), np.log(row.candidate)], np.log(np.asarray(row.history))
+        assert step_floor(*sides, history) < pooled_noise(sides, history).spread
 
 
 def drifting(rng: np.random.Generator, trials: int, within: float = 0.02, between: float = 0.06) -> np.ndarray:

@@ -37,7 +37,14 @@ from duckdb.func import ARROW
 
 from substrate_assets.analysis.statistics import reference_round
 from substrate_assets.warehouse.backoff import StillHeld, with_backoff
-from substrate_assets.warehouse.lake import WarehouseBusy, maintain_every, maintain_when_due, open_lake, writer_lock
+from substrate_assets.warehouse.lake import (
+    WarehouseBusy,
+    forget_attached,
+    maintain_every,
+    maintain_when_due,
+    open_lake,
+    writer_lock,
+)
 from substrate_assets.warehouse.location import Lake, Warehouse
 
 log = logging.getLogger(__name__)
@@ -145,7 +152,13 @@ def connect(warehouse: Warehouse, read_only: bool = False, *, wait_s: float | No
                 warehouse.parent.mkdir(parents=True, exist_ok=True)
             connection = _open(warehouse, read_only, waiting, on_wait, sleep, clock)
         stack.callback(connection.close)
-        yield prepare(connection, not read_only if python_functions is None else python_functions)
+        try:
+            yield prepare(connection, not read_only if python_functions is None else python_functions)
+        except BaseException:
+            if isinstance(warehouse, Lake):
+                connection.close()
+                forget_attached(warehouse, read_only)
+            raise
         if isinstance(warehouse, Lake) and not read_only:
             try:
                 if maintain_when_due(connection, every):

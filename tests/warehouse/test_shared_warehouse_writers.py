@@ -267,3 +267,34 @@ def test_a_reader_rounds_with_py_round_only_when_its_sql_asks(lake):
     with mock.patch.dict(os.environ, lake.env(READER)):
         assert query(lake.location(READER), "SELECT py_round(0.125, 2) AS r, py_round(2.5, 0) AS s").rows == [
             (0.12, 2.0)]
+
+
+def test_a_process_attaches_once_and_sees_what_other_writers_commit(lake, store):
+    """A process attaches the lake once a role (~85 catalog statements), each connection a cursor on that instance:
+    its in-memory database outlives the connection. Another process's load committed in between is seen (DuckLake
+    starts each transaction at the latest snapshot) and the next load here lands beside it; a reader's reused
+    instance is still shut to all but the lake; an instance a connection failed on is not used again."""
+    first, second, third = (a_trial(store, 1_700_000_000 + index * 600) for index in range(3))
+    load(lake, first)
+    with opened(lake, WRITER, read_only=False) as connection:
+        connection.execute("CREATE TABLE memory.main.marker AS SELECT 1 AS attached_once")
+    program = ("import sys\nfrom pathlib import Path\nfrom substrate_assets.results.trial_directory import "
+               "TrialDirectory\nfrom substrate_assets.warehouse.connection import connect\n"
+               "from substrate_assets.warehouse.location import warehouse_location\n"
+               "from substrate_assets.warehouse.refresh import load_and_refresh\n"
+               "from substrate_assets.warehouse.trial_rows import read_trials\n"
+               "read, _ = read_trials([TrialDirectory(Path(sys.argv[1]))])\n"
+               "with connect(warehouse_location()) as connection:\n    load_and_refresh(connection, read)\n")
+    subprocess.run([sys.executable, "-c", program, str(second)], cwd=ROOT, env={**os.environ, **lake.env(WRITER)},
+                   check=True, timeout=300)
+    load(lake, third)
+    with opened(lake, WRITER, read_only=False) as connection:
+        assert connection.execute("SELECT attached_once FROM memory.main.marker").fetchone() == (1,)
+        assert connection.execute("SELECT count(*) FROM trial_manifests").fetchone() == (3,)
+    assert loaded(lake)[0] == loaded(lake)[2] == 3
+    with opened(lake, READER) as connection, pytest.raises(duckdb.Error, match=r"disabled|Permission|not allowed"):
+        connection.execute(f"SELECT * FROM read_csv('{first / 'trial.json'}')")
+    with pytest.raises(duckdb.CatalogException), opened(lake, WRITER, read_only=False) as connection:
+        connection.execute("SELECT * FROM no_such_table")
+    with opened(lake, WRITER, read_only=False) as connection, pytest.raises(duckdb.CatalogException, match="marker"):
+        connection.execute("SELECT * FROM memory.main.marker")

@@ -201,11 +201,23 @@ def _locust_process() -> psutil.Process | None:
     return None
 
 
-def _still_running(processes: list[psutil.Process]) -> list[psutil.Process]:
+def _children() -> set[tuple[int, float]]:
+    """This process's descendants now, by pid and start (a reused pid is another process)."""
+    found = set()
+    for process in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found.add((process.pid, process.create_time()))
+    return found
+
+
+def _still_running(processes: list[psutil.Process], before: set[tuple[int, float]]) -> list[psutil.Process]:
+    """Those of ``processes`` that run (not zombies) and were not children before the trial: an earlier test's
+    helper that lives as long as the test process (multiprocessing's resource tracker, which a rebuild's reading
+    processes start) is none of the trial's."""
     running = []
     for process in processes:
         with contextlib.suppress(psutil.NoSuchProcess):
-            if process.status() != psutil.STATUS_ZOMBIE:
+            if process.status() != psutil.STATUS_ZOMBIE and (process.pid, process.create_time()) not in before:
                 running.append(process)
     return running
 
@@ -214,6 +226,7 @@ def test_kill_9_of_locust_leaves_a_readable_partial_trial(tmp_path):
     # A run time no test reaches: Locust is killed mid-run however slowly it starts, never after it ended.
     suite = get_suite("quick-smoke").with_overrides(users=2, duration="1h")
     result: dict[str, object] = {}
+    before = _children()
 
     def run() -> None:
         try:
@@ -253,4 +266,4 @@ def test_kill_9_of_locust_leaves_a_readable_partial_trial(tmp_path):
     requests = read_requests(trial.trial_dir / trial_directory.REQUESTS_PARQUET)
     assert requests.height > 0 and requests.filter(pl.col("name") == "WakeFirstTouch").height > 0
     assert not list(tmp_path.glob(".staging/*"))
-    assert not _still_running(psutil.Process().children(recursive=True))
+    assert not _still_running(psutil.Process().children(recursive=True), before)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -128,7 +128,10 @@ def latency_figures(name: str, baseline: Sequence[npt.NDArray[np.floating[Any]]]
             for label, per_mille in LATENCY_PERCENTILES]
 
 
-def _per_trial(trials: Sequence[TrialWakes], figure: Callable[[TrialWakes], float | None]) -> list[float | None]:
+Figure = TypeVar("Figure")
+
+
+def _per_trial(trials: Sequence[TrialWakes], figure: Callable[[TrialWakes], Figure | None]) -> list[Figure | None]:
     return [figure(trial) if len(trial.latencies) else None for trial in trials]
 
 
@@ -161,10 +164,9 @@ def wake_figures(name: str, baseline: Sequence[TrialWakes], candidate: Sequence[
         rows.append(percentile_row(f"{name} p50 ({path})", 500, "p50", [trial.on_path(path) for trial in baseline],
                                     [trial.on_path(path) for trial in candidate],
                                     [_p50(trial.on_path(path)) for trial in history]))
-    slow = [[slow_wakes(trial) if len(trial.latencies) else None for trial in side]
-            for side in (baseline, candidate, history)]
-    rows.append(replace(count_figure(f"{name} slow share", slow[0], slow[1],
-                                     [count for count in slow[2] if count is not None], unit="share", kind="share"),
+    past = [count for count in _per_trial(history, slow_wakes) if count is not None]
+    rows.append(replace(count_figure(f"{name} slow share", _per_trial(baseline, slow_wakes),
+                                     _per_trial(candidate, slow_wakes), past, unit="share", kind="share"),
                         note="the share of wakes that waited for a cold host"))
     return rows
 

@@ -156,7 +156,6 @@ def connect(warehouse: Warehouse, read_only: bool = False, *, wait_s: float | No
             yield prepare(connection, not read_only if python_functions is None else python_functions)
         except BaseException:
             if isinstance(warehouse, Lake):
-                connection.close()
                 forget_attached(warehouse, read_only)
             raise
         if isinstance(warehouse, Lake) and not read_only:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -11,7 +12,7 @@ CACHE_ENV = "SUBSTRATE_BENCH_CACHE"
 
 def cache_directory(kind: str) -> Path:
     """A writable directory for what the package derives once and keeps between processes (generated protobuf
-    modules, the tables each SQL model reads): ``$SUBSTRATE_BENCH_CACHE/<kind>``, else
+    modules, the tables each SQL model reads, the warehouse's columns): ``$SUBSTRATE_BENCH_CACHE/<kind>``, else
     ``$XDG_CACHE_HOME/substrate-bench/<kind>`` (``~/.cache``), else one under the system's temporary directory."""
     configured = os.environ.get(CACHE_ENV)
     if configured:
@@ -25,3 +26,27 @@ def cache_directory(kind: str) -> Path:
     except OSError:
         pass
     return Path(tempfile.gettempdir()) / f"substrate-bench-{os.getuid()}" / kind
+
+
+def read_cached(path: Path) -> object | None:
+    """The JSON a cache file holds; None when it is missing or does not read (the caller derives it again)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def write_cached(path: Path, value: object) -> None:
+    """Write ``value`` as JSON to a temporary file renamed over ``path``: a reader sees the old cache or the new one.
+    A cache that cannot be written is left as it is (what it holds is derived again)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".writing-", dir=path.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "w") as file:
+            json.dump(value, file, sort_keys=True)
+        os.replace(temporary, path)
+    except OSError:
+        Path(temporary).unlink(missing_ok=True)

@@ -14,7 +14,7 @@ from substrate_assets.defs.warehouse.column_checks import check_evaluations
 from substrate_assets.report.figures import charted_key, figure, rounded
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.warehouse.checks import TestOutcome
-from substrate_assets.warehouse.column_docs import column_descriptions, table_columns
+from substrate_assets.warehouse.column_docs import column_descriptions, known_table_columns
 from substrate_assets.warehouse.models.discovery import ModelError, models_directory
 from substrate_assets.warehouse.models.tables import BuiltTable
 from substrate_assets.warehouse.trial_densities import trial_densities
@@ -28,12 +28,12 @@ def _column_descriptions(directory: Path) -> dict[str, dict[str, str]]:
 
 @functools.cache
 def _table_columns(directory: Path) -> dict[str, list[tuple[str, str]]]:
-    """Built once per process and models directory, on an empty warehouse in memory (about 0.4 s): the catalog shows
-    each table's columns before any trial has loaded. Only the definitions need them; an import does not pay. Empty
-    for a project whose models do not build on empty tables: its catalog shows no columns until they are built, and
-    the refresh that builds them says what is wrong."""
+    """Built on an empty warehouse in memory once for the package's code and the models (``known_table_columns``
+    keeps them across processes): the catalog shows each table's columns before any trial has loaded. Only the
+    definitions need them; an import does not pay. Empty for a project whose models do not build on empty tables:
+    its catalog shows no columns until they are built, and the refresh that builds them says what is wrong."""
     try:
-        return table_columns()
+        return known_table_columns(directory)
     except (duckdb.Error, ModelError):
         return {}
 

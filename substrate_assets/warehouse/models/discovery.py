@@ -4,16 +4,13 @@ description, and schema.yml's config of it), and the order they build in."""
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 from typing import Protocol, TypeVar
 
-from substrate_assets.cache import cache_directory
+from substrate_assets.cache import cache_directory, read_cached, write_cached
 from substrate_assets.project import project_root
 from substrate_assets.warehouse.checks import read_yaml
 
@@ -142,7 +139,7 @@ def _discover(directory: Path) -> dict[str, Model]:
         models[name] = Model(name, path, sql.strip().rstrip(";"), upstream, _description(sql), name in per_trial,
                              per_trial.get(name, ()))
     if parsed:
-        _write_tables_cache({**known, **parsed})
+        write_cached(_tables_cache(), {**known, **parsed})
     return models
 
 
@@ -156,30 +153,10 @@ def _tables_cache() -> Path:
 
 
 def _read_tables_cache() -> dict[str, list[str]]:
-    try:
-        known = json.loads(_tables_cache().read_text())
-    except (OSError, ValueError):
-        return {}
+    known = read_cached(_tables_cache())
     valid = isinstance(known, dict) and all(isinstance(tables, list) and all(isinstance(t, str) for t in tables)
                                             for tables in known.values())
-    return known if valid else {}
-
-
-def _write_tables_cache(known: dict[str, list[str]]) -> None:
-    """Written whole to a temporary file renamed over the cache: a reader sees the old cache or the new one. A
-    cache that cannot be written is left as it is (the models still parse)."""
-    path = _tables_cache()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".writing-", dir=path.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(handle, "w") as file:
-            json.dump(known, file, sort_keys=True)
-        os.replace(temporary, path)
-    except OSError:
-        Path(temporary).unlink(missing_ok=True)
+    return known if valid and isinstance(known, dict) else {}
 
 
 class ModelNode(Protocol):

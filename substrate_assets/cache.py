@@ -31,9 +31,10 @@ def cache_directory(kind: str) -> Path:
 def read_cached(path: Path) -> object | None:
     """The JSON a cache file holds; None when it is missing or does not read (the caller derives it again)."""
     try:
-        return json.loads(path.read_text())
+        value: object = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return value
 
 
 def write_cached(path: Path, value: object) -> None:

@@ -310,27 +310,43 @@ def test_the_tests_of_a_table_counted_in_one_scan_find_what_each_alone_finds(tmp
         assert len(run_test(connection, wrong, sample_rows=5).sample) == 5
 
 
+def _request_logs(store: RunStore) -> list[Path]:
+    return [directory / "requests.parquet" for directory in store.trial_dirs()
+            if (directory / "requests.parquet").exists()]
+
+
+@pytest.fixture(scope="module")
+def older_log(store, tmp_path_factory) -> tuple[RunStore, Path]:
+    """A copy of the store whose first request log is as an older writer left it (Int64 step_index, no wake
+    column), and that copy loaded trial by trial as a run or an import loads it: what each way of rebuilding is
+    held to."""
+    root = tmp_path_factory.mktemp("older-log")
+    copy = RunStore(root / "store")
+    shutil.copytree(store.root, copy.root)
+    first = _request_logs(copy)[0]
+    pl.read_parquet(first).with_columns(pl.col("step_index").cast(pl.Int64)).drop("wake").write_parquet(first)
+    load_one_by_one(copy, root / "w.duckdb", copy.trial_dirs())
+    return copy, root / "w.duckdb"
+
+
 @pytest.mark.parametrize(("batch", "processes_from"), [(500, 200), (4, 1)], ids=["one-batch", "batches-processes"])
 def test_a_rebuild_reads_request_logs_of_other_types_or_that_do_not_read_as_a_single_load_does(
-        store, tmp_path, caplog, monkeypatch, batch, processes_from):
+        older_log, tmp_path, caplog, monkeypatch, batch, processes_from):
     """The rebuild scans the request logs with DuckDB; a log whose columns are of other types (an older writer's
     Int64 step_index) goes through polars' casts, and one that does not read is skipped with its trial; in one
     batch on threads, or in batches of 4 read by worker processes."""
     monkeypatch.setattr(rebuild_module, "BATCH_TRIALS", batch)
     monkeypatch.setattr(rebuild_module, "PROCESS_READ_TRIALS", processes_from)
-    copy = RunStore(tmp_path / "store")
-    shutil.copytree(store.root, copy.root)
-    logs = [directory / "requests.parquet" for directory in copy.trial_dirs()
-            if (directory / "requests.parquet").exists()]
-    older = pl.read_parquet(logs[0])
-    older.with_columns(pl.col("step_index").cast(pl.Int64)).drop("wake").write_parquet(logs[0])
+    older, loaded = older_log
     with caplog.at_level(logging.INFO, logger="substrate_assets.warehouse.rebuild"):
-        rebuilt = _rebuilt(copy, tmp_path / "r.duckdb")
+        rebuilt = _rebuilt(older, tmp_path / "r.duckdb")
     assert "loading request logs trial by trial" in caplog.text
-    load_one_by_one(copy, tmp_path / "w.duckdb", copy.trial_dirs())
-    assert differences(tmp_path / "w.duckdb", rebuilt) == {}
-    broken = logs[1].parent
-    logs[1].write_bytes(logs[1].read_bytes()[:-100])
+    assert differences(loaded, rebuilt) == {}
+    copy = RunStore(tmp_path / "store")
+    shutil.copytree(older.root, copy.root)
+    log = _request_logs(copy)[1]
+    broken = log.parent
+    log.write_bytes(log.read_bytes()[:-100])
     result = rebuild(copy, tmp_path / "r.duckdb", MODELS)
     assert [problem.trial_dir for problem in result.skipped] == [broken]
     assert broken not in {trial.path for trial in result.trials} and len(result.trials) == len(copy.trial_dirs()) - 1

@@ -76,7 +76,8 @@ def measure_outside_a_run(instance: dg.DagsterInstance, trial_dir: Path, trial_r
                           marts: Collection[dg.AssetKey]) -> TimeToInsight:
     """The same moments for a trial loaded outside a run (``whole_loads``) from ``load_began`` (Unix seconds): its
     marts' records are each mart's latest materialization, when it was recorded after the load began."""
-    latest = [instance.get_latest_materialization_event(key) for key in marts]
+    # One query for every mart (one each cost ~15 ms, 0.2 s for fifteen marts).
+    latest = instance.get_latest_materialization_events(list(marts)).values()
     return _moments(instance, trial_dir, trial_run_id, load_began, marts,
                     [entry for entry in latest if entry is not None and entry.timestamp >= load_began])
 

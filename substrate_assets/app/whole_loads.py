@@ -36,7 +36,7 @@ from substrate_assets.defs.warehouse.models import (
 from substrate_assets.defs.warehouse.raw import load_trial
 from substrate_assets.defs.warehouse.regression_check import TrialNotInMarts, judgement
 from substrate_assets.defs.warehouse.resources import WarehouseResource
-from substrate_assets.defs.warehouse.site import BENCHMARK_SITE, SiteResource, build_and_describe
+from substrate_assets.defs.warehouse.site import BENCHMARK_SITE, DescribedSite, SiteResource, build_and_describe
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.suites import Suite
@@ -112,18 +112,19 @@ def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, war
                  figures=figure_metadata(refreshed.densities, {trial_id: trial.suite}),
                  beside_models={name: {**shown.get(name, {}), **stamp} for name in models})
     recorded = time.time()
-    said: str | None = None
-    metadata: dict[str, dg.MetadataValue] = {}
+    described: DescribedSite | None = None
     verdict: dg.AssetCheckResult | None = None
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="whole-load") as pool:
         histories = pool.submit(draw_histories, warehouse) if found is not None else None
         records = pool.submit(_record_checks, instance, refreshed, found, before)
         if not refreshed.skipped and site is not None:
-            said, metadata = build_and_describe(warehouse, suites, site)
+            described = build_and_describe(warehouse, suites, site)
         site_built = time.time()
         if not refreshed.skipped:
             try:
-                verdict = judgement(warehouse, suites, trial_id)
+                # The site judged each configuration's latest trial against its history, this one's too.
+                verdict = judgement(warehouse, suites, trial_id,
+                                    described.built.judged(trial_id) if described is not None else None)
             except TrialNotInMarts as error:
                 raise WholeLoadFailed(str(error)) from None
         judged = time.time()
@@ -133,9 +134,10 @@ def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, war
         instance.report_runless_asset_event(dg.AssetObservation(asset_key=CHANGE_POINTS, metadata=drawn))
     if refreshed.skipped:
         raise WholeLoadFailed(f"trial {trial_id}: {not_refreshed(refreshed.skipped)}")
-    if said is not None:
-        say(said)
-        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=BENCHMARK_SITE, metadata=metadata))
+    if described is not None:
+        say(described.said)
+        instance.report_runless_asset_event(dg.AssetMaterialization(asset_key=BENCHMARK_SITE,
+                                                                    metadata=described.metadata))
     if verdict is not None:
         instance.report_runless_asset_event(as_evaluation(verdict, trial_run.key, NO_REGRESSION, partition=trial_id))
     return WholeLoad(began, committed, recorded, site_built, judged, time.time())

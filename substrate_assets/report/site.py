@@ -111,6 +111,12 @@ class BuiltSite:
     seconds: float
     # Trial pages carried over unchanged from the site this one replaced.
     trials_kept: int = 0
+    # Each configuration's latest verdict, as the index shows it.
+    verdicts: tuple[LatestVerdict, ...] = ()
+
+    def judged(self, trial_id: str) -> Comparison | None:
+        """The comparison this build judged ``trial_id`` by, when it is a configuration's latest judged trial."""
+        return next((latest.comparison for latest in self.verdicts if latest.latest_trial == trial_id), None)
 
     @property
     def index(self) -> Path:
@@ -425,7 +431,8 @@ def build_site(connection: duckdb.DuckDBPyConnection, directory: Path, threshold
         raise
     compared = sum(1 for latest in verdicts if latest.comparison is not None)
     kept = sum(1 for key in pages.kept if key.startswith("trials/"))
-    return BuiltSite(directory, len(suites), len(trials), compared, time.perf_counter() - started, kept)
+    return BuiltSite(directory, len(suites), len(trials), compared, time.perf_counter() - started, kept,
+                     tuple(verdicts))
 
 
 def _comparison_page(connection: duckdb.DuckDBPyConnection, latest: LatestVerdict, warehouse: str | None,

@@ -24,9 +24,11 @@ from substrate_assets.report.site_server import SiteServer
 from substrate_assets.results.layout import RunStore
 from substrate_assets.results.trial_directory import TrialDirectory
 from substrate_assets.suites import compare_thresholds
+from substrate_assets.warehouse.compare_trials import judge_against_history
 from substrate_assets.warehouse.connection import connect
 from substrate_assets.warehouse.models.marts import build_marts
 from substrate_assets.warehouse.primary_history import SuiteHistory, suite_history
+from substrate_assets.warehouse.sides import select_side
 from substrate_assets.warehouse.trial_writes import load_trials
 from tests.report.browser import assert_clean, assert_not_blank, chromium, executable, visit
 from tests.support.synthetic_trials import write_trial
@@ -103,6 +105,15 @@ def test_the_site_holds_a_page_per_suite_trial_and_latest_comparison(site, wareh
         assert f'href="trials/{trials[suite][-1]}.html"' in index  # each configuration's latest trial
     # The glutton suite's question is judged on the landing page beside its wake row.
     assert "ResumeActor gmean" in index and "GluttonPing" in index
+
+
+def test_the_site_hands_over_the_comparison_it_judged_each_configurations_latest_trial_by(site, warehouse):
+    path, trials, _store = warehouse
+    latest = trials[PAUSE][-1]
+    with connect(path, read_only=True) as connection:
+        afresh = judge_against_history(connection, select_side(connection, latest), thresholds(PAUSE)[0])
+    assert afresh is not None and site.judged(latest) == afresh
+    assert site.judged(trials[PAUSE][-2]) is None  # not a configuration's latest: the site did not judge it
 
 
 class Links(HTMLParser):

@@ -75,9 +75,11 @@ class TrialNotInMarts(LookupError):
     """The trial is not in capacity_history: its raw tables and the marts must be loaded before it is judged."""
 
 
-def judgement(warehouse: WarehouseResource, suites: Mapping[str, Suite], trial_id: str) -> dg.AssetCheckResult:
+def judgement(warehouse: WarehouseResource, suites: Mapping[str, Suite], trial_id: str,
+              judged: Comparison | None = None) -> dg.AssetCheckResult:
     """The check's result for ``trial_id``, judged by its suite's thresholds (``suites``: every suite by name); what
-    the check records in a run, and the main job records outside one. TrialNotInMarts before its load."""
+    the check records in a run, and the main job records outside one. TrialNotInMarts before its load. ``judged``:
+    the trial's comparison against its history, when a reader of the same warehouse (the site) judged it already."""
     with warehouse.read() as connection:  # a read: no writer lock, so it never waits for a load nor holds one up
         known = connection.execute("SELECT any_value(suite), count(*) FROM capacity_history WHERE trial_id = ?",
                                    [trial_id]).fetchone()
@@ -92,7 +94,7 @@ def judgement(warehouse: WarehouseResource, suites: Mapping[str, Suite], trial_i
                 passed=False, severity=dg.AssetCheckSeverity.WARN,
                 metadata={"outcome": "disturbed", "history_trials": dg.MetadataValue.int(0)},
                 description=f"Not judged: {error}.")
-        comparison = judge_against_history(connection, trial, thresholds)
+        comparison = judged if judged is not None else judge_against_history(connection, trial, thresholds)
         sides = [trial] if comparison is None else [comparison.baseline, trial]
         pictures = trial_pictures(connection, sides)
     if comparison is None:

@@ -3,6 +3,7 @@ the marts, and linked from its materialization: one click from the asset graph t
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import dagster as dg
 from pydantic import Field
@@ -12,6 +13,9 @@ from substrate_assets.defs.resources import Resource, SuitesResource
 from substrate_assets.defs.warehouse.resources import WarehouseResource
 from substrate_assets.project import Deployment, site_directory, site_url
 from substrate_assets.suites import Suite, compare_thresholds
+
+if TYPE_CHECKING:  # the chart libraries are imported only where a site is built
+    from substrate_assets.report.site import BuiltSite
 
 BENCHMARK_SITE = "benchmark_site"
 # What the site reads across trials; a refresh of the marts updates them all, and the site follows.
@@ -43,15 +47,23 @@ def _after_the_marts() -> dg.AutomationCondition[dg.AssetKey | dg.AssetCheckKey]
           "serves it; `substrate-bench ui` serves it beside the UI, and its materialization links there.")
 def benchmark_site(context: dg.AssetExecutionContext, warehouse: WarehouseResource, suites: SuitesResource,
                    site: SiteResource) -> Materialized:
-    said, metadata = build_and_describe(warehouse, suites.all(), site)
-    context.log.info(said)
-    return dg.MaterializeResult(metadata=metadata)
+    described = build_and_describe(warehouse, suites.all(), site)
+    context.log.info(described.said)
+    return dg.MaterializeResult(metadata=described.metadata)
+
+
+class DescribedSite(NamedTuple):
+    """A site built: a line saying what was built, the materialization's metadata, and the build itself."""
+
+    said: str
+    metadata: dict[str, dg.MetadataValue]
+    built: "BuiltSite"
 
 
 def build_and_describe(warehouse: WarehouseResource, suites: Mapping[str, Suite], site: SiteResource
-                       ) -> tuple[str, dict[str, dg.MetadataValue]]:
-    """Build the site from the warehouse (``suites``: every suite by name, for their thresholds); a line saying what
-    was built, and the materialization's metadata. What the asset does in a run, and the main job outside one."""
+                       ) -> DescribedSite:
+    """Build the site from the warehouse (``suites``: every suite by name, for their thresholds) and describe it.
+    What the asset does in a run, and the main job outside one."""
     # Imported here: the chart libraries cost ~0.6 s to import, paid by every process that loads the definitions.
     from substrate_assets.report.site import build_site
 
@@ -60,14 +72,14 @@ def build_and_describe(warehouse: WarehouseResource, suites: Mapping[str, Suite]
                            warehouse=warehouse.database)
     said = (f"benchmark site: {built.pages} pages ({built.trials - built.trials_kept} trial pages drawn) in "
             f"{built.seconds:.1f} s at {built.index}")
-    return said, {
+    return DescribedSite(said, {
         "site": dg.MetadataValue.url(site.url),
         "index": dg.MetadataValue.path(str(built.index)),
         "pages": dg.MetadataValue.int(built.pages),
         "suites": dg.MetadataValue.int(built.suites),
         "trials": dg.MetadataValue.int(built.trials),
         "build_s": dg.MetadataValue.float(round(built.seconds, 2)),
-    }
+    }, built)
 
 
 # The site is a workstation's: a cluster's run pod would write it where nobody opens it, and be gone.

@@ -24,7 +24,7 @@ from substrate_assets.app.whole_loads import WholeLoad, WholeLoadFailed, load_wh
 from substrate_assets.definitions import defs
 from substrate_assets.defs.partitions import SCRIPT_PARTITIONS, TRIAL_PARTITIONS
 from substrate_assets.defs.runs.owners import owner_tags
-from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_script
+from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, validated_before, workload_script
 from substrate_assets.defs.trials.assets import trial_run
 from substrate_assets.defs.trials.checks import NO_REGRESSION
 from substrate_assets.defs.trials.jobs import TRIAL_TAG, TrialConfig, run_config, run_trial_job
@@ -145,9 +145,17 @@ def _step_failure(event: dg.DagsterEvent) -> str:
     return event.step_key + ": " + str(event.step_failure_data.error.message).strip()
 
 
-def materialize_script(suite: Suite, instance: dg.DagsterInstance, say: Say = _quiet) -> str:
-    """workload_script for the suite's script; MainJobError when the script is invalid."""
+def materialize_script(suite: Suite, instance: dg.DagsterInstance, say: Say = _quiet) -> str | None:
+    """workload_script for the suite's script: its run's id; MainJobError when the script is invalid. None when a run
+    found the file as it is valid with the code that validates it now (nothing has changed that could change its
+    verdict)."""
     assert suite.script is not None, "only an agent-session suite has a script to validate"
+    assert defs.resources is not None, "the project's definitions always carry its shared resources"
+    earlier = validated_before(instance, defs.resources["script_library"].library(), suite.script)
+    if earlier is not None:
+        say(f"script {suite.script}: valid, unchanged since run {earlier} validated it with this code; not validated "
+            "again")
+        return None
     instance.add_dynamic_partitions(SCRIPT_PARTITIONS, [suite.script])
     result = _materialize([workload_script], instance, suite.script, say)
     for evaluation in result.get_asset_check_evaluations():
@@ -232,7 +240,7 @@ def _run_rounds_ahead(suite: Suite, rounds: Sequence[Round], store: RunStore, in
     local = suite.backend == "local" and (also_validate is None or also_validate.backend == "local")
     if local:
         start_trial_child_ahead()
-    validated = {}
+    validated: dict[str, str | None] = {}
     # The renderer starts outside the interpreter's lock, and Dagster waits on its event writes: the warm-up and the
     # scripts' validation overlap, and both are done before the first trial runs.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-up") as warming:
@@ -252,7 +260,8 @@ def _run_rounds_ahead(suite: Suite, rounds: Sequence[Round], store: RunStore, in
         if loads and loads[-1].load_parts is None:
             _draw(instance, say)
         raise
-    runs = [*validated.values(), *(run for load in loads for run in (load.trial_run, load.load_run) if run)]
+    runs = [*(run for run in validated.values() if run),
+            *(run for load in loads for run in (load.trial_run, load.load_run) if run)]
     return JobOutcome(loads[-1].trial_id, runs, insight_of(instance, loads[-1]),
                       tuple(load.trial_id for load in loads), group, tuple(disturbed), tuple(loads))
 

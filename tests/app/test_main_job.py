@@ -68,6 +68,13 @@ def test_run_prints_the_trials_frontier_and_wake_latency(two_runs, project):
 def test_a_second_run_adds_a_group_judged_against_the_first(two_runs, project):
     first, second = two_runs
     assert second.returncode == 0, second.stderr[-3000:]
+    # The script and the code that validates it are as the first run left them: one validation run in all.
+    assert "script quick-session: valid, unchanged since run " in second.stdout
+    assert "not validated again" not in first.stdout
+    import dagster as dg
+
+    instance = dg.DagsterInstance.from_config(str(project / ".dagster_home"))
+    assert len(instance.fetch_materializations(dg.AssetKey("workload_script"), limit=5).records) == 1
     rows = sql(project, "select trial_id, p50_ms, p99_ms from wake_latency_distribution")
     assert len(rows) == 3 and len({row["trial_id"] for row in rows}) == 3
     assert all(row["p50_ms"] is not None and row["p50_ms"] <= row["p99_ms"] for row in rows)

@@ -7,7 +7,9 @@ import dagster as dg
 import pytest
 
 from substrate_assets.defs.resources import ScriptLibraryResource
-from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, workload_script
+from substrate_assets.defs.scripts import assets
+from substrate_assets.defs.scripts.assets import SCRIPT_IS_VALID, validated_before, workload_script
+from substrate_assets.workload import ScriptLibrary
 
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
@@ -21,8 +23,8 @@ def library(tmp_path):
     return tmp_path
 
 
-def materialize(library: Path, name: str) -> dg.ExecuteInProcessResult:
-    instance = dg.DagsterInstance.ephemeral()
+def materialize(library: Path, name: str, instance: dg.DagsterInstance | None = None) -> dg.ExecuteInProcessResult:
+    instance = instance or dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("script", [name])
     return dg.materialize([workload_script], partition_key=name, instance=instance, raise_on_error=False,
                           resources={"script_library": ScriptLibraryResource(directory=str(library))})
@@ -68,3 +70,26 @@ def test_definitions_load():
     from substrate_assets.definitions import defs
 
     assert defs.resolve_assets_def("workload_script").check_keys
+
+
+def test_a_script_is_known_valid_while_its_file_and_the_code_that_validated_it_are_the_same(library, monkeypatch):
+    instance = dg.DagsterInstance.ephemeral()
+    scripts = ScriptLibrary(library)
+    assert validated_before(instance, scripts, "quick-session") is None  # never validated
+    result = materialize(library, "quick-session", instance)
+    assert validated_before(instance, scripts, "quick-session") == result.run_id
+    # Validated by other code (a new rule may refuse it): not known valid.
+    monkeypatch.setattr(assets, "VALIDATOR_VERSION", "other-code")
+    assert validated_before(instance, scripts, "quick-session") is None
+    monkeypatch.undo()
+    # A changed file is not the file that was validated.
+    script = library / "quick-session.yaml"
+    script.write_text(script.read_text() + "\n# a comment changes the file\n")
+    assert validated_before(instance, scripts, "quick-session") is None
+    again = materialize(library, "quick-session", instance)
+    assert validated_before(instance, scripts, "quick-session") == again.run_id
+    # An invalid script is never known valid, nor is one whose file is gone.
+    materialize(library, "broken", instance)
+    assert validated_before(instance, scripts, "broken") is None
+    script.unlink()
+    assert validated_before(instance, scripts, "quick-session") is None

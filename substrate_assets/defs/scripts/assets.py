@@ -1,16 +1,33 @@
 """``workload_script[script]``: a script file, its figures, and the blocking check ``script_is_valid``."""
 
 import hashlib
+from pathlib import Path
 
 import dagster as dg
 
 from substrate_assets.defs.catalog import OWNERS, Materialized
 from substrate_assets.defs.partitions import script_partitions
 from substrate_assets.defs.resources import ScriptLibraryResource
-from substrate_assets.workload import ScriptError, step_table_markdown, summarize
+from substrate_assets.workload import ScriptError, ScriptLibrary, step_table_markdown, summarize
 from substrate_assets.workload.library import display_path, parse_script_file
 
 SCRIPT_IS_VALID = "script_is_valid"
+# Dagster tags a materialization with its asset's code version under this name.
+CODE_VERSION_TAG = "dagster/code_version"
+
+
+def _validator_version() -> str:
+    """A digest of the code that decodes, checks and summarizes a script: the workload package and this module."""
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve()
+    for path in sorted([*(here.parents[2] / "workload").glob("*.py"), here]):
+        digest.update(f"{path.name}\n".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+# The asset's code version: a script validated by other code is stale in the UI, and validated again by a job.
+VALIDATOR_VERSION = _validator_version()
 
 
 @dg.asset(
@@ -18,6 +35,7 @@ SCRIPT_IS_VALID = "script_is_valid"
     group_name="workloads",
     owners=OWNERS,
     kinds={"yaml"},
+    code_version=VALIDATOR_VERSION,
     check_specs=[dg.AssetCheckSpec(SCRIPT_IS_VALID, asset="workload_script", blocking=True,
                                    description="The script decodes strictly and passes every script rule; "
                                    "runs of trials that use it stop here when it does not.")],
@@ -69,3 +87,23 @@ def workload_script(context: dg.AssetExecutionContext,
         check_results=[dg.AssetCheckResult(check_name=SCRIPT_IS_VALID, passed=True,
                                            metadata={"sha256": sha256})],
     )
+
+
+def validated_before(instance: dg.DagsterInstance, library: ScriptLibrary, name: str) -> str | None:
+    """The run that found script ``name`` valid as its file is now, with the code that validates it now (its latest
+    materialization's sha256 is the file's, its code version the asset's); None when there is none, or the file is
+    not there (a run then says why)."""
+    try:
+        data = library.path_of(name).read_bytes()
+    except OSError:
+        return None
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=workload_script.key, asset_partitions=[name]), limit=1).records
+    if not records or records[0].asset_materialization is None:
+        return None
+    materialization = records[0].asset_materialization
+    sha256, valid = materialization.metadata.get("sha256"), materialization.metadata.get("valid")
+    if (sha256 is None or sha256.value != hashlib.sha256(data).hexdigest() or valid is None or valid.value is not True
+            or (materialization.tags or {}).get(CODE_VERSION_TAG) != VALIDATOR_VERSION):
+        return None
+    return records[0].run_id

@@ -15,6 +15,7 @@ from pathlib import Path
 import dagster as dg
 import psutil
 
+from substrate_assets.analysis.comparison import Comparison
 from substrate_assets.processes.owner import Owner
 from substrate_assets.results.trial_directory import TRIAL_JSON, TrialDirectory, parse_moment
 
@@ -53,6 +54,8 @@ class TrialLoad:
     load_run: str | None
     loaded_between: tuple[float, float] | None = None
     load_parts: Mapping[str, float] | None = None
+    # A whole load's comparison of the trial against its history, for what the job prints after.
+    comparison: Comparison | None = None
 
 
 @dataclass(frozen=True)

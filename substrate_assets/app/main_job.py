@@ -14,6 +14,7 @@ from typing import TypeVar, cast
 
 import dagster as dg
 
+from substrate_assets.analysis.comparison import Comparison
 from substrate_assets.app.code_location import run_job
 from substrate_assets.app.dead_time import TrialLoad
 from substrate_assets.app.pool_slots import Say, end_own_runs, wait_for_pools
@@ -72,6 +73,12 @@ class JobOutcome:
     disturbed: tuple[str, ...] = ()
     # Each trial the job ran (disturbed ones too) with its two runs, in order: where its seconds went.
     loads: tuple[TrialLoad, ...] = ()
+
+    @property
+    def comparison(self) -> Comparison | None:
+        """The job's last trial, alone, against its configuration's history, as its load judged it; None when the
+        load did not judge it so."""
+        return self.loads[-1].comparison if self.loads else None
 
 
 @dataclass(frozen=True)
@@ -305,7 +312,7 @@ def _each_round(rounds: Sequence[Round], store: RunStore, instance: dg.DagsterIn
             if number == len(rounds) or because is not None:
                 whole = _whole(trial_id, store, instance, say)
                 loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, None,
-                                       (whole.began, whole.judged), whole.parts()))
+                                       (whole.began, whole.judged), whole.parts(), whole.comparison))
             else:
                 loads.append(TrialLoad(trial_id, store.find(trial_id), trial_run_id, None,
                                        _raw_tables_only(trial_id, store, instance, say)))

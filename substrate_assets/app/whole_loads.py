@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from substrate_assets.analysis.comparison import Comparison
 from substrate_assets.app.dead_time import CHECKS, LOADED, RECORDED, SITE, VERDICT
 from substrate_assets.app.pool_slots import Say, wait_for_pools
 from substrate_assets.defs.trials.assets import trial_run
@@ -64,6 +65,8 @@ class WholeLoad:
     site_built: float
     judged: float
     checked: float
+    # The trial's comparison against its history, as the site judged it (None: no site built, or no history).
+    comparison: Comparison | None = None
 
     def parts(self) -> dict[str, float]:
         return {LOADED: self.committed - self.began, RECORDED: self.recorded - self.committed,
@@ -140,4 +143,5 @@ def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, war
                                                                     metadata=described.metadata))
     if verdict is not None:
         instance.report_runless_asset_event(as_evaluation(verdict, trial_run.key, NO_REGRESSION, partition=trial_id))
-    return WholeLoad(began, committed, recorded, site_built, judged, time.time())
+    return WholeLoad(began, committed, recorded, site_built, judged, time.time(),
+                     described.built.judged(trial_id) if described is not None else None)

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from substrate_assets.cli.output import print_rows, shown
 from substrate_assets.cli.warehouse_choice import chosen_warehouse
+
+if TYPE_CHECKING:  # imported where a verdict is shown: the CLI's other commands do not pay for it
+    from substrate_assets.analysis.comparison import Comparison
 
 
 def show_trial(console: Console, trial_id: str) -> None:
@@ -33,10 +36,12 @@ def show_trial(console: Console, trial_id: str) -> None:
     show_capacity(console, trial_id)
 
 
-def show_verdict(console: Console, candidate: str, figures: tuple[str, ...] = ()) -> None:
+def show_verdict(console: Console, candidate: str, figures: tuple[str, ...] = (),
+                 judged: Comparison | None = None) -> None:
     """The trial or group ``candidate`` judged against its configuration's history, as trial_run's check judges a
     trial (``figures``, from ``--figure``, as the primary ones): the verdict line, the figures that regressed or that
-    the data cannot judge, and what would settle them."""
+    the data cannot judge, and what would settle them. ``judged``: that comparison, when the job's load judged
+    ``candidate`` already by the suite's own thresholds (never with ``figures``)."""
     from substrate_assets.cli.compare import thresholds_of
     from substrate_assets.report.verdict_text import SHOWN_COLUMNS, notes, settling_advice, shown_row, summary
     from substrate_assets.warehouse.compare_figures import FigureNotRecorded
@@ -52,7 +57,8 @@ def show_verdict(console: Console, candidate: str, figures: tuple[str, ...] = ()
             return
         thresholds, source = thresholds_of(suite_of(connection, side), figures)
         try:
-            comparison = judge_against_history(connection, side, thresholds)
+            comparison = judged if judged is not None and not figures else \
+                judge_against_history(connection, side, thresholds)
         except FigureNotRecorded as error:
             console.print(f"verdict: none, {error}", style="yellow", highlight=False)
             return

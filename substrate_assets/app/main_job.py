@@ -76,8 +76,8 @@ class JobOutcome:
 
     @property
     def comparison(self) -> Comparison | None:
-        """The job's last trial, alone, against its configuration's history, as its load judged it; None when the
-        load did not judge it so."""
+        """The job's last trial with its group against its configuration's history, as its load judged it; None
+        when the load did not judge it so."""
         return self.loads[-1].comparison if self.loads else None
 
 

@@ -313,9 +313,7 @@ def run(suite_name: str, repeat: int | None, inject_wake_delay_ms: int | None, w
                 if outcome.group is not None:
                     show_group(console, outcome.group, outcome.trial_ids)
                     console.print(f"group {outcome.group}: {', '.join(outcome.trial_ids)}", highlight=False)
-                # A group is judged whole here; its load judged its last trial alone.
-                show_verdict(console, outcome.group or outcome.trial_id, figures,
-                             outcome.comparison if outcome.group is None else None)
+                show_verdict(console, outcome.group or outcome.trial_id, figures, outcome.comparison)
             if outcome.insight is not None:
                 console.print(outcome.insight.line(), highlight=False)
             show_site(console)

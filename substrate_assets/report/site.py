@@ -49,7 +49,7 @@ from substrate_assets.report.verdict_text import change_text, interval_text
 from substrate_assets.warehouse.compare_trials import judge_against_history
 from substrate_assets.warehouse.introspection import has_table
 from substrate_assets.warehouse.primary_history import SuiteHistory, suite_history
-from substrate_assets.warehouse.sides import AllDisturbed, select_side
+from substrate_assets.warehouse.sides import AllDisturbed, judged_with_its_group
 
 SITE_MARK = ".substrate-bench-site"
 # The tables a trial's page reads, by trial (its CDF reads request_samples, whose figures wake_latency_distribution
@@ -157,7 +157,7 @@ def _latest(connection: duckdb.DuckDBPyConnection, thresholds_of: ThresholdsOf) 
             why = "every trial of it is disturbed (the machine was busy with other work): none is judged"
         else:
             try:
-                comparison = judge_against_history(connection, select_side(connection, latest), thresholds)
+                comparison = judge_against_history(connection, judged_with_its_group(connection, latest), thresholds)
             except AllDisturbed:  # judged just above as not disturbed: only a warehouse changing under us
                 comparison = None
             if comparison is None:

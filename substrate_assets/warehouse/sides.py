@@ -123,3 +123,14 @@ def rounds(baseline: Side, candidate: Side) -> Pairs | None:
     if len(baseline.trial_ids) != len(candidate.trial_ids):
         return None
     return tuple((index, index) for index in range(len(baseline.trial_ids)))
+
+
+def judged_with_its_group(connection: duckdb.DuckDBPyConnection, trial_id: str) -> Side:
+    """What a verdict on ``trial_id`` judges: the trial's group when it ran in one (a group is judged whole, and its
+    other trials are no history of it), else the trial; AllDisturbed when the trial itself is disturbed (it is judged
+    in no side)."""
+    alone = select_side(connection, trial_id)
+    group = _values(connection, "SELECT group_id FROM trial_manifests WHERE trial_id = ?", [trial_id])
+    if not group or group[0] is None:
+        return alone
+    return select_side(connection, str(group[0]))

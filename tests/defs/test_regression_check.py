@@ -89,3 +89,25 @@ def test_the_comparison_follows_the_marts_on_its_own():
     assert CHECK in defs.resolve_asset_graph().asset_check_keys
     assert CHECK in defs.resolve_sensor_def("warehouse_refresh").asset_selection.resolve_checks(defs.resolve_asset_graph())
     assert defs.resolve_asset_graph().get(CHECK).automation_condition is not None
+
+
+def test_a_groups_trial_is_judged_with_its_group_never_against_it(tmp_path):
+    """A group is judged whole: its last trial's check compares the group with the history before it, and the
+    group's earlier trials are no part of that history."""
+    store = RunStore(tmp_path / "store")
+    history = [write_trial(store, "suite-a", 1_764_547_200 + 100 * n, wakes(n, 100.0), tag="t") for n in range(5)]
+    group = "suite-a-20251201t010000z-x3"
+    mates = [write_trial(store, "suite-a", 1_764_548_000 + 100 * n, wakes(10 + n, 200.0), tag="t", group=group)
+             for n in range(3)]
+    with connect(tmp_path / "w.duckdb") as connection:
+        read, unreadable = read_trials([TrialDirectory(store.find(trial_id)) for trial_id in history + mates[:2]])
+        assert not unreadable
+        load_and_refresh(connection, read)
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("trial", [*history, *mates])
+    last = evaluate(instance, store, tmp_path, mates[-1])
+    assert last.metadata["history_trials"].value == 5 and last.metadata["history"].value == ", ".join(history)
+    assert not last.passed and "WakeFirstTouch gmean" in last.metadata["regressed"].value
+    # The candidate is the whole group: five trials against three, the group's three judged together.
+    assert "| WakeFirstTouch gmean * |" in last.metadata["comparison"].value
+    assert "| 5 / 3 / 0 | **regressed** |" in last.metadata["comparison"].value

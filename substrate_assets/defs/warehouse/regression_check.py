@@ -20,7 +20,7 @@ from substrate_assets.report.verdict_text import as_markdown, notes, outcome, se
 from substrate_assets.suites import Suite, compare_thresholds
 from substrate_assets.warehouse.compare_samples import pooled_wakes
 from substrate_assets.warehouse.compare_trials import judge_against_history
-from substrate_assets.warehouse.sides import AllDisturbed, select_side
+from substrate_assets.warehouse.sides import AllDisturbed, judged_with_its_group
 
 # What the judgement reads: the trial's raw tables, the marts holding its configuration, figures and history.
 READS = ("request_samples", "wake_samples", "locust_stats", "capacity_history", "trial_figures", "step_latency",
@@ -88,7 +88,7 @@ def judgement(warehouse: WarehouseResource, suites: Mapping[str, Suite], trial_i
                                   "marts before judging it")
         thresholds, source = compare_thresholds(known[0], suites)
         try:
-            trial = select_side(connection, trial_id)
+            trial = judged_with_its_group(connection, trial_id)
         except AllDisturbed as error:
             return dg.AssetCheckResult(
                 passed=False, severity=dg.AssetCheckSeverity.WARN,
@@ -140,7 +140,8 @@ with warnings.catch_warnings():
         additional_deps=list(READS),
         pool="duckdb",
         automation_condition=_after_the_marts_follow_a_trial(),
-        description="The trial judged against the recent history of its suite and configuration (its trials since "
+        description="The trial, with its group when it ran in one (`run --repeat`, `ab`: a group is judged whole), "
+        "judged against the recent history of its suite and configuration (its trials since "
         "the latest change point, at most 20, before it, none disturbed), as `substrate-bench compare` judges: per "
         "figure — the wake's geometric mean (primary), its paths' p50 and slow share, wake and step p50/p99, "
         "densities, capacity, failure ratio — the change, its interval, the trial-to-trial noise of the history and "

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 CACHE_ENV = "SUBSTRATE_BENCH_CACHE"
@@ -51,3 +53,13 @@ def write_cached(path: Path, value: object) -> None:
         os.replace(temporary, path)
     except OSError:
         Path(temporary).unlink(missing_ok=True)
+
+
+def files_digest(files: Iterable[Path], root: Path) -> str:
+    """A sha256 of ``files`` (under ``root``): each one's path relative to ``root`` and its bytes, in path order. What
+    is derived from code or models is kept under it, and derived again when any of them changed."""
+    digest = hashlib.sha256()
+    for path in sorted(files, key=lambda path: path.relative_to(root)):
+        digest.update(f"{path.relative_to(root)}\n".encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()

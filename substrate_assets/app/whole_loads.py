@@ -123,11 +123,11 @@ def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, war
         if not refreshed.skipped and site is not None:
             described = build_and_describe(warehouse, suites, site)
         site_built = time.time()
+        # The site judged each configuration's latest trial against its history, this one's too.
+        comparison = described.built.judged(trial_id) if described is not None else None
         if not refreshed.skipped:
             try:
-                # The site judged each configuration's latest trial against its history, this one's too.
-                verdict = judgement(warehouse, suites, trial_id,
-                                    described.built.judged(trial_id) if described is not None else None)
+                verdict = judgement(warehouse, suites, trial_id, comparison)
             except TrialNotInMarts as error:
                 raise WholeLoadFailed(str(error)) from None
         judged = time.time()
@@ -143,5 +143,4 @@ def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, war
                                                                     metadata=described.metadata))
     if verdict is not None:
         instance.report_runless_asset_event(as_evaluation(verdict, trial_run.key, NO_REGRESSION, partition=trial_id))
-    return WholeLoad(began, committed, recorded, site_built, judged, time.time(),
-                     described.built.judged(trial_id) if described is not None else None)
+    return WholeLoad(began, committed, recorded, site_built, judged, time.time(), comparison)

@@ -41,6 +41,7 @@ import duckdb
 
 from substrate_assets.analysis.comparison import Comparison
 from substrate_assets.analysis.thresholds import Thresholds
+from substrate_assets.cache import files_digest
 from substrate_assets.report import plots
 from substrate_assets.report.html import Link, chart, note, page, paragraph, section, table
 from substrate_assets.report.pages import compared_page, history_chart, trial_report
@@ -268,10 +269,8 @@ def suite_page(connection: duckdb.DuckDBPyConnection, suite: str, verdicts: Sequ
 
 def _renderer() -> str:
     """A digest of the code that draws a page: a change to it renders every page again."""
-    digest = hashlib.sha256()
-    for source in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(source.read_bytes())
-    return digest.hexdigest()
+    here = Path(__file__).parent
+    return files_digest(here.glob("*.py"), here)
 
 
 def trial_fingerprints(connection: duckdb.DuckDBPyConnection, warehouse: str | None = None) -> dict[str, str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import duckdb
 
-from substrate_assets.cache import cache_directory, read_cached, write_cached
+from substrate_assets.cache import cache_directory, files_digest, read_cached, write_cached
 from substrate_assets.warehouse.checks import read_yaml
 from substrate_assets.warehouse.connection import prepare
 from substrate_assets.warehouse.models.discovery import models_directory
@@ -67,13 +67,11 @@ def table_columns() -> dict[str, list[tuple[str, str]]]:
 def _columns_key(directory: Path) -> str:
     """What an empty warehouse's columns follow from: DuckDB's version, the package's code (the raw tables' DDL and
     the Python-built models are code, and code they call shapes them) and every file of the models directory."""
-    digest = hashlib.sha256(f"duckdb {duckdb.__version__}\n".encode())
     package = Path(__file__).resolve().parents[1]
-    for root, suffixes in ((package, {".py"}), (directory, {".sql", ".yml", ".yaml", ".py"})):
-        for path in sorted(path for path in root.rglob("*") if path.suffix in suffixes and path.is_file()):
-            digest.update(f"{path.relative_to(root)}\n".encode())
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+    models = [path for path in directory.rglob("*") if path.suffix in {".sql", ".yml", ".yaml", ".py"}
+              and path.is_file()]
+    return hashlib.sha256(f"duckdb {duckdb.__version__}\n{files_digest(package.rglob('*.py'), package)}\n"
+                          f"{files_digest(models, directory)}\n".encode()).hexdigest()
 
 
 def known_table_columns(directory: Path) -> dict[str, list[tuple[str, str]]]:

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 
+from substrate_assets.cache import files_digest
 from substrate_assets.defs.catalog import OWNERS, Materialized
 from substrate_assets.defs.partitions import script_partitions
 from substrate_assets.defs.resources import ScriptLibraryResource
@@ -18,12 +19,9 @@ CODE_VERSION_TAG = "dagster/code_version"
 
 def _validator_version() -> str:
     """A digest of the code that decodes, checks and summarizes a script: the workload package and this module."""
-    digest = hashlib.sha256()
     here = Path(__file__).resolve()
-    for path in sorted([*(here.parents[2] / "workload").glob("*.py"), here]):
-        digest.update(f"{path.name}\n".encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    package = here.parents[2]
+    return files_digest([*(package / "workload").glob("*.py"), here], package)[:16]
 
 
 # The asset's code version: a script validated by other code is stale in the UI, and validated again by a job.

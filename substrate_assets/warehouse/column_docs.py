@@ -74,6 +74,20 @@ def _columns_key(directory: Path) -> str:
                           f"{files_digest(models, directory)}\n".encode()).hexdigest()
 
 
+def _table_columns_of(value: object) -> dict[str, list[tuple[str, str]]] | None:
+    """The tables' columns a cache file holds, or None when it holds anything else (built again, not trusted)."""
+    if not isinstance(value, dict):
+        return None
+    tables: dict[str, list[tuple[str, str]]] = {}
+    for table, columns in value.items():
+        if not (isinstance(columns, list) and all(
+                isinstance(pair, list) and len(pair) == 2 and all(isinstance(part, str) for part in pair)
+                for pair in columns)):
+            return None
+        tables[str(table)] = [(column, kind) for column, kind in columns]
+    return tables
+
+
 def known_table_columns(directory: Path) -> dict[str, list[tuple[str, str]]]:
     """:func:`table_columns` for the models of ``directory``, kept across processes: building them on an empty
     warehouse costs ~0.35 s, paid by every process that loads the definitions, and hashing what they follow from
@@ -81,8 +95,10 @@ def known_table_columns(directory: Path) -> dict[str, list[tuple[str, str]]]:
     path = cache_directory("models") / "table-columns.json"
     key = _columns_key(directory)
     cached = read_cached(path)
-    if isinstance(cached, dict) and cached.get("key") == key and isinstance(cached.get("tables"), dict):
-        return {table: [(column, kind) for column, kind in columns] for table, columns in cached["tables"].items()}
+    if isinstance(cached, dict) and cached.get("key") == key:
+        kept = _table_columns_of(cached.get("tables"))
+        if kept is not None:
+            return kept
     tables = table_columns()
     write_cached(path, {"key": key, "tables": tables})
     return tables

@@ -56,6 +56,11 @@ def test_the_columns_are_kept_across_processes_until_a_model_changes(tmp_path: P
     rebuilt = known_table_columns(models)
     assert ("added_column", "INTEGER") in rebuilt["trial_summary"] and rebuilt["trials"] == built["trials"]
     assert json.loads(cache.read_text())["key"] != kept["key"]
+    # A cache file of another shape is built again, not trusted.
+    broken = json.loads(cache.read_text())
+    broken["tables"]["trials"] = [["a column without a type"]]
+    cache.write_text(json.dumps(broken))
+    assert known_table_columns(models) == rebuilt
 
 
 def test_a_model_that_does_not_build_is_raised_and_not_kept(tmp_path: Path, monkeypatch):

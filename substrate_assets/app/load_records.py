@@ -10,7 +10,6 @@ Only this project's own processes speak over the pipe (a pickle of :class:`LoadR
 
 from __future__ import annotations
 
-import os
 import pickle
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from substrate_assets.processes.parent_death import dying_with_this_process
+from substrate_assets.processes.quick_exit import exit_now
 
 if TYPE_CHECKING:  # the child imports them with Dagster's side, not before it
     from substrate_assets.warehouse.checks import TestOutcome
@@ -102,6 +102,4 @@ if __name__ == "__main__":
     _serve(sys.stdin.buffer)
     # Every record is committed: the interpreter's teardown of Dagster's modules (a few tenths of a second) would
     # only keep the parent waiting.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_now()

@@ -28,6 +28,7 @@ from substrate_assets.driver.progress import log_lines
 from substrate_assets.driver.stopping import signals_stop_the_trial
 from substrate_assets.driver.trial import run_local_trial
 from substrate_assets.processes.parent_death import stop_when_parent_dies
+from substrate_assets.processes.quick_exit import exit_now
 from substrate_assets.processes.warm_start import WARM_FLAG, await_launch
 from substrate_assets.report.figures import charted_key, rounded
 from substrate_assets.results.layout import RunStore, TrialKey
@@ -135,3 +136,5 @@ def machine_load_words(load: dict[str, Any] | None) -> dict[str, Any]:
 if __name__ == "__main__":
     # Started ahead (processes/warm_start), its imports done: wait to be launched.
     main(await_launch() if WARM_FLAG in sys.argv[1:] else None)
+    # Its run waits for this process's exit before the trial counts as landed.
+    exit_now()

@@ -8,6 +8,8 @@ import importlib
 
 import click
 
+from substrate_assets.processes.quick_exit import exit_now
+
 # Each command's name and where it is defined.
 COMMANDS = {
     "validate": "substrate_assets.cli.scripts:validate",
@@ -47,3 +49,13 @@ class LazyGroup(click.Group):
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """Benchmark Agent Substrate: density frontiers and wake-latency distributions."""
+
+
+def entry() -> None:
+    """The ``substrate-bench`` command: :func:`main`, the process ended once its command has (without the
+    interpreter's teardown of a second; ``processes/quick_exit``)."""
+    try:
+        main()
+    except SystemExit as ended:
+        exit_now(ended.code)
+        raise

@@ -188,8 +188,8 @@ def _run_trial_job(config: TrialConfig, instance: dg.DagsterInstance, say: Say) 
 
 def _warm_up() -> None:
     """Import what the load after the trial uses and this process has not yet (change point analysis, the chart
-    libraries) and start the chart renderer, before the trial rather than between its last request and its rows in
-    the marts (~1.5 s)."""
+    libraries) and start the chart renderer's process, before the trial rather than between its last request and its
+    rows in the marts (~1.5 s)."""
     from substrate_assets.analysis.change_points import load_engine
     from substrate_assets.report import pages  # noqa: F401
     from substrate_assets.report.plots import start_renderer
@@ -248,7 +248,7 @@ def _run_rounds_ahead(suite: Suite, rounds: Sequence[Round], store: RunStore, in
     if local:
         start_trial_child_ahead()
     validated: dict[str, str | None] = {}
-    # The renderer starts outside the interpreter's lock, and Dagster waits on its event writes: the warm-up and the
+    # The renderer starts in a process of its own, and Dagster waits on its event writes: the warm-up and the
     # scripts' validation overlap, and both are done before the first trial runs.
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="warm-up") as warming:
         warmed = warming.submit(_warm_up)

@@ -109,7 +109,7 @@ def load_whole(trial_id: str, store: RunStore, instance: dg.DagsterInstance, war
     stamp = {COMMITTED_AT: dg.MetadataValue.timestamp(committed)}
     # Each table's record first, as a run records them (the raw tables', then the models'): from then on Dagster
     # shows the trial's rows. The checks' records are written while the histories are drawn, the site built and
-    # the trial judged: Dagster's event writes wait on SQLite, and the renderer runs outside the interpreter's lock.
+    # the trial judged: Dagster's event writes wait on SQLite, and the charts render in a process of their own.
     # Models a blocking test kept back are not drawn or judged over (as a failed marts step stops the steps after).
     report_loads(instance, [trial], refreshed.raw, refreshed.models,
                  figures=figure_metadata(refreshed.densities, {trial_id: trial.suite}),

@@ -24,6 +24,7 @@ import vl_convert
 from altair.utils.schemapi import SchemaBase, disable_debug_mode
 
 from substrate_assets.analysis.statistics import floor_index, permille
+from substrate_assets.report.renderer import Renderer
 
 # Altair's debug mode validates every schema object against Vega-Lite's JSON schema as it is made, data included:
 # a CDF's thousand points a series, again at each layer. Nothing here renders a spec it validated (see ``svg``), and
@@ -32,6 +33,8 @@ disable_debug_mode()
 
 # vl-convert bundles several Vega-Lite versions; render with the one Altair writes its specs for.
 VEGA_LITE_VERSION = ".".join(alt.SCHEMA_VERSION.removeprefix("v").split(".")[:2])
+# vl-convert in a process of its own (``renderer``): it renders holding the interpreter's lock.
+_RENDERER = Renderer(VEGA_LITE_VERSION)
 
 # A CDF of 100k samples drawn through every sample is a 100k-point SVG path that says nothing more than one through
 # a thousand ranks.
@@ -380,7 +383,7 @@ def svg(chart: alt.TopLevelMixin) -> str:
 @functools.lru_cache(maxsize=16)
 def _rendered(spec: str) -> str:
     # Kept by spec: a load run draws a suite's history for Dagster (as a PNG) and again for the site (0.3 s each).
-    return vl_convert.vegalite_to_svg(spec, vl_version=VEGA_LITE_VERSION, allowed_base_urls=[])
+    return _RENDERER.svg(spec)
 
 
 def forget_renderings() -> None:
@@ -395,9 +398,9 @@ def png(chart: alt.TopLevelMixin, scale: float = 2.0) -> bytes:
 
 
 def start_renderer() -> None:
-    """Start the renderer (vl-convert's JavaScript engine, ~0.4 s the first time a process draws), so that a later
-    drawing pays only for itself."""
-    _rendered('{"mark": "point"}')
+    """Start the renderer's process (vl-convert's JavaScript engine, ~0.7 s to start), which then starts while this
+    process goes on, so that a later drawing pays only for itself."""
+    _RENDERER.start()
 
 
 def markdown_image(chart: alt.TopLevelMixin, alt: str) -> str:

@@ -153,8 +153,8 @@ def marts_asset(models: dict[str, AnyModel], tests: dict[str, list[ColumnTest]],
             found = read_change_points(connection) if CHANGE_POINTS in refreshed else None
             shown = shown_beside(connection, refreshed, found)
         committed = {COMMITTED_AT: dg.MetadataValue.timestamp(time.time())}
-        # The renderer runs outside the interpreter's lock, so the histories are drawn while the materializations
-        # are recorded (a second of Dagster's event writes) instead of after them.
+        # The charts render in a process of their own (report/renderer), so the histories are drawn while the
+        # materializations are recorded (a second of Dagster's event writes) instead of after them.
         drawing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="suite-histories")
         histories = (drawing.submit(draw_histories, warehouse)
                      if CHANGE_POINTS in selected and CHANGE_POINTS in refreshed else None)

@@ -26,7 +26,6 @@ which reads every suite, is rendered every time.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -34,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +46,13 @@ from substrate_assets.report import plots
 from substrate_assets.report.html import Link, chart, note, page, paragraph, section, table
 from substrate_assets.report.pages import compared_page, history_chart, trial_report
 from substrate_assets.report.primary_chart import kind, primary_history_chart
+from substrate_assets.report.site_files import SITE_MARK, PageSet, SitePages, swap_in, write_page
 from substrate_assets.report.verdict_text import change_text, interval_text
 from substrate_assets.warehouse.compare_trials import judge_against_history
 from substrate_assets.warehouse.introspection import has_table
 from substrate_assets.warehouse.primary_history import SuiteHistory, suite_history
 from substrate_assets.warehouse.sides import AllDisturbed, judged_with_its_group
 
-SITE_MARK = ".substrate-bench-site"
 # The tables a trial's page reads, by trial (its CDF reads request_samples, whose figures wake_latency_distribution
 # holds: a change in its samples changes them).
 TRIAL_PAGE_READS = ("trial_manifests", "trials", "wake_latency_distribution", "density_frontiers", "slo_capacity",
@@ -289,85 +289,6 @@ def trial_fingerprints(connection: duckdb.DuckDBPyConnection, warehouse: str | N
             for trial_id, digests in parts.items()}
 
 
-def _previous_pages(directory: Path) -> dict[str, Any]:
-    """What the site in ``directory`` recorded of its pages (each one's fingerprint and its files' digests); none
-    when it cannot be read."""
-    try:
-        recorded = json.loads((directory / SITE_MARK).read_text())
-    except (OSError, ValueError):
-        return {}
-    pages = recorded.get("pages") if isinstance(recorded, dict) else None
-    return pages if isinstance(pages, dict) else {}
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(data)
-
-
-def _swap_in(built: Path, directory: Path) -> None:
-    """``built`` becomes ``directory``; the site it replaces is removed after, never before."""
-    if not directory.exists():
-        os.replace(built, directory)
-        return
-    old = directory.with_name(f".{directory.name}.old-{os.getpid()}")
-    os.replace(directory, old)
-    os.replace(built, directory)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-class _Pages:
-    """The pages of a site being built in ``built``: each rendered, or carried over from ``directory`` (the site it
-    replaces) when its fingerprint is the one that site recorded for it and its files still hold what that site
-    wrote (a page changed, replaced or linked elsewhere since is drawn again: nothing but a page of ours is copied)."""
-
-    def __init__(self, directory: Path, built: Path) -> None:
-        self.directory, self.built = directory, built
-        self.previous = _previous_pages(directory)
-        self.recorded: dict[str, dict[str, Any]] = {}
-        self.kept: set[str] = set()
-
-    def _unchanged(self, key: str, names: Sequence[str], fingerprint: str) -> dict[str, bytes] | None:
-        before = self.previous.get(key)
-        if not isinstance(before, dict) or before.get("fingerprint") != fingerprint:
-            return None
-        listed = before.get("files")
-        files = listed if isinstance(listed, dict) else {}
-        kept = {}
-        for name in names:
-            try:
-                data = (self.directory / name).read_bytes()
-            except OSError:
-                return None
-            if files.get(name) != _digest(data):
-                return None
-            kept[name] = data
-        return kept
-
-    def put(self, names: Sequence[str], fingerprint: str | None, render: Callable[[], list[str]]) -> None:
-        """The pages ``names`` (paths in the site), whose texts ``render`` gives in that order."""
-        key = names[0]
-        kept = None if fingerprint is None else self._unchanged(key, names, fingerprint)
-        if kept is not None:
-            self.kept.add(key)
-        else:
-            kept = {name: text.encode() for name, text in zip(names, render(), strict=True)}
-        for name, data in kept.items():
-            _write(self.built / name, data)
-        if fingerprint is not None:
-            self.recorded[key] = {"fingerprint": fingerprint,
-                                  "files": {name: _digest(data) for name, data in kept.items()}}
-
-    def mark(self, moment: datetime) -> None:
-        (self.built / SITE_MARK).write_text(json.dumps({
-            "built_by": "substrate-bench site", "generated_at": moment.isoformat(), "pages": self.recorded},
-            indent=1) + "\n")
-
-
 def suite_fingerprint(suite: str, trials: Sequence[tuple[str, str]], fingerprints: dict[str, str],
                       thresholds: Thresholds) -> str:
     """A suite page's (and its comparisons') fingerprint: its trials' places in their configurations
@@ -393,38 +314,36 @@ def build_site(connection: duckdb.DuckDBPyConnection, directory: Path, threshold
     built = directory.with_name(f".{directory.name}.building-{os.getpid()}")
     shutil.rmtree(built, ignore_errors=True)
     built.mkdir()
-    pages = _Pages(directory, built)
+    pages = SitePages(directory, built)
     try:
         (built / SITE_MARK).write_text("{}\n")
         if not has_table(connection, "capacity_history"):
-            _write(built / INDEX, page("Benchmarks", [section("Latest verdicts", [note(
+            write_page(built / INDEX, page("Benchmarks", [section("Latest verdicts", [note(
                 "The warehouse's models are not built yet: substrate-bench rebuild builds them.")])],
                 warehouse=warehouse, generated_at=moment).encode())
-            _swap_in(built, directory)
+            swap_in(built, directory)
             return BuiltSite(directory, 0, 0, 0, time.perf_counter() - started)
         verdicts = _latest(connection, thresholds_of)
-        _write(built / INDEX, index_page(connection, verdicts, warehouse=warehouse, generated_at=moment).encode())
+        write_page(built / INDEX, index_page(connection, verdicts, warehouse=warehouse, generated_at=moment).encode())
         fingerprints = trial_fingerprints(connection, warehouse)
         trials = connection.execute("SELECT trial_id, suite, CAST(h AS VARCHAR) FROM capacity_history AS h "
                                     "ORDER BY trial_id").fetchall()
-        for trial_id, suite, _place in trials:
-            def trial_pages(trial_id: str = trial_id, suite: str | None = suite) -> list[str]:
-                return [trial_report(connection, trial_id, generated_at=moment, navigation=_navigation("../", suite))]
-
-            pages.put([f"trials/{page_name(trial_id)}.html"], fingerprints.get(trial_id), trial_pages)
+        # Each trial's page, then each suite's page with its comparisons: the suites' pages are the slowest, and
+        # are drawn while the last trials' pages are.
+        sets = [PageSet([f"trials/{page_name(trial_id)}.html"], fingerprints.get(trial_id),
+                        partial(_trial_pages, trial_id=trial_id, suite=suite, moment=moment))
+                for trial_id, suite, _place in trials]
         suites = sorted({suite for _trial_id, suite, _place in trials if suite is not None})
         for suite in suites:
             mine = [latest for latest in verdicts if latest.suite == suite and latest.comparison is not None]
             fingerprint = suite_fingerprint(suite, [(trial_id, place) for trial_id, of, place in trials
                                                     if of == suite], fingerprints, thresholds_of(suite)[0])
-
-            def suite_pages(suite: str = suite, mine: list[LatestVerdict] = mine) -> list[str]:
-                return [suite_page(connection, suite, verdicts, warehouse=warehouse, generated_at=moment),
-                        *(_comparison_page(connection, latest, warehouse, moment) for latest in mine)]
-
-            pages.put([f"suites/{page_name(suite)}.html", *(latest.page for latest in mine)], fingerprint, suite_pages)
+            sets.append(PageSet([f"suites/{page_name(suite)}.html", *(latest.page for latest in mine)], fingerprint,
+                                partial(_suite_pages, suite=suite, mine=mine, verdicts=verdicts, warehouse=warehouse,
+                                        moment=moment)))
+        pages.put(connection, sets)
         pages.mark(moment)
-        _swap_in(built, directory)
+        swap_in(built, directory)
     except BaseException:
         shutil.rmtree(built, ignore_errors=True)
         raise
@@ -432,6 +351,17 @@ def build_site(connection: duckdb.DuckDBPyConnection, directory: Path, threshold
     kept = sum(1 for key in pages.kept if key.startswith("trials/"))
     return BuiltSite(directory, len(suites), len(trials), compared, time.perf_counter() - started, kept,
                      tuple(verdicts))
+
+
+def _trial_pages(connection: duckdb.DuckDBPyConnection, *, trial_id: str, suite: str | None,
+                 moment: datetime) -> list[str]:
+    return [trial_report(connection, trial_id, generated_at=moment, navigation=_navigation("../", suite))]
+
+
+def _suite_pages(connection: duckdb.DuckDBPyConnection, *, suite: str, mine: Sequence[LatestVerdict],
+                 verdicts: Sequence[LatestVerdict], warehouse: str | None, moment: datetime) -> list[str]:
+    return [suite_page(connection, suite, verdicts, warehouse=warehouse, generated_at=moment),
+            *(_comparison_page(connection, latest, warehouse, moment) for latest in mine)]
 
 
 def _comparison_page(connection: duckdb.DuckDBPyConnection, latest: LatestVerdict, warehouse: str | None,

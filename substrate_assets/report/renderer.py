@@ -100,6 +100,12 @@ class Renderer:
                         raise RendererGone(f"the chart renderer (pid {child.process.pid}) ended twice while "
                                            f"rendering: {error}") from None
                     continue
+                except BaseException:
+                    # Interrupted between its question and its answer (a signal): the answer would be read as the
+                    # next chart's, so the child goes with it.
+                    child.end()
+                    self._child = None
+                    raise
                 if status == FAILED:
                     raise RenderFailed(text)
                 return text

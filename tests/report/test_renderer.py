@@ -93,3 +93,23 @@ assert renderer.svg(spec).startswith("<svg") and renderer._child.process.pid == 
 print("drawn")
 """], capture_output=True, text=True, timeout=120)
     assert forked.returncode == 0 and forked.stdout.strip() == "drawn", forked.stderr[-2000:]
+
+
+def test_a_chart_interrupted_before_its_answer_never_answers_the_next(renderer, monkeypatch):
+    """A signal between a spec sent and its SVG read (KeyboardInterrupt) leaves that SVG unread: the next chart must
+    get its own, not that one."""
+    from substrate_assets.report import renderer as module
+
+    first, second = '{"mark": "point"}', _spec()
+    reads = module._read_exactly
+
+    def interrupted(stream, size):
+        monkeypatch.setattr(module, "_read_exactly", reads)
+        raise KeyboardInterrupt
+
+    renderer.start()
+    monkeypatch.setattr(module, "_read_exactly", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        renderer.svg(first)
+    assert renderer.svg(second) == vl_convert.vegalite_to_svg(second, vl_version=plots.VEGA_LITE_VERSION,
+                                                               allowed_base_urls=[])

@@ -15,6 +15,9 @@ import os
 import sys
 import threading
 
+# The status the interpreter exits with when its output could not be flushed at exit.
+UNWRITTEN_OUTPUT = 120
+
 
 def _exit_status(code: object) -> int:
     """The status ``sys.exit(code)`` ends with, printing what it prints (anything but None or an int)."""
@@ -38,8 +41,15 @@ def exit_now(code: object = None) -> None:
         return
     status = _exit_status(code)
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        # A reader that went away, or a stream already closed: nothing is left to lose.
+    try:
+        sys.stdout.flush()
+    except ValueError:  # closed by the command itself: nothing is left in it
+        pass
+    except OSError as error:
+        # As the interpreter's own exit does: the output that was not written is said, and the status says so too.
         with contextlib.suppress(OSError, ValueError):
-            stream.flush()
+            print(f"the output was not all written: {error}", file=sys.stderr)
+        status = status or UNWRITTEN_OUTPUT
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
     os._exit(status)

@@ -14,6 +14,7 @@ import os
 import shutil
 import threading
 from collections.abc import Callable, Sequence
+from concurrent import futures
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,9 +23,13 @@ from typing import Any
 
 import duckdb
 
+from substrate_assets.warehouse.connection import prepare
+
 SITE_MARK = ".substrate-bench-site"
 # Two: the renderer is one worker, so a third page would only wait for it or for the interpreter's lock.
 PAGES_AT_ONCE = 2
+# How long a signal (Ctrl-C, a run's termination) may wait to be seen while pages are drawn.
+SIGNALS_SEEN_S = 0.2
 
 Render = Callable[[duckdb.DuckDBPyConnection], list[str]]
 
@@ -71,8 +76,9 @@ def swap_in(built: Path, directory: Path) -> None:
 
 
 def _cursors(connection: duckdb.DuckDBPyConnection, count: int) -> list[duckdb.DuckDBPyConnection]:
-    """``count`` cursors on ``connection``'s database, one per thread. A cursor starts in the instance's default
-    database, which is not the one in use on a lake's connection."""
+    """``count`` cursors on ``connection``'s database, one per thread, with the warehouse's macros (a connection's
+    own, not its cursors'). A cursor starts in the instance's default database, which is not the one in use on a
+    lake's connection."""
     row = connection.execute("SELECT current_database()").fetchone()
     assert row is not None, "a connection always has a database in use"
     use = 'USE "{}"'.format(str(row[0]).replace('"', '""'))
@@ -80,7 +86,7 @@ def _cursors(connection: duckdb.DuckDBPyConnection, count: int) -> list[duckdb.D
     try:
         for _ in range(count):
             cursors.append(connection.cursor())
-            cursors[-1].execute(use)
+            prepare(cursors[-1].execute(use), python_functions=False)
     except BaseException:
         for cursor in cursors:
             cursor.close()
@@ -153,9 +159,17 @@ class SitePages:
         cursors = _cursors(connection, min(PAGES_AT_ONCE, len(sets)))
         try:
             with ThreadPoolExecutor(max_workers=len(cursors) or 1, thread_name_prefix="site-page") as pool:
-                drawing = [pool.submit(draw, cursor) for cursor in cursors]
-                for drawn in drawing:
-                    drawn.result()
+                try:
+                    drawing = [pool.submit(draw, cursor) for cursor in cursors]
+                    # Woken every so often: a signal the kernel handed to a page's thread is handled only by this
+                    # one, and only once it runs.
+                    while not all(drawn.done() for drawn in drawing):
+                        futures.wait(drawing, timeout=SIGNALS_SEEN_S)
+                    for drawn in drawing:
+                        drawn.result()
+                except BaseException:
+                    failed.set()  # this thread's own interruption too (a signal): no page is begun after it
+                    raise
         finally:
             for cursor in cursors:
                 cursor.close()

@@ -1,6 +1,7 @@
 """A process ended by exit_now ends as sys.exit would, less the interpreter's teardown: its atexit handlers run, what
 it printed reaches its reader, its status is sys.exit's; while another thread still works, it ends nothing."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,14 @@ def test_the_command_ends_with_its_status_and_says_all_it_had_to():
     assert "No such command 'no-such-command'" in ended.stderr
     listed = subprocess.run([CLI, "--help"], capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "validate" in listed.stdout
+
+
+def test_output_that_cannot_be_written_is_said_and_fails_the_exit_as_the_interpreters_own_exit_does():
+    """Output kept in the buffer until the exit (a CSV the command wrote), to a full disk: said on stderr, status 120,
+    not a success with the rows lost."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    with open("/dev/full", "w") as full:
+        ended = subprocess.run([sys.executable, "-c", CHILD, "0", "none"], stdout=full, stderr=subprocess.PIPE,
+                               text=True, timeout=60, env=env)
+    assert ended.returncode == 120
+    assert "the output was not all written" in ended.stderr and "No space left on device" in ended.stderr

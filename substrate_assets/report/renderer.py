@@ -27,7 +27,8 @@ class RenderFailed(ValueError):
 
 
 class RendererGone(RuntimeError):
-    """The renderer's process ended or stopped answering, twice in a row; the message says how."""
+    """The renderer's process ended (its pipe closed) while rendering, twice in a row; the message says how. A child
+    that hangs is not detected: the drawing waits for it."""
 
 
 def _read_exactly(stream: IO[bytes], size: int) -> bytes:

@@ -1,8 +1,9 @@
 """The files of a site being built: each page rendered, or carried over from the site it replaces when nothing it
 shows changed, and the whole swapped in at once.
 
-Pages are drawn two at a time. A page's charts are rendered by vl-convert outside the interpreter's lock, and its
-tables and charts are built in Python (DuckDB, Altair): while one page's charts render, the other page is built.
+Pages are drawn two at a time. A page's charts are rendered in the renderer's process (``renderer``), and its
+tables and charts are built here in Python (DuckDB, Altair): while one page's charts render, the other page is
+built.
 Each of the two threads reads through a cursor of its own (a DuckDB connection is not shared between threads), on
 the database the site's connection reads."""
 
